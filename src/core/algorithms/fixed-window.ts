@@ -1,0 +1,60 @@
+import { windowAt, windowEndOf } from "../windows.js";
+import type { Algorithm } from "./types.js";
+
+/** Count in the window `index`; `previous` is the count of window `index - 1` (sliding window). */
+export interface WindowedState {
+  readonly index: number;
+  readonly count: number;
+  readonly previous: number;
+}
+
+/** Moves a state into the window that contains `now`, carrying the previous count if adjacent. */
+export function rollWindow(
+  state: WindowedState | undefined,
+  index: number,
+): WindowedState | undefined {
+  if (state === undefined || state.index === index) return state;
+  return { index, count: 0, previous: state.index === index - 1 ? state.count : 0 };
+}
+
+/**
+ * Fixed window aligned to the epoch, as in seed 000. Refused requests are counted on the
+ * counter that refused them (the seed's `ADD` keeps counting), which the challenge band needs
+ * to tell "a little over" from "far over"; the count resets with the window, so this never
+ * extends a block past the window's end.
+ */
+export const fixedWindow: Algorithm<WindowedState> = {
+  name: "fixed-window",
+
+  allows(state, now, rule) {
+    const { index } = windowAt(rule.window, now);
+    const count = rollWindow(state, index)?.count ?? 0;
+    return count + rule.cost <= rule.limit;
+  },
+
+  count(state, now, rule) {
+    const { index } = windowAt(rule.window, now);
+    const current = rollWindow(state, index);
+    return {
+      index,
+      count: (current?.count ?? 0) + rule.cost,
+      previous: current?.previous ?? 0,
+    };
+  },
+
+  describe(state, now, rule, allowed) {
+    const { index, end } = windowAt(rule.window, now);
+    const count = rollWindow(state, index)?.count ?? 0;
+    return {
+      allowed,
+      count,
+      remaining: Math.max(0, rule.limit - count),
+      resetAt: end,
+      retryAfterMs: allowed ? 0 : end - now,
+    };
+  },
+
+  expiresAt(state, _now, rule) {
+    return windowEndOf(rule.window, state.index);
+  },
+};

@@ -1,0 +1,54 @@
+import type { ResolvedRule } from "../policy/types.js";
+import type { CounterSpec, CounterState } from "./types.js";
+
+const DEFAULT_MAX_KEYS = 100_000;
+
+/**
+ * Remembers counters that are hard-blocked until a known time, so that an attacker who keeps
+ * hammering a blocked key costs no store round trip (and, on DynamoDB, no write) until then.
+ * Other processes' counts can only push the real unblock time later, so answering locally until
+ * the remembered time is never more lenient than the store. Bounded: oldest entries go first.
+ */
+export class BlockCache {
+  readonly #until = new Map<string, number>();
+  readonly #maxKeys: number;
+  hits = 0;
+
+  constructor(maxKeys = DEFAULT_MAX_KEYS) {
+    this.#maxKeys = maxKeys;
+  }
+
+  get size(): number {
+    return this.#until.size;
+  }
+
+  /** The first enforcing counter still blocked at `now`, if any. */
+  blockedUntil(
+    counters: readonly CounterSpec[],
+    now: number,
+  ): { key: string; until: number } | undefined {
+    if (this.#until.size === 0) return undefined;
+    for (const counter of counters) {
+      if (counter.mode !== "enforce") continue;
+      const until = this.#until.get(counter.key);
+      if (until === undefined) continue;
+      if (until > now) {
+        this.hits++;
+        return { key: counter.key, until };
+      }
+      this.#until.delete(counter.key);
+    }
+    return undefined;
+  }
+
+  remember(counter: CounterSpec, rule: ResolvedRule, state: CounterState, now: number): void {
+    // A sliding challenge rule's retry time is for the limit, not the band: do not over-block.
+    if (rule.action === "challenge" && rule.algorithm !== "fixed-window") return;
+    if (state.retryAfterMs <= 0) return;
+    if (this.#until.size >= this.#maxKeys) {
+      const oldest = this.#until.keys().next();
+      if (!oldest.done) this.#until.delete(oldest.value);
+    }
+    this.#until.set(counter.key, now + state.retryAfterMs);
+  }
+}

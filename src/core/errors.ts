@@ -1,0 +1,33 @@
+/** Every error edgelimit raises carries a stable code, so that callers can branch on it. */
+export type ErrorCode =
+  | "EL_POLICY_PARSE"
+  | "EL_POLICY_UNKNOWN_FIELD"
+  | "EL_POLICY_INVALID"
+  | "EL_POLICY_UNKNOWN_TIER"
+  | "EL_POLICY_BAD_WINDOW"
+  | "EL_POLICY_FILE"
+  | "EL_POLICY_SECRET_MISSING"
+  | "EL_BAD_ARGUMENT"
+  | "EL_STORE_TIMEOUT"
+  | "EL_STORE_FAILED";
+
+export interface PolicyIssue {
+  /** Dotted path of the field (`tiers.anonymous.paths./api/reports.limit`). */
+  readonly path: string;
+  readonly message: string;
+  /** 1-based line in the source file, when known. */
+  readonly line?: number;
+  readonly code: ErrorCode;
+}
+
+export class EdgelimitError extends Error {
+  readonly code: ErrorCode;
+  readonly issues: readonly PolicyIssue[];
+
+  constructor(code: ErrorCode, message: string, issues: readonly PolicyIssue[] = []) {
+    super(message);
+    this.name = "EdgelimitError";
+    this.code = code;
+    this.issues = issues;
+  }
+}

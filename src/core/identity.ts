@@ -1,0 +1,252 @@
+import { importSPKI, type JWTPayload, jwtVerify } from "jose";
+import type {
+  IpIdentity,
+  JwtIdentity,
+  SecretSource,
+  TrustedHeaderIdentity,
+} from "../policy/types.js";
+import { EdgelimitError } from "./errors.js";
+import { type Address, CidrSet, ipSubject, parseIp } from "./ip.js";
+import type { RequestDescription } from "./types.js";
+
+/** Reads one header from either a plain record or a `Headers` object, case-insensitively. */
+export function readHeader(
+  headers: RequestDescription["headers"],
+  name: string,
+): string | undefined {
+  if (headers === undefined) return undefined;
+  if (typeof (headers as Headers).get === "function") {
+    return (headers as Headers).get(name) ?? undefined;
+  }
+  const record = headers as Record<string, string | string[] | undefined>;
+  let value = record[name];
+  if (value === undefined) {
+    const lower = name.toLowerCase();
+    value = record[lower];
+    if (value === undefined && lower !== name) return undefined;
+    if (value === undefined) {
+      for (const key in record) {
+        if (key.toLowerCase() === lower) {
+          value = record[key];
+          break;
+        }
+      }
+    }
+  }
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value.join(", ") : value;
+}
+
+export interface ClientAddress {
+  /** The address the client is counted as, undefined when nothing valid was found. */
+  readonly address: Address | undefined;
+  /** The counted subject: the address, or its IPv6 prefix. "unknown" without an address. */
+  readonly subject: string;
+  /** Whether the socket peer is one of the trusted proxies. */
+  readonly peerTrusted: boolean;
+}
+
+/**
+ * Finds the client's address using only what is trustworthy: the socket peer, a header that
+ * the platform sets, or `X-Forwarded-For` read right to left while each hop is a trusted proxy.
+ * A client that writes `X-Forwarded-For` itself only adds entries to the left of the address
+ * our proxy appended, so they are never reached.
+ */
+export class IpResolver {
+  readonly #config: IpIdentity;
+  readonly #trusted: CidrSet;
+
+  constructor(config: IpIdentity) {
+    this.#config = config;
+    this.#trusted = new CidrSet(config.trustedProxies);
+  }
+
+  resolve(request: RequestDescription): ClientAddress {
+    const peer = parseIp(request.ip);
+    const peerTrusted = this.#trusted.has(peer);
+    let address = peer;
+    const { source } = this.#config;
+    if (source === "header" && this.#config.header !== undefined) {
+      const fromHeader = parseIp(readHeader(request.headers, this.#config.header));
+      if (fromHeader !== undefined) address = fromHeader;
+    } else if (source === "x-forwarded-for" && peerTrusted) {
+      address = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for"), peer);
+    }
+    const subject =
+      address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
+    return { address, subject, peerTrusted };
+  }
+
+  isTrusted(address: Address | undefined): boolean {
+    return this.#trusted.has(address);
+  }
+
+  #walkForwardedFor(header: string | undefined, peer: Address | undefined): Address | undefined {
+    if (header === undefined || header === "") return peer;
+    const hops = header.split(",");
+    let client = peer;
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = parseIp(hops[i]);
+      // A malformed entry was written by an untrusted party: stop at the last hop we trust.
+      if (hop === undefined) return client;
+      client = hop;
+      if (!this.#trusted.has(hop)) return hop;
+    }
+    return client;
+  }
+}
+
+export interface VerifiedUser {
+  readonly id: string;
+  readonly plan: string | undefined;
+}
+
+export interface SecretContext {
+  /** Environment to read `{ env: NAME }` secrets from (defaults to `process.env` where it exists). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Reads `{ file: PATH }` secrets; given by the Node entry points. */
+  readonly readFile?: (path: string) => string;
+}
+
+export function resolveSecret(source: SecretSource, context: SecretContext, field: string): string {
+  if ("value" in source) return source.value;
+  if ("env" in source) {
+    const env = context.env ?? defaultEnv();
+    const value = env[source.env];
+    if (value === undefined || value === "") {
+      throw new EdgelimitError(
+        "EL_POLICY_SECRET_MISSING",
+        `${field}: environment variable ${source.env} is not set; set it to the secret (for example export ${source.env}=...)`,
+      );
+    }
+    return value;
+  }
+  if (context.readFile === undefined) {
+    throw new EdgelimitError(
+      "EL_POLICY_SECRET_MISSING",
+      `${field}: secrets from files are not available in this runtime; use { env: NAME } or { value: ... }`,
+    );
+  }
+  return context.readFile(source.file);
+}
+
+function defaultEnv(): Record<string, string | undefined> {
+  const maybeProcess = (globalThis as { process?: { env?: Record<string, string | undefined> } })
+    .process;
+  return maybeProcess?.env ?? {};
+}
+
+const MAX_CACHED_TOKENS = 10_000;
+const MAX_CACHED_TOKEN_LENGTH = 4096;
+
+/**
+ * Verifies bearer tokens with jose. A token that is forged, expired, signed with another
+ * algorithm or missing its user claim yields no user: the request is then counted as anonymous
+ * by IP, so a bad token never buys a fresh counter. Verified tokens are cached (bounded) until
+ * their own expiry, so a busy user costs one signature check, not one per request.
+ */
+export class JwtVerifier {
+  readonly #config: JwtIdentity;
+  readonly #key: Promise<CryptoKey | Uint8Array>;
+  readonly #cache = new Map<string, { user: VerifiedUser | undefined; until: number }>();
+  readonly #cookieName: string | undefined;
+
+  constructor(config: JwtIdentity, context: SecretContext) {
+    this.#config = config;
+    this.#cookieName = config.from.startsWith("cookie:") ? config.from.slice(7) : undefined;
+    const symmetric = config.algorithms.every((algorithm) => algorithm.startsWith("HS"));
+    if (symmetric) {
+      if (config.secret === undefined) {
+        throw new EdgelimitError(
+          "EL_POLICY_INVALID",
+          "identity.user.jwt.secret is required for HS256/HS384/HS512",
+        );
+      }
+      const secret = resolveSecret(config.secret, context, "identity.user.jwt.secret");
+      this.#key = Promise.resolve(new TextEncoder().encode(secret));
+    } else {
+      if (config.publicKey === undefined) {
+        throw new EdgelimitError(
+          "EL_POLICY_INVALID",
+          "identity.user.jwt.publicKey is required for RS256/ES256/EdDSA",
+        );
+      }
+      const pem = resolveSecret(config.publicKey, context, "identity.user.jwt.publicKey");
+      const algorithm = config.algorithms[0] as string;
+      this.#key = importSPKI(pem, algorithm);
+      // Surface a bad key on first use, not as an unhandled rejection.
+      this.#key.catch(() => undefined);
+    }
+  }
+
+  /** The token a request carries, if any. */
+  token(request: RequestDescription): string | undefined {
+    if (this.#cookieName !== undefined) {
+      const cookies = readHeader(request.headers, "cookie");
+      if (cookies === undefined) return undefined;
+      for (const part of cookies.split(";")) {
+        const eq = part.indexOf("=");
+        if (eq > 0 && part.slice(0, eq).trim() === this.#cookieName) return part.slice(eq + 1).trim();
+      }
+      return undefined;
+    }
+    const header = readHeader(request.headers, "authorization");
+    if (header === undefined || header.length < 8) return undefined;
+    if (header.slice(0, 7).toLowerCase() !== "bearer ") return undefined;
+    return header.slice(7).trim();
+  }
+
+  async verify(token: string, nowMs: number): Promise<VerifiedUser | undefined> {
+    const cached = this.#cache.get(token);
+    if (cached !== undefined && cached.until > nowMs) return cached.user;
+    let user: VerifiedUser | undefined;
+    let until = nowMs + 60_000;
+    try {
+      const { payload } = await jwtVerify(token, await this.#key, {
+        algorithms: [...this.#config.algorithms],
+        issuer: this.#config.issuer,
+        audience: this.#config.audience,
+        clockTolerance: this.#config.clockToleranceSeconds,
+        currentDate: new Date(nowMs),
+        // A token that never expires would be a permanent identity; refuse it.
+        requiredClaims: ["exp"],
+      });
+      user = this.#userOf(payload);
+      const expiresMs = ((payload.exp as number) + this.#config.clockToleranceSeconds) * 1000;
+      until = Math.min(nowMs + 3_600_000, expiresMs);
+    } catch {
+      user = undefined;
+    }
+    if (token.length > MAX_CACHED_TOKEN_LENGTH) return user;
+    if (this.#cache.size >= MAX_CACHED_TOKENS) {
+      const oldest = this.#cache.keys().next();
+      if (!oldest.done) this.#cache.delete(oldest.value);
+    }
+    this.#cache.set(token, { user, until });
+    return user;
+  }
+
+  #userOf(payload: JWTPayload): VerifiedUser | undefined {
+    const id = payload[this.#config.userClaim];
+    if (typeof id !== "string" && typeof id !== "number") return undefined;
+    const idText = String(id);
+    if (idText === "") return undefined;
+    const planClaim = this.#config.planClaim;
+    const plan = planClaim === undefined ? undefined : payload[planClaim];
+    return { id: idText, plan: typeof plan === "string" && plan !== "" ? plan : undefined };
+  }
+}
+
+/** Reads a user from a header that a trusted layer sets, only where the policy allows it. */
+export function userFromTrustedHeader(
+  config: TrustedHeaderIdentity,
+  request: RequestDescription,
+  peerTrusted: boolean,
+): VerifiedUser | undefined {
+  if (config.from === "trusted-proxies" && !peerTrusted) return undefined;
+  const id = readHeader(request.headers, config.user)?.trim();
+  if (id === undefined || id === "") return undefined;
+  const plan =
+    config.plan === undefined ? undefined : readHeader(request.headers, config.plan)?.trim();
+  return { id, plan: plan === "" ? undefined : plan };
+}

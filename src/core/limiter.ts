@@ -1,0 +1,625 @@
+import {
+  type Disclosed,
+  forbiddenBody,
+  rateLimitHeaders,
+  tooManyRequestsBody,
+  unavailableBody,
+} from "../http/headers.js";
+import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
+import { BlockCache } from "./block-cache.js";
+import { EdgelimitError } from "./errors.js";
+import {
+  IpResolver,
+  JwtVerifier,
+  type SecretContext,
+  userFromTrustedHeader,
+  type VerifiedUser,
+} from "./identity.js";
+import { type Address, CidrSet } from "./ip.js";
+import { escapeKeyPart, subjectKey } from "./keys.js";
+import { matchesPrefix, normalizePath } from "./path.js";
+import type {
+  Action,
+  CounterSpec,
+  CounterState,
+  Reason,
+  RequestDescription,
+  RuleOutcome,
+  Store,
+  Tier,
+  Verdict,
+} from "./types.js";
+
+/** Anything that can say whether an address is on a list (static CIDRs, a refreshing source). */
+export interface AddressList {
+  has(address: Address | undefined): boolean;
+}
+
+export interface LimiterOptions extends SecretContext {
+  readonly policy: ResolvedPolicy;
+  readonly store: Store;
+  /** Epoch milliseconds; injected so tests and simulations drive time. */
+  readonly clock?: () => number;
+  /** Extra allow and deny lists consulted after the policy's own (refreshing sources). */
+  readonly allowlists?: readonly AddressList[];
+  readonly denylists?: readonly AddressList[];
+  /** Called once per decision, after the verdict is built (metrics, logs). Must not throw. */
+  readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
+  /**
+   * Remember hard blocks locally and answer them without a round trip until they expire
+   * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
+   */
+  readonly blockCache?: false | { readonly maxKeys?: number };
+}
+
+interface CompiledRule {
+  readonly rule: ResolvedRule;
+  /** `|namespace|scope`, appended to the subject. */
+  readonly keySuffix: string;
+  readonly methods: ReadonlySet<string> | undefined;
+  readonly plans: ReadonlySet<string> | undefined;
+}
+
+interface Compiled {
+  readonly policy: ResolvedPolicy;
+  readonly ip: IpResolver;
+  readonly jwt: JwtVerifier | undefined;
+  /** Per tier, groups of alternative rules, most specific first. */
+  readonly groups: Readonly<Record<Tier, readonly (readonly CompiledRule[])[]>>;
+  readonly plans: ReadonlySet<string>;
+  readonly allow: CidrSet;
+  readonly deny: CidrSet;
+}
+
+interface Identity {
+  readonly tier: Tier;
+  readonly plan: string | undefined;
+  readonly ipSubject: string;
+  readonly userSubject: string | undefined;
+  readonly address: Address | undefined;
+}
+
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const NO_OUTCOMES: readonly RuleOutcome[] = Object.freeze([]);
+
+/**
+ * Turns a policy and a store into decisions. `check` takes a plain description of a request
+ * and resolves to a verdict; it never throws for a store failure (the rules' fail modes apply)
+ * and never waits for a store longer than the policy's time budget.
+ */
+export class Limiter {
+  readonly #store: Store;
+  readonly #clock: () => number;
+  readonly #options: LimiterOptions;
+  readonly #blockCache: BlockCache | undefined;
+  #compiled: Compiled;
+
+  constructor(options: LimiterOptions) {
+    this.#options = options;
+    this.#store = options.store;
+    this.#clock = options.clock ?? Date.now;
+    this.#compiled = compile(options.policy, options);
+    const useCache = options.blockCache ?? (options.store.local ? false : {});
+    this.#blockCache = useCache === false ? undefined : new BlockCache(useCache.maxKeys);
+  }
+
+  get policy(): ResolvedPolicy {
+    return this.#compiled.policy;
+  }
+
+  get store(): Store {
+    return this.#store;
+  }
+
+  /** Round trips the block cache saved since start. */
+  get blockCacheHits(): number {
+    return this.#blockCache?.hits ?? 0;
+  }
+
+  /**
+   * Swaps the policy in place. Counters live in the store, so they survive; a policy that does
+   * not compile throws and the running one stays.
+   */
+  reload(policy: ResolvedPolicy): void {
+    this.#compiled = compile(policy, this.#options);
+  }
+
+  async check(request: RequestDescription): Promise<Verdict> {
+    const started = this.#clock();
+    const compiled = this.#compiled;
+    const path = normalizePath(request.path);
+    const identity = await this.#identify(compiled, request, started);
+
+    if (this.#listed(compiled.deny, this.#options.denylists, identity.address)) {
+      return this.#finish(request, refusal(identity, path, "denylisted"));
+    }
+    if (this.#listed(compiled.allow, this.#options.allowlists, identity.address)) {
+      return this.#finish(request, bare(identity, path, "allow", "allowlisted"));
+    }
+
+    const rules = this.#match(compiled, identity, path, request.method ?? "GET");
+    if (rules.length === 0) {
+      return this.#finish(request, bare(identity, path, "allow", "no-rule"));
+    }
+
+    const counters = rules.map((compiledRule) =>
+      toCounter(compiledRule, identity, request.cost, request.passVerified === true),
+    );
+
+    const cachedUntil = this.#blockCache?.blockedUntil(counters, started);
+    if (cachedUntil !== undefined) {
+      return this.#finish(
+        request,
+        this.#cachedBlock(compiled, identity, path, rules, counters, cachedUntil, started),
+      );
+    }
+
+    let states: CounterState[];
+    try {
+      states = await this.#apply(compiled, counters, started);
+    } catch {
+      return this.#finish(request, this.#failed(compiled, identity, path, rules, started));
+    }
+    return this.#finish(
+      request,
+      this.#decide(compiled, identity, path, request, rules, counters, states, started),
+    );
+  }
+
+  async #identify(
+    compiled: Compiled,
+    request: RequestDescription,
+    now: number,
+  ): Promise<Identity> {
+    const client = compiled.ip.resolve(request);
+    let user: VerifiedUser | undefined;
+    if (compiled.jwt !== undefined) {
+      const token = compiled.jwt.token(request);
+      if (token !== undefined) user = await compiled.jwt.verify(token, now);
+    }
+    const trustedHeader = compiled.policy.identity.trustedHeader;
+    if (user === undefined && trustedHeader !== undefined) {
+      user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
+    }
+    const ipSubject = subjectKey("ip", client.subject);
+    if (user === undefined) {
+      return {
+        tier: "anonymous",
+        plan: undefined,
+        ipSubject,
+        userSubject: undefined,
+        address: client.address,
+      };
+    }
+    let plan = user.plan;
+    if (plan !== undefined && !compiled.plans.has(plan)) plan = compiled.policy.plans.default;
+    return {
+      tier: "authenticated",
+      plan,
+      ipSubject,
+      userSubject: subjectKey("user", user.id),
+      address: client.address,
+    };
+  }
+
+  #listed(
+    own: CidrSet,
+    extra: readonly AddressList[] | undefined,
+    address: Address | undefined,
+  ): boolean {
+    if (address === undefined) return false;
+    if (own.size > 0 && own.has(address)) return true;
+    if (extra === undefined) return false;
+    for (const list of extra) if (list.has(address)) return true;
+    return false;
+  }
+
+  #match(compiled: Compiled, identity: Identity, path: string, method: string): CompiledRule[] {
+    const chosen: CompiledRule[] = [];
+    const upperMethod = method.toUpperCase();
+    for (const group of compiled.groups[identity.tier]) {
+      for (const candidate of group) {
+        const { rule } = candidate;
+        if (rule.pathPrefix !== undefined && !matchesPrefix(path, rule.pathPrefix)) continue;
+        if (candidate.methods !== undefined && !candidate.methods.has(upperMethod)) continue;
+        if (candidate.plans !== undefined) {
+          if (identity.plan === undefined || !candidate.plans.has(identity.plan)) continue;
+        }
+        if (rule.key === "user" && identity.userSubject === undefined) continue;
+        chosen.push(candidate);
+        break;
+      }
+    }
+    return chosen;
+  }
+
+  #apply(compiled: Compiled, counters: CounterSpec[], now: number): Promise<CounterState[]> {
+    const store = this.#store;
+    if (store.applySync !== undefined) {
+      return Promise.resolve(store.applySync(counters, now));
+    }
+    const pending = store.apply(counters, now);
+    const budgetMs = compiled.policy.budgetMs;
+    return new Promise<CounterState[]>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new EdgelimitError(
+              "EL_STORE_TIMEOUT",
+              `store "${store.name}" did not answer within ${budgetMs} ms`,
+            ),
+          ),
+        budgetMs,
+      );
+      pending.then(
+        (states) => {
+          clearTimeout(timer);
+          resolve(states);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #decide(
+    compiled: Compiled,
+    identity: Identity,
+    path: string,
+    request: RequestDescription,
+    rules: CompiledRule[],
+    counters: CounterSpec[],
+    states: CounterState[],
+    now: number,
+  ): Verdict {
+    const policy = compiled.policy;
+    const outcomes: RuleOutcome[] = [];
+    const shadowed: string[] = [];
+    const disclosed: Disclosed[] = [];
+    let refusing: Disclosed | undefined;
+    let refusingRetryMs = 0;
+    let challenged = false;
+    let hardBlock = false;
+
+    for (let i = 0; i < rules.length; i++) {
+      const { rule } = rules[i] as CompiledRule;
+      const counter = counters[i] as CounterSpec;
+      const state = states[i] as CounterState;
+      const outcome: RuleOutcome = {
+        ruleId: rule.id,
+        namespace: rule.namespace,
+        key: counter.key,
+        limit: rule.limit,
+        state,
+        shadow: rule.shadow,
+      };
+      outcomes.push(outcome);
+      if (rule.shadow) {
+        if (!state.allowed) shadowed.push(rule.id);
+        continue;
+      }
+      const entry = { rule, outcome };
+      if (rule.disclose) disclosed.push(entry);
+      if (state.allowed) continue;
+
+      // Refused by this rule: inside the challenge band, or a hard block.
+      const inBand =
+        rule.action === "challenge" &&
+        request.passVerified !== true &&
+        state.count < rule.limit * rule.challengeBand;
+      if (inBand) {
+        challenged = true;
+      } else {
+        hardBlock = true;
+        this.#blockCache?.remember(counter, rule, state, now);
+      }
+      if (refusing === undefined || state.retryAfterMs > refusingRetryMs) {
+        refusing = entry;
+        refusingRetryMs = state.retryAfterMs;
+      }
+    }
+
+    const headers: Record<string, string> = {};
+    const base = {
+      tier: identity.tier,
+      plan: identity.plan,
+      subject: primarySubject(identity),
+      path,
+      outcomes,
+      shadowed,
+    };
+
+    if (refusing === undefined) {
+      let deciding: Disclosed | undefined;
+      for (const entry of disclosed) {
+        if (
+          deciding === undefined ||
+          entry.outcome.state.remaining < deciding.outcome.state.remaining
+        ) {
+          deciding = entry;
+        }
+      }
+      const originHeaders: Record<string, string> = {};
+      if (deciding !== undefined) {
+        rateLimitHeaders(headers, policy, deciding, disclosed, now);
+        originHeaders[policy.headers.origin] = String(deciding.outcome.state.remaining);
+      }
+      return {
+        ...base,
+        action: "allow",
+        reason: "within-limit",
+        status: 200,
+        headers,
+        originHeaders,
+        body: undefined,
+        limit: deciding?.rule.limit ?? 0,
+        remaining: deciding?.outcome.state.remaining ?? 0,
+        reset: deciding === undefined ? 0 : Math.ceil(deciding.outcome.state.resetAt / 1000),
+        retryAfterSeconds: 0,
+        rule: deciding?.rule.id,
+        location: undefined,
+        durationMs: this.#clock() - now,
+      };
+    }
+
+    const { rule, outcome } = refusing;
+    const retryAfterSeconds = Math.max(1, Math.ceil(refusingRetryMs / 1000));
+    const action: Action = hardBlock || !challenged ? "block" : "challenge";
+    headers["cache-control"] = "no-store";
+    if (rule.disclose) {
+      rateLimitHeaders(headers, policy, refusing, disclosed, now);
+    }
+    let location: string | undefined;
+    let status = 429;
+    let body: string | undefined;
+    if (action === "challenge") {
+      status = 302;
+      location = challengeLocation(policy.challenge.path, path, request.path);
+      headers.location = location;
+    } else {
+      headers["retry-after"] = String(retryAfterSeconds);
+      headers["content-type"] = "application/json; charset=utf-8";
+      body = tooManyRequestsBody(retryAfterSeconds);
+    }
+    return {
+      ...base,
+      action,
+      reason: action === "challenge" ? "challenge-band" : "over-limit",
+      status,
+      headers,
+      originHeaders: NO_HEADERS,
+      body,
+      limit: rule.limit,
+      remaining: outcome.state.remaining,
+      reset: Math.ceil(outcome.state.resetAt / 1000),
+      retryAfterSeconds,
+      rule: rule.id,
+      location,
+      durationMs: this.#clock() - now,
+    };
+  }
+
+  #cachedBlock(
+    compiled: Compiled,
+    identity: Identity,
+    path: string,
+    rules: CompiledRule[],
+    counters: CounterSpec[],
+    until: { key: string; until: number },
+    now: number,
+  ): Verdict {
+    const index = counters.findIndex((counter) => counter.key === until.key);
+    const rule = (rules[index] as CompiledRule).rule;
+    const retryAfterMs = until.until - now;
+    const retryAfterSeconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    const state: CounterState = {
+      allowed: false,
+      count: rule.limit,
+      remaining: 0,
+      resetAt: until.until,
+      retryAfterMs,
+    };
+    const outcome: RuleOutcome = {
+      ruleId: rule.id,
+      namespace: rule.namespace,
+      key: until.key,
+      limit: rule.limit,
+      state,
+      shadow: false,
+    };
+    const headers: Record<string, string> = {
+      "cache-control": "no-store",
+      "retry-after": String(retryAfterSeconds),
+      "content-type": "application/json; charset=utf-8",
+    };
+    if (rule.disclose) {
+      rateLimitHeaders(headers, compiled.policy, { rule, outcome }, [{ rule, outcome }], now);
+    }
+    return {
+      action: "block",
+      reason: "blocked-cached",
+      status: 429,
+      headers,
+      originHeaders: NO_HEADERS,
+      body: tooManyRequestsBody(retryAfterSeconds),
+      limit: rule.limit,
+      remaining: 0,
+      reset: Math.ceil(until.until / 1000),
+      retryAfterSeconds,
+      rule: rule.id,
+      tier: identity.tier,
+      plan: identity.plan,
+      subject: primarySubject(identity),
+      path,
+      outcomes: [outcome],
+      shadowed: [],
+      location: undefined,
+      durationMs: this.#clock() - now,
+    };
+  }
+
+  #failed(
+    compiled: Compiled,
+    identity: Identity,
+    path: string,
+    rules: CompiledRule[],
+    now: number,
+  ): Verdict {
+    const policy = compiled.policy;
+    const closedRule = rules.find(({ rule }) => !rule.shadow && rule.failMode === "closed");
+    const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
+    if (closedRule === undefined && !closedPath) {
+      return {
+        ...bare(identity, path, "allow", "store-failed-open"),
+        rule: rules[0]?.rule.id,
+        durationMs: this.#clock() - now,
+      };
+    }
+    const retryAfterSeconds = policy.unavailableRetryAfterSeconds;
+    return {
+      ...bare(identity, path, "unavailable", "store-failed-closed"),
+      status: 503,
+      headers: {
+        "cache-control": "no-store",
+        "retry-after": String(retryAfterSeconds),
+        "content-type": "application/json; charset=utf-8",
+      },
+      body: unavailableBody(retryAfterSeconds),
+      retryAfterSeconds,
+      rule: (closedRule ?? rules[0])?.rule.id,
+      durationMs: this.#clock() - now,
+    };
+  }
+
+  #finish(request: RequestDescription, verdict: Verdict): Verdict {
+    const onDecision = this.#options.onDecision;
+    if (onDecision !== undefined) {
+      try {
+        onDecision(verdict, request);
+      } catch {
+        // Observers must never change a decision.
+      }
+    }
+    return verdict;
+  }
+}
+
+function primarySubject(identity: Identity): string {
+  return identity.userSubject ?? identity.ipSubject;
+}
+
+function toCounter(
+  compiledRule: CompiledRule,
+  identity: Identity,
+  requestCost: number | undefined,
+  passVerified: boolean,
+): CounterSpec {
+  const { rule } = compiledRule;
+  const subject =
+    rule.key === "ip" ? identity.ipSubject : (identity.userSubject ?? identity.ipSubject);
+  const threshold =
+    passVerified && rule.action === "challenge"
+      ? Math.floor(rule.limit * rule.challengeBand)
+      : rule.limit;
+  return {
+    key: subject + compiledRule.keySuffix,
+    subject,
+    algorithm: rule.algorithm,
+    limit: threshold,
+    window: rule.window,
+    cost: requestCost ?? rule.cost,
+    mode: rule.shadow ? "observe" : "enforce",
+  };
+}
+
+/** A verdict that needed no counter: allowlisted, denylisted, no rule, failed open. */
+function bare(identity: Identity, path: string, action: Action, reason: Reason): Verdict {
+  return {
+    action,
+    reason,
+    status: 200,
+    headers: NO_HEADERS,
+    originHeaders: NO_HEADERS,
+    body: undefined,
+    limit: 0,
+    remaining: 0,
+    reset: 0,
+    retryAfterSeconds: 0,
+    rule: undefined,
+    tier: identity.tier,
+    plan: identity.plan,
+    subject: primarySubject(identity),
+    path,
+    outcomes: NO_OUTCOMES,
+    shadowed: [],
+    location: undefined,
+    durationMs: 0,
+  };
+}
+
+function refusal(identity: Identity, path: string, reason: Reason): Verdict {
+  return {
+    ...bare(identity, path, "block", reason),
+    status: 403,
+    headers: { "cache-control": "no-store", "content-type": "application/json; charset=utf-8" },
+    body: forbiddenBody(),
+  };
+}
+
+/**
+ * The challenge page URL. The redirect target is the normalised path (never `//host`, so never
+ * another origin) plus the original query string.
+ */
+export function challengeLocation(challengePath: string, path: string, rawPath: string): string {
+  const queryAt = rawPath.indexOf("?");
+  const query = queryAt === -1 ? "" : rawPath.slice(queryAt).split("#")[0];
+  return `${challengePath}?redirect=${encodeURIComponent(path + (query ?? ""))}`;
+}
+
+function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
+  const byGroup = new Map<string, CompiledRule[]>();
+  for (const rule of policy.rules) {
+    const compiledRule: CompiledRule = {
+      rule,
+      keySuffix: `|${escapeKeyPart(rule.namespace)}|${escapeKeyPart(rule.scope)}`,
+      methods: rule.methods === undefined ? undefined : new Set(rule.methods),
+      plans: rule.plans === undefined ? undefined : new Set(rule.plans),
+    };
+    const group = byGroup.get(rule.group);
+    if (group === undefined) byGroup.set(rule.group, [compiledRule]);
+    else group.push(compiledRule);
+  }
+  const groups: Record<Tier, CompiledRule[][]> = { anonymous: [], authenticated: [] };
+  for (const members of byGroup.values()) {
+    members.sort((a, b) => specificity(b.rule) - specificity(a.rule));
+    for (const tier of ["anonymous", "authenticated"] as const) {
+      const forTier = members.filter(({ rule }) => rule.tiers.includes(tier));
+      if (forTier.length > 0) groups[tier].push(forTier);
+    }
+  }
+  const jwtConfig = policy.identity.jwt;
+  return {
+    policy,
+    ip: new IpResolver(policy.identity.ip),
+    jwt: jwtConfig === undefined ? undefined : new JwtVerifier(jwtConfig, context),
+    groups,
+    plans: new Set(policy.plans.names),
+    allow: new CidrSet(policy.allowlist),
+    deny: new CidrSet(policy.denylist),
+  };
+}
+
+/** More specific rules win within a group: plan-specific first, then the longest path. */
+function specificity(rule: ResolvedRule): number {
+  return (
+    (rule.plans === undefined ? 0 : 1_000_000) +
+    (rule.methods === undefined ? 0 : 100_000) +
+    (rule.pathPrefix?.length ?? 0)
+  );
+}
+
+export function createLimiter(options: LimiterOptions): Limiter {
+  return new Limiter(options);
+}

@@ -1,0 +1,71 @@
+import { parseWindow } from "./duration.js";
+import { EdgelimitError } from "./errors.js";
+import { counterKey, escapeKeyPart } from "./keys.js";
+import type { AlgorithmName, CounterSpec, Store } from "./types.js";
+
+export interface RateLimitOptions {
+  readonly store: Store;
+  readonly limit: number;
+  /** "10s", "60s", "1d", "1mo", or milliseconds. */
+  readonly window: string | number;
+  readonly algorithm?: AlgorithmName;
+  /** Separates these counters from others in the same store (default "default"). */
+  readonly namespace?: string;
+  readonly clock?: () => number;
+}
+
+export interface RateLimitResult {
+  readonly success: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  /** Epoch seconds at which the counter is full again. */
+  readonly reset: number;
+  /** Seconds to wait before retrying (0 on success). */
+  readonly retryAfterSeconds: number;
+}
+
+export interface RateLimit {
+  limit(input: { readonly key: string; readonly cost?: number }): Promise<RateLimitResult>;
+}
+
+/**
+ * The low-level form, shaped like the Workers binding (`await limiter.limit({ key })`), but
+ * answering with the numbers the binding does not give: remaining, reset and retry-after.
+ */
+export function createRateLimit(options: RateLimitOptions): RateLimit {
+  const { store, limit } = options;
+  if (!Number.isInteger(limit) || limit < 0) {
+    throw new EdgelimitError("EL_BAD_ARGUMENT", `limit must be a whole number of 0 or more; got ${limit}`);
+  }
+  const window = parseWindow(options.window);
+  const algorithm = options.algorithm ?? "fixed-window";
+  const namespace = options.namespace ?? "default";
+  const clock = options.clock ?? Date.now;
+  return {
+    async limit({ key, cost = 1 }) {
+      if (!Number.isInteger(cost) || cost < 0) {
+        throw new EdgelimitError("EL_BAD_ARGUMENT", `cost must be a whole number of 0 or more; got ${cost}`);
+      }
+      const subject = `key:${escapeKeyPart(key)}`;
+      const counter: CounterSpec = {
+        key: counterKey(subject, namespace, "limit"),
+        subject,
+        algorithm,
+        limit,
+        window,
+        cost,
+        mode: "enforce",
+      };
+      const now = clock();
+      const [state] = await store.apply([counter], now);
+      if (state === undefined) throw new EdgelimitError("EL_STORE_FAILED", `store "${store.name}" returned no state`);
+      return {
+        success: state.allowed,
+        limit,
+        remaining: state.remaining,
+        reset: Math.ceil(state.resetAt / 1000),
+        retryAfterSeconds: state.allowed ? 0 : Math.max(1, Math.ceil(state.retryAfterMs / 1000)),
+      };
+    },
+  };
+}

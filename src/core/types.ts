@@ -1,0 +1,150 @@
+/**
+ * The contract shared by the core, every store and every adapter.
+ * Nothing here knows about a runtime, an HTTP framework or a cloud.
+ */
+
+export type AlgorithmName = "fixed-window" | "sliding-window" | "token-bucket";
+
+/** A window is either a fixed length in milliseconds or a number of calendar months (UTC). */
+export type WindowSpec = { readonly ms: number } | { readonly months: number };
+
+/**
+ * One counter that a request touches. A store receives all of one request's counters in a
+ * single call and must apply them atomically (see `Store.apply`).
+ */
+export interface CounterSpec {
+  /** Full, encoded key: `<subject>|<namespace>|<scope>`. Unique per counter. */
+  readonly key: string;
+  /** The encoded subject part of the key (`ip:203.0.113.7`); Redis Cluster uses it as the hash tag. */
+  readonly subject: string;
+  readonly algorithm: AlgorithmName;
+  /** Admission threshold for this call (a pass holder's threshold is the challenge band). */
+  readonly limit: number;
+  readonly window: WindowSpec;
+  /** Units this request costs (default 1). */
+  readonly cost: number;
+  /**
+   * `enforce`: takes part in the admission decision. `observe`: a shadow rule; counted as if it
+   * enforced, never blocks, and never stops the enforcing counters from counting.
+   */
+  readonly mode: "enforce" | "observe";
+}
+
+/** The state of one counter after a store applied a request. */
+export interface CounterState {
+  /** Whether this counter alone would admit the request. */
+  readonly allowed: boolean;
+  /**
+   * Units counted in the current window after this call (fixed window: the window's count;
+   * sliding window: the weighted estimate, rounded up; token bucket: units in use).
+   */
+  readonly count: number;
+  /** Units still available right now (never negative). */
+  readonly remaining: number;
+  /** Epoch ms at which the counter is back to full capacity. */
+  readonly resetAt: number;
+  /** Milliseconds until a request of the same cost could pass (0 when allowed). */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * The only seam between the limiter and storage.
+ *
+ * `apply` receives every counter of one request and must, atomically with respect to other
+ * calls on the same keys:
+ * - admit the request when every `enforce` counter allows it;
+ * - when admitted, count it on every counter;
+ * - when refused, count it only on the `enforce` counters that refused it (windowed algorithms
+ *   record the attempt; a token bucket never records a refused request), so that quotas the
+ *   request never used are not spent;
+ * - always count `observe` counters as their own algorithm would.
+ *
+ * `now` is the caller's clock; a store with a clock of its own (Redis) may use that instead.
+ * A remote store performs one round trip per call (or parallel round trips where keys live on
+ * different partitions, which the store documents).
+ */
+export interface Store {
+  readonly name: string;
+  apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]>;
+  /** Stores in the same process may answer synchronously; the limiter then skips the timer. */
+  applySync?(counters: readonly CounterSpec[], now: number): CounterState[];
+  /** True when the store lives in this process (no block cache or time budget needed). */
+  readonly local?: boolean;
+  close?(): Promise<void>;
+}
+
+/** A plain description of an incoming request: what adapters translate to. */
+export interface RequestDescription {
+  /** The socket peer address, as the runtime reports it. */
+  readonly ip?: string;
+  readonly method?: string;
+  /** Path, optionally with a query string (it is ignored for matching). */
+  readonly path: string;
+  /** Header names in any case; values as strings (multiple values joined with ", "). */
+  readonly headers?: Readonly<Record<string, string | string[] | undefined>> | Headers;
+  /** Extra cost of this request (default: the rule's cost, 1 by default). */
+  readonly cost?: number;
+  /** A verified pass for this subject was presented (see the challenge module). */
+  readonly passVerified?: boolean;
+}
+
+export type Action = "allow" | "block" | "challenge" | "unavailable";
+
+/** Why the verdict came out as it did. */
+export type Reason =
+  | "within-limit"
+  | "over-limit"
+  | "challenge-band"
+  | "allowlisted"
+  | "denylisted"
+  | "no-rule"
+  | "store-failed-open"
+  | "store-failed-closed"
+  | "blocked-cached";
+
+export type Tier = "anonymous" | "authenticated";
+
+/** One rule's outcome for one request. */
+export interface RuleOutcome {
+  readonly ruleId: string;
+  readonly namespace: string;
+  readonly key: string;
+  readonly limit: number;
+  readonly state: CounterState;
+  readonly shadow: boolean;
+}
+
+export interface Verdict {
+  readonly action: Action;
+  readonly reason: Reason;
+  /** HTTP status to answer with when not allowed (429, 302, 503, 403); 200 when allowed. */
+  readonly status: number;
+  /** Headers for the client's response (on 429/503 and on allowed responses alike). */
+  readonly headers: Record<string, string>;
+  /** Headers to set on the request forwarded to the origin (allowed requests only). */
+  readonly originHeaders: Record<string, string>;
+  /** JSON body for a refusal, undefined when allowed. */
+  readonly body: string | undefined;
+  /** The deciding rule's numbers (the most restrictive rule when allowed). */
+  readonly limit: number;
+  readonly remaining: number;
+  /** Epoch seconds at which the deciding rule resets. */
+  readonly reset: number;
+  readonly retryAfterSeconds: number;
+  /** The rule that decided (undefined when no rule matched). */
+  readonly rule: string | undefined;
+  readonly tier: Tier;
+  readonly plan: string | undefined;
+  /** The encoded subject that was counted (`ip:203.0.113.0/64`, `user:u_abc`). */
+  readonly subject: string;
+  /** Normalised path the rules matched against. */
+  readonly path: string;
+  /** Every rule that counted this request, shadow rules included. */
+  readonly outcomes: readonly RuleOutcome[];
+  /** Shadow rules that would have refused the request. */
+  readonly shadowed: readonly string[];
+  /** Location for a challenge redirect. */
+  readonly location: string | undefined;
+  /** Time the decision took, milliseconds. */
+  readonly durationMs: number;
+}

@@ -1,0 +1,80 @@
+import { formatWindow } from "../core/duration.js";
+import type { RuleOutcome } from "../core/types.js";
+import { windowLengthMs } from "../core/windows.js";
+import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
+
+/** One outcome with the rule it came from, as the header builders need them. */
+export interface Disclosed {
+  readonly rule: ResolvedRule;
+  readonly outcome: RuleOutcome;
+}
+
+/** A structured-field string (RFC 9651): quoted, with `\` and `"` escaped. */
+function sfString(text: string): string {
+  return `"${text.replace(/[\\"]/g, (char) => `\\${char}`)}"`;
+}
+
+/**
+ * The rate-limit headers for a response: the informal `X-RateLimit-*` trio (reset in epoch
+ * seconds, as the seed and most clients expect) and the IETF draft-11 fields:
+ * `RateLimit-Policy: "anonymous.global";q=60;w=60` for every disclosed rule and
+ * `RateLimit: "anonymous.global";r=12;t=41` for the one that binds.
+ */
+export function rateLimitHeaders(
+  headers: Record<string, string>,
+  policy: ResolvedPolicy,
+  deciding: Disclosed,
+  disclosed: readonly Disclosed[],
+  now: number,
+): void {
+  const { state } = deciding.outcome;
+  const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+  if (policy.headers.legacy) {
+    headers["x-ratelimit-limit"] = String(deciding.rule.limit);
+    headers["x-ratelimit-remaining"] = String(state.remaining);
+    headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
+  }
+  if (policy.headers.draft) {
+    headers["ratelimit-policy"] = disclosed
+      .map(({ rule }) => {
+        const seconds = Math.round(windowLengthMs(rule.window, now) / 1000);
+        return `${sfString(rule.id)};q=${rule.limit};w=${seconds}`;
+      })
+      .join(", ");
+    headers.ratelimit = `${sfString(deciding.rule.id)};r=${state.remaining};t=${resetSeconds}`;
+  }
+}
+
+export interface RefusalBody {
+  readonly error: "rate_limit_exceeded" | "rate_limit_unavailable" | "forbidden";
+  readonly message: string;
+  readonly retry_after?: number;
+}
+
+export function tooManyRequestsBody(retryAfterSeconds: number): string {
+  const body: RefusalBody = {
+    error: "rate_limit_exceeded",
+    message: `Too many requests. Try again in ${retryAfterSeconds} second${retryAfterSeconds === 1 ? "" : "s"}.`,
+    retry_after: retryAfterSeconds,
+  };
+  return JSON.stringify(body);
+}
+
+export function unavailableBody(retryAfterSeconds: number): string {
+  const body: RefusalBody = {
+    error: "rate_limit_unavailable",
+    message: "Service temporarily unavailable. Try again shortly.",
+    retry_after: retryAfterSeconds,
+  };
+  return JSON.stringify(body);
+}
+
+export function forbiddenBody(): string {
+  const body: RefusalBody = { error: "forbidden", message: "Access denied." };
+  return JSON.stringify(body);
+}
+
+/** A rule's window for humans: "60 per 60s". */
+export function describeRuleLimit(rule: ResolvedRule): string {
+  return `${rule.limit} per ${formatWindow(rule.window)}`;
+}

@@ -1,0 +1,35 @@
+export {
+  ALGORITHMS,
+  type Algorithm,
+  type CounterRule,
+  fixedWindow,
+  slidingWindow,
+  tokenBucket,
+} from "./core/algorithms/index.js";
+export { BlockCache } from "./core/block-cache.js";
+export { formatWindow, parseDurationMs, parseWindow } from "./core/duration.js";
+export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
+export { IpResolver, JwtVerifier, readHeader, type SecretContext } from "./core/identity.js";
+export { CidrSet, ipSubject, parseCidr, parseIp } from "./core/ip.js";
+export { counterKey, escapeKeyPart, subjectKey } from "./core/keys.js";
+export {
+  type AddressList,
+  challengeLocation,
+  createLimiter,
+  Limiter,
+  type LimiterOptions,
+} from "./core/limiter.js";
+export { matchesPrefix, normalizePath } from "./core/path.js";
+export {
+  createRateLimit,
+  type RateLimit,
+  type RateLimitOptions,
+  type RateLimitResult,
+} from "./core/rate-limit.js";
+export type * from "./core/types.js";
+export { windowAt, windowEndOf, windowLengthMs } from "./core/windows.js";
+export { rateLimitHeaders } from "./http/headers.js";
+export { definePolicy, formatIssue, loadPolicy, parsePolicy } from "./policy/load.js";
+export type { PolicyInput } from "./policy/schema.js";
+export type * from "./policy/types.js";
+export { MemoryStore, type MemoryStoreOptions, memoryStore } from "./stores/memory.js";

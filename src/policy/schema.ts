@@ -1,0 +1,165 @@
+import { z } from "zod";
+import { DURATION_HINT, parseWindow } from "../core/duration.js";
+import { isCidr } from "../core/ip.js";
+
+/**
+ * The policy file's schema. Every object is strict: an unknown field is an error that names
+ * the field and lists the allowed ones, because a misspelt `limt:` silently ignored is a limit
+ * silently missing.
+ */
+
+const duration = z.union([z.number().int().positive(), z.string()]).superRefine((value, ctx) => {
+  try {
+    parseWindow(value);
+  } catch {
+    ctx.addIssue({ code: "custom", message: `must be ${DURATION_HINT}; got ${JSON.stringify(value)}` });
+  }
+});
+
+const pathPrefix = z
+  .string()
+  .refine((value) => value.startsWith("/"), { message: 'must be a path starting with "/"' });
+
+const cidr = z.string().refine(isCidr, {
+  message: "must be an IP address or range such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/32",
+});
+
+const method = z
+  .string()
+  .regex(/^[A-Za-z]+$/, { message: "must be an HTTP method such as GET or POST" })
+  .transform((value) => value.toUpperCase());
+
+const secretSource = z.union([
+  z.strictObject({ env: z.string().min(1) }),
+  z.strictObject({ value: z.string().min(1) }),
+  z.strictObject({ file: z.string().min(1) }),
+], { error: "must be one of { env: NAME }, { value: SECRET } or { file: PATH }" });
+
+const limitNumber = z
+  .number({ error: "must be a whole number of requests (0 or more)" })
+  .int({ error: "must be a whole number of requests" })
+  .nonnegative({ error: "must be 0 or more (0 refuses every request)" });
+
+/** Options that a rule has and that tiers, namespaces and `defaults` may set for their rules. */
+const ruleOptions = {
+  window: duration.optional(),
+  algorithm: z.enum(["fixed-window", "sliding-window", "token-bucket"]).optional(),
+  action: z.enum(["block", "challenge"]).optional(),
+  challengeBand: z.number().min(1, { error: "must be 1 or more (2 challenges up to twice the limit)" }).optional(),
+  failMode: z.enum(["open", "closed"]).optional(),
+  disclose: z.boolean().optional(),
+  shadow: z.boolean().optional(),
+  cost: z.number().int().positive().optional(),
+  backend: z.enum(["approximate", "exact"]).optional(),
+};
+
+const keyKind = z.enum(["ip", "user", "user-or-ip"]);
+
+/** A rule: a number is shorthand for `{ limit: N }`. */
+const ruleSpec = z.preprocess(
+  (value) => (typeof value === "number" ? { limit: value } : value),
+  z.strictObject({ limit: limitNumber, ...ruleOptions }),
+);
+
+const tierSpec = z.strictObject({
+  ...ruleOptions,
+  key: keyKind.optional(),
+  global: ruleSpec.optional(),
+  paths: z.record(pathPrefix, ruleSpec).optional(),
+  plans: z.record(z.string().min(1), ruleSpec).optional(),
+});
+
+const namespaceRule = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]+$/, { message: "must be letters, digits, _ . or -" }),
+  limit: limitNumber,
+  key: keyKind.optional(),
+  plans: z.array(z.string().min(1)).optional(),
+  tiers: z.array(z.enum(["anonymous", "authenticated"])).optional(),
+  ...ruleOptions,
+});
+
+const namespaceSpec = z.strictObject({
+  match: z
+    .strictObject({
+      path: pathPrefix.optional(),
+      methods: z.array(method).min(1).optional(),
+    })
+    .optional(),
+  key: keyKind.optional(),
+  limit: limitNumber.optional(),
+  plans: z.array(z.string().min(1)).optional(),
+  tiers: z.array(z.enum(["anonymous", "authenticated"])).optional(),
+  rules: z.array(namespaceRule).min(1).optional(),
+  ...ruleOptions,
+});
+
+const jwtSpec = z.strictObject({
+  algorithms: z.array(z.enum(["HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"])).min(1).optional(),
+  secret: secretSource.optional(),
+  publicKey: secretSource.optional(),
+  issuer: z.string().optional(),
+  audience: z.string().optional(),
+  userClaim: z.string().min(1).optional(),
+  planClaim: z.string().min(1).optional(),
+  from: z
+    .string()
+    .regex(/^(authorization|cookie:[A-Za-z0-9_.-]+)$/, {
+      message: 'must be "authorization" (Bearer token) or "cookie:NAME"',
+    })
+    .optional(),
+  clockTolerance: duration.optional(),
+});
+
+export const policySchema = z.strictObject({
+  version: z.literal(1, { error: "must be 1 (the only policy format so far)" }).optional(),
+  identity: z
+    .strictObject({
+      ip: z
+        .strictObject({
+          source: z.enum(["socket", "header", "x-forwarded-for"]).optional(),
+          header: z.string().min(1).optional(),
+          trustedProxies: z.array(cidr).optional(),
+          ipv6Prefix: z.number().int().min(1).max(128).optional(),
+        })
+        .optional(),
+      user: z
+        .strictObject({
+          jwt: jwtSpec.optional(),
+          trustedHeader: z
+            .strictObject({
+              user: z.string().min(1),
+              plan: z.string().min(1).optional(),
+              from: z.enum(["trusted-proxies", "any"]).optional(),
+            })
+            .optional(),
+        })
+        .optional(),
+    })
+    .optional(),
+  defaults: z.strictObject(ruleOptions).optional(),
+  plans: z.strictObject({ default: z.string().min(1).optional() }).optional(),
+  tiers: z
+    .strictObject({ anonymous: tierSpec.optional(), authenticated: tierSpec.optional() })
+    .optional(),
+  namespaces: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, { message: "namespace names are letters, digits, _ . or -" }), namespaceSpec).optional(),
+  failClosed: z.array(pathPrefix).optional(),
+  allowlist: z.array(cidr).optional(),
+  denylist: z.array(cidr).optional(),
+  challenge: z.strictObject({ path: pathPrefix.optional() }).optional(),
+  budget: duration.optional(),
+  unavailableRetryAfter: duration.optional(),
+  headers: z
+    .strictObject({
+      legacy: z.boolean().optional(),
+      draft: z.boolean().optional(),
+      origin: z.string().regex(/^[A-Za-z0-9-]+$/).optional(),
+    })
+    .optional(),
+});
+
+export type PolicyInput = z.input<typeof policySchema>;
+export type PolicySpec = z.output<typeof policySchema>;
+export type RuleSpec = z.output<typeof ruleSpec>;
+export type TierSpec = z.output<typeof tierSpec>;
+export type NamespaceSpec = z.output<typeof namespaceSpec>;
+export type RuleOptions = Partial<Pick<RuleSpec, keyof typeof ruleOptions>>;

@@ -1,0 +1,95 @@
+import type { AlgorithmName, Tier, WindowSpec } from "../core/types.js";
+
+/** Where a secret or key comes from. Values are read when the limiter starts, never logged. */
+export type SecretSource =
+  | { readonly env: string }
+  | { readonly value: string }
+  | { readonly file: string };
+
+export interface IpIdentity {
+  /**
+   * `socket`: the peer address. `header`: a header the platform itself sets (Cloudflare's
+   * `CF-Connecting-IP`). `x-forwarded-for`: walked right to left over `trustedProxies`.
+   */
+  readonly source: "socket" | "header" | "x-forwarded-for";
+  readonly header: string | undefined;
+  readonly trustedProxies: readonly string[];
+  readonly ipv6Prefix: number;
+}
+
+export interface JwtIdentity {
+  readonly algorithms: readonly ("HS256" | "HS384" | "HS512" | "RS256" | "ES256" | "EdDSA")[];
+  /** HMAC secret (HS*). */
+  readonly secret: SecretSource | undefined;
+  /** PEM public key (SPKI) for RS256 / ES256 / EdDSA. */
+  readonly publicKey: SecretSource | undefined;
+  readonly issuer: string | undefined;
+  readonly audience: string | undefined;
+  readonly userClaim: string;
+  readonly planClaim: string | undefined;
+  /** `authorization` (Bearer token) or `cookie:<name>`. */
+  readonly from: string;
+  readonly clockToleranceSeconds: number;
+}
+
+export interface TrustedHeaderIdentity {
+  readonly user: string;
+  readonly plan: string | undefined;
+  /**
+   * `trusted-proxies`: honoured only when the peer is in `identity.ip.trustedProxies`.
+   * `any`: the layer in front always overwrites the header (for example an auth function in
+   * the same CloudFront behaviour); use only when that is true.
+   */
+  readonly from: "trusted-proxies" | "any";
+}
+
+export interface ResolvedRule {
+  /** Stable id shown in headers, logs and metrics: `anonymous.global`, `login.burst`. */
+  readonly id: string;
+  readonly namespace: string;
+  readonly scope: string;
+  /** Of the matching rules in one group only the most specific applies. */
+  readonly group: string;
+  readonly tiers: readonly Tier[];
+  readonly plans: readonly string[] | undefined;
+  readonly pathPrefix: string | undefined;
+  readonly methods: readonly string[] | undefined;
+  readonly key: "ip" | "user" | "user-or-ip";
+  readonly limit: number;
+  readonly window: WindowSpec;
+  readonly algorithm: AlgorithmName;
+  readonly cost: number;
+  readonly action: "block" | "challenge";
+  /** Challenge while count < limit * band (the seed: under 2x); block beyond. */
+  readonly challengeBand: number;
+  readonly shadow: boolean;
+  readonly failMode: "open" | "closed";
+  readonly disclose: boolean;
+  /** Cloudflare: `approximate` runs on the native binding, `exact` on the Durable Object. */
+  readonly backend: "approximate" | "exact" | undefined;
+}
+
+export interface ResolvedPolicy {
+  readonly version: 1;
+  readonly identity: {
+    readonly ip: IpIdentity;
+    readonly jwt: JwtIdentity | undefined;
+    readonly trustedHeader: TrustedHeaderIdentity | undefined;
+  };
+  readonly rules: readonly ResolvedRule[];
+  readonly plans: { readonly names: readonly string[]; readonly default: string | undefined };
+  readonly failClosedPaths: readonly string[];
+  readonly allowlist: readonly string[];
+  readonly denylist: readonly string[];
+  readonly challenge: { readonly path: string };
+  readonly budgetMs: number;
+  readonly unavailableRetryAfterSeconds: number;
+  readonly headers: {
+    /** `X-RateLimit-Limit/Remaining/Reset`. */
+    readonly legacy: boolean;
+    /** IETF draft-11 `RateLimit` and `RateLimit-Policy`. */
+    readonly draft: boolean;
+    /** Request header that carries the remaining count to the origin. */
+    readonly origin: string;
+  };
+}

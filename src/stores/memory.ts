@@ -1,0 +1,184 @@
+import { ALGORITHMS } from "../core/algorithms/index.js";
+import { EdgelimitError } from "../core/errors.js";
+import type { CounterSpec, CounterState, Store } from "../core/types.js";
+
+export interface MemoryStoreOptions {
+  /** Most keys held at once (default 1,000,000, about 150 MB). */
+  readonly maxKeys?: number;
+}
+
+interface Entry {
+  // biome-ignore lint/suspicious/noExplicitAny: the algorithm's own state, opaque here.
+  state: any;
+  expiresAt: number;
+  /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
+  referenced: boolean;
+}
+
+const DEFAULT_MAX_KEYS = 1_000_000;
+const PROTECTED_SHARE = 0.8;
+const SWEEP_PER_INSERT = 2;
+const SECOND_CHANCE_SCAN = 16;
+
+/**
+ * Counters in this process: bounded, no timer per key, exact.
+ *
+ * Eviction is segmented so that a flood of fresh keys cannot flush a busy attacker's counter:
+ * a key enters `probation` on its first request and moves to `protected` on its second. New
+ * keys only ever evict other probation keys. Protected keys are demoted with a second-chance
+ * clock, so a key that keeps being hit keeps its count. To reset a counter by eviction, an
+ * attacker must leave it idle and meanwhile hit 80% of `maxKeys` distinct subjects twice each.
+ * Expired entries are dropped when touched and by a small sweep on every insert.
+ */
+export class MemoryStore implements Store {
+  readonly name = "memory";
+  readonly local = true;
+  readonly maxKeys: number;
+  readonly #protectedCap: number;
+  readonly #probation = new Map<string, Entry>();
+  readonly #protected = new Map<string, Entry>();
+  /** Evictions of unexpired counters since start: a sign that `maxKeys` is too small. */
+  evictions = 0;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
+    if (!Number.isInteger(maxKeys) || maxKeys < 2) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `memoryStore: maxKeys must be an integer of at least 2; got ${maxKeys}`,
+      );
+    }
+    this.maxKeys = maxKeys;
+    this.#protectedCap = Math.max(1, Math.floor(maxKeys * PROTECTED_SHARE));
+  }
+
+  get size(): number {
+    return this.#probation.size + this.#protected.size;
+  }
+
+  apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    try {
+      return Promise.resolve(this.applySync(counters, now));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  applySync(counters: readonly CounterSpec[], now: number): CounterState[] {
+    const count = counters.length;
+    const entries: (Entry | undefined)[] = new Array(count);
+    const allowed: boolean[] = new Array(count);
+    let admitted = true;
+    for (let i = 0; i < count; i++) {
+      const spec = counters[i] as CounterSpec;
+      const entry = this.#lookup(spec.key, now);
+      entries[i] = entry;
+      const ok = ALGORITHMS[spec.algorithm].allows(entry?.state, now, spec);
+      allowed[i] = ok;
+      if (!ok && spec.mode === "enforce") admitted = false;
+    }
+    const results: CounterState[] = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const spec = counters[i] as CounterSpec;
+      const algorithm = ALGORITHMS[spec.algorithm];
+      const ok = allowed[i] as boolean;
+      let entry = entries[i];
+      if (admitted || !ok || spec.mode === "observe") {
+        const state = algorithm.count(entry?.state, now, spec, ok);
+        const expiresAt = algorithm.expiresAt(state, now, spec);
+        if (entry === undefined) {
+          entry = { state, expiresAt, referenced: false };
+          this.#insert(spec.key, entry, now);
+        } else {
+          entry.state = state;
+          entry.expiresAt = expiresAt;
+          this.#touch(spec.key, entry);
+        }
+      }
+      results[i] = algorithm.describe(entry?.state, now, spec, ok);
+    }
+    return results;
+  }
+
+  /** Drops every counter (tests, and a policy reload that wants a clean slate). */
+  clear(): void {
+    this.#probation.clear();
+    this.#protected.clear();
+  }
+
+  async close(): Promise<void> {
+    this.clear();
+  }
+
+  #lookup(key: string, now: number): Entry | undefined {
+    const hot = this.#protected.get(key);
+    if (hot !== undefined) {
+      if (hot.expiresAt > now) return hot;
+      this.#protected.delete(key);
+      return undefined;
+    }
+    const cold = this.#probation.get(key);
+    if (cold !== undefined) {
+      if (cold.expiresAt > now) return cold;
+      this.#probation.delete(key);
+    }
+    return undefined;
+  }
+
+  #touch(key: string, entry: Entry): void {
+    if (this.#protected.has(key)) {
+      entry.referenced = true;
+      return;
+    }
+    // Second request: promote.
+    this.#probation.delete(key);
+    this.#protected.set(key, entry);
+    if (this.#protected.size > this.#protectedCap) this.#demote();
+  }
+
+  #insert(key: string, entry: Entry, now: number): void {
+    this.#sweep(this.#probation, now);
+    this.#sweep(this.#protected, now);
+    this.#probation.set(key, entry);
+    while (this.size > this.maxKeys) this.#evictOne(now);
+  }
+
+  /** Drops a few expired entries from the old end of a segment. */
+  #sweep(segment: Map<string, Entry>, now: number): void {
+    let checked = 0;
+    for (const [key, entry] of segment) {
+      if (checked++ >= SWEEP_PER_INSERT || entry.expiresAt > now) return;
+      segment.delete(key);
+    }
+  }
+
+  /** Moves the protected entry the clock hand stops at into probation. */
+  #demote(): void {
+    let scanned = 0;
+    for (const [key, entry] of this.#protected) {
+      this.#protected.delete(key);
+      if (entry.referenced && scanned++ < SECOND_CHANCE_SCAN) {
+        entry.referenced = false;
+        this.#protected.set(key, entry);
+        continue;
+      }
+      entry.referenced = false;
+      this.#probation.set(key, entry);
+      return;
+    }
+  }
+
+  #evictOne(now: number): void {
+    const segment = this.#probation.size > 0 ? this.#probation : this.#protected;
+    const oldest = segment.keys().next();
+    if (oldest.done) return;
+    const entry = segment.get(oldest.value);
+    if (entry !== undefined && entry.expiresAt > now) this.evictions++;
+    segment.delete(oldest.value);
+  }
+}
+
+/** A bounded in-process store. Exact within one process; use Redis to share counts. */
+export function memoryStore(options?: MemoryStoreOptions): MemoryStore {
+  return new MemoryStore(options);
+}
