@@ -23,6 +23,7 @@ import type {
   CounterSpec,
   CounterState,
   Reason,
+  PassVerifier,
   RequestDescription,
   RuleOutcome,
   Store,
@@ -45,6 +46,8 @@ export interface LimiterOptions extends SecretContext {
   readonly denylists?: readonly AddressList[];
   /** Called once per decision, after the verdict is built (metrics, logs). Must not throw. */
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
+  /** Verifies challenge passes; consulted only when a matched rule challenges. */
+  readonly passes?: PassVerifier;
   /**
    * Remember hard blocks locally and answer them without a round trip until they expire
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
@@ -142,8 +145,13 @@ export class Limiter {
       return this.#finish(request, bare(identity, path, "allow", "no-rule"));
     }
 
+    let passVerified = request.passVerified === true;
+    const passes = this.#options.passes;
+    if (!passVerified && passes !== undefined && rules.some(({ rule }) => rule.action === "challenge")) {
+      passVerified = await passes.verify(request, primarySubject(identity), started);
+    }
     const counters = rules.map((compiledRule) =>
-      toCounter(compiledRule, identity, request.cost, request.passVerified === true),
+      toCounter(compiledRule, identity, request.cost, passVerified),
     );
 
     const cachedUntil = this.#blockCache?.blockedUntil(counters, started);
@@ -162,7 +170,7 @@ export class Limiter {
     }
     return this.#finish(
       request,
-      this.#decide(compiled, identity, path, request, rules, counters, states, started),
+      this.#decide(compiled, identity, path, request, passVerified, rules, counters, states, started),
     );
   }
 
@@ -269,6 +277,7 @@ export class Limiter {
     identity: Identity,
     path: string,
     request: RequestDescription,
+    passVerified: boolean,
     rules: CompiledRule[],
     counters: CounterSpec[],
     states: CounterState[],
@@ -307,7 +316,7 @@ export class Limiter {
       // Refused by this rule: inside the challenge band, or a hard block.
       const inBand =
         rule.action === "challenge" &&
-        request.passVerified !== true &&
+        !passVerified &&
         state.count < rule.limit * rule.challengeBand;
       if (inBand) {
         challenged = true;
@@ -531,6 +540,9 @@ function toCounter(
     window: rule.window,
     cost: requestCost ?? rule.cost,
     mode: rule.shadow ? "observe" : "enforce",
+    ruleId: rule.id,
+    namespace: rule.namespace,
+    backend: rule.backend,
   };
 }
 

@@ -55,6 +55,9 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
         window,
         cost,
         mode: "enforce",
+        ruleId: "limit",
+        namespace,
+        backend: undefined,
       };
       const now = clock();
       const [state] = await store.apply([counter], now);

@@ -28,6 +28,12 @@ export interface CounterSpec {
    * enforced, never blocks, and never stops the enforcing counters from counting.
    */
   readonly mode: "enforce" | "observe";
+  /** The rule this counter belongs to (`anonymous.global`), for stores that route by rule. */
+  readonly ruleId: string;
+  /** The rule's namespace (operation); the Workers binding has one namespace each. */
+  readonly namespace: string;
+  /** Cloudflare: which backend counts this rule. Other stores ignore it. */
+  readonly backend: "approximate" | "exact" | undefined;
 }
 
 /** The state of one counter after a store applied a request. */
@@ -71,6 +77,25 @@ export interface Store {
   /** True when the store lives in this process (no block cache or time budget needed). */
   readonly local?: boolean;
   close?(): Promise<void>;
+}
+
+/**
+ * Checks a signed pass (see the challenge module). A verified pass lifts the challenge band for
+ * its holder but never the hard limit. `subject` is the counted subject the pass must be bound to.
+ */
+export interface PassVerifier {
+  verify(request: RequestDescription, subject: string, now: number): boolean | Promise<boolean>;
+}
+
+/**
+ * Serves the challenge page and its verification endpoints under `path`, with Web-standard
+ * Request/Response so that every runtime can mount it. `clientIp` is the address the limiter
+ * resolved (never a header the client wrote).
+ */
+export interface ChallengeHandler {
+  readonly path: string;
+  readonly passes: PassVerifier;
+  handle(request: Request, client: { readonly ip: string | undefined; readonly subject: string }): Promise<Response>;
 }
 
 /** A plain description of an incoming request: what adapters translate to. */
