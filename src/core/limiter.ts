@@ -127,6 +127,14 @@ export class Limiter {
     this.#compiled = compile(policy, this.#options);
   }
 
+  /**
+   * The subject a request is counted as (`ip:203.0.113.7`, `user:u_abc`), resolved exactly as
+   * `check` does. Challenge pages bind their passes to it.
+   */
+  async subjectOf(request: RequestDescription): Promise<string> {
+    return primarySubject(await this.#identify(this.#compiled, request, this.#clock()));
+  }
+
   async check(request: RequestDescription): Promise<Verdict> {
     const started = this.#clock();
     const compiled = this.#compiled;
