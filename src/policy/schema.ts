@@ -145,7 +145,74 @@ export const policySchema = z.strictObject({
   failClosed: z.array(pathPrefix).optional(),
   allowlist: z.array(cidr).optional(),
   denylist: z.array(cidr).optional(),
-  challenge: z.strictObject({ path: pathPrefix.optional() }).optional(),
+  challenge: z
+    .strictObject({
+      path: pathPrefix.optional(),
+      secret: secretSource.optional(),
+      previousSecret: secretSource.optional(),
+      policyId: z.string().min(1).optional(),
+      passTtl: duration.optional(),
+      challengeTtl: duration.optional(),
+      difficulty: z.number().int().min(1).max(32, { error: "must be 32 bits or fewer (each bit doubles the work)" }).optional(),
+      cookie: z
+        .strictObject({
+          name: z.string().regex(/^[A-Za-z0-9_-]+$/, { message: "must be letters, digits, _ or -" }).optional(),
+          secure: z.boolean().optional(),
+        })
+        .optional(),
+      provider: z
+        .strictObject({
+          kind: z.enum(["pow", "turnstile", "hcaptcha"]),
+          siteKey: z.string().min(1).optional(),
+          secret: secretSource.optional(),
+          verifyUrl: z.string().url().optional(),
+        })
+        .superRefine((value, ctx) => {
+          if (value.kind === "pow") return;
+          if (value.siteKey === undefined) ctx.addIssue({ code: "custom", path: ["siteKey"], message: `${value.kind} needs siteKey` });
+          if (value.secret === undefined) ctx.addIssue({ code: "custom", path: ["secret"], message: `${value.kind} needs secret, e.g. { env: EDGELIMIT_CAPTCHA_SECRET }` });
+        })
+        .optional(),
+    })
+    .optional(),
+  lists: z
+    .array(
+      z
+        .strictObject({
+          name: z.string().regex(/^[A-Za-z0-9_.-]+$/, { message: "must be letters, digits, _ . or -" }),
+          kind: z.enum(["allow", "deny"]),
+          refresh: duration.optional(),
+          file: z.string().min(1).optional(),
+          url: z.string().url().optional(),
+          s3: z
+            .strictObject({
+              bucket: z.string().min(1),
+              key: z.string().min(1),
+              region: z.string().min(1),
+              endpoint: z.string().url().optional(),
+            })
+            .optional(),
+          dynamodb: z
+            .strictObject({
+              table: z.string().min(1),
+              region: z.string().min(1),
+              key: z.record(z.string().min(1), z.string()),
+              attribute: z.string().min(1).optional(),
+              endpoint: z.string().url().optional(),
+            })
+            .optional(),
+        })
+        .superRefine((value, ctx) => {
+          const sources = (["file", "url", "s3", "dynamodb"] as const).filter((name) => value[name] !== undefined);
+          if (sources.length !== 1) {
+            ctx.addIssue({
+              code: "custom",
+              message: `a list needs exactly one source of file, url, s3 or dynamodb (got ${sources.join(", ") || "none"})`,
+            });
+          }
+        }),
+    )
+    .optional(),
   budget: duration.optional(),
   unavailableRetryAfter: duration.optional(),
   headers: z

@@ -81,7 +81,9 @@ export interface ResolvedPolicy {
   readonly failClosedPaths: readonly string[];
   readonly allowlist: readonly string[];
   readonly denylist: readonly string[];
-  readonly challenge: { readonly path: string };
+  readonly challenge: ResolvedChallenge;
+  /** Allow and deny lists read from a source that is refreshed while the limiter runs. */
+  readonly lists: readonly ResolvedList[];
   readonly budgetMs: number;
   readonly unavailableRetryAfterSeconds: number;
   readonly headers: {
@@ -92,4 +94,54 @@ export interface ResolvedPolicy {
     /** Request header that carries the remaining count to the origin. */
     readonly origin: string;
   };
+}
+
+/** How the challenge page is served and how its passes are signed (see docs/challenge.md). */
+export interface ResolvedChallenge {
+  readonly path: string;
+  /** HMAC key for passes and challenges; a random per-process key when absent. */
+  readonly secret: SecretSource | undefined;
+  /** The key being rotated out: passes it signed stay valid until they expire. */
+  readonly previousSecret: SecretSource | undefined;
+  /** Binds passes to this policy; undefined means a hash of the resolved policy. */
+  readonly policyId: string | undefined;
+  readonly passTtlMs: number;
+  readonly challengeTtlMs: number;
+  /** Leading zero bits the proof-of-work hash must have. */
+  readonly difficulty: number;
+  readonly cookie: { readonly name: string; readonly secure: boolean };
+  readonly provider:
+    | { readonly kind: "pow" }
+    | {
+        readonly kind: "turnstile" | "hcaptcha";
+        readonly siteKey: string;
+        readonly secret: SecretSource;
+        readonly verifyUrl: string;
+      };
+}
+
+export type ResolvedListSource =
+  | { readonly type: "file"; readonly path: string }
+  | { readonly type: "http"; readonly url: string }
+  | {
+      readonly type: "s3";
+      readonly bucket: string;
+      readonly key: string;
+      readonly region: string;
+      readonly endpoint: string | undefined;
+    }
+  | {
+      readonly type: "dynamodb";
+      readonly table: string;
+      readonly region: string;
+      readonly key: Readonly<Record<string, string>>;
+      readonly attribute: string;
+      readonly endpoint: string | undefined;
+    };
+
+export interface ResolvedList {
+  readonly name: string;
+  readonly kind: "allow" | "deny";
+  readonly refreshMs: number;
+  readonly source: ResolvedListSource;
 }
