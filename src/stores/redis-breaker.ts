@@ -1,0 +1,82 @@
+import { EdgelimitError } from "../core/errors.js";
+
+export interface CircuitBreakerOptions {
+  /** Consecutive failures that open the circuit (default 5). */
+  readonly failureThreshold?: number;
+  /** How long an open circuit fails fast before letting one probe through (default 250 ms). */
+  readonly cooldownMs?: number;
+}
+
+type BreakerState = "closed" | "open" | "probing";
+
+const DEFAULT_FAILURE_THRESHOLD = 5;
+const DEFAULT_COOLDOWN_MS = 250;
+
+/**
+ * Stops a store from hammering a server that is down or drowning. After `failureThreshold`
+ * consecutive failures every call fails at once for `cooldownMs`; then exactly one call goes
+ * through as a probe. Its success closes the circuit, its failure opens it for another
+ * cooldown. Failing fast is safe because the limiter turns a failed call into the rule's fail
+ * mode (open or closed) without waiting for its time budget.
+ */
+export class CircuitBreaker {
+  readonly failureThreshold: number;
+  readonly cooldownMs: number;
+  readonly #clock: () => number;
+  #state: BreakerState = "closed";
+  #consecutiveFailures = 0;
+  #openedAt = 0;
+  /** Calls refused without reaching the server since start. */
+  rejected = 0;
+  /** Times the circuit opened since start. */
+  opened = 0;
+
+  constructor(options: CircuitBreakerOptions = {}, clock: () => number = Date.now) {
+    const failureThreshold = options.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD;
+    const cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
+    if (!Number.isInteger(failureThreshold) || failureThreshold < 1) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `redisStore: breaker.failureThreshold must be a whole number of at least 1; got ${failureThreshold}`,
+      );
+    }
+    if (!Number.isFinite(cooldownMs) || cooldownMs < 0) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `redisStore: breaker.cooldownMs must be 0 or more milliseconds; got ${cooldownMs}`,
+      );
+    }
+    this.failureThreshold = failureThreshold;
+    this.cooldownMs = cooldownMs;
+    this.#clock = clock;
+  }
+
+  get state(): BreakerState {
+    return this.#state;
+  }
+
+  /** True when a call may go to the server now; a true answer in the open state is the probe. */
+  tryAcquire(): boolean {
+    if (this.#state === "closed") return true;
+    if (this.#state === "open" && this.#clock() - this.#openedAt >= this.cooldownMs) {
+      this.#state = "probing";
+      return true;
+    }
+    this.rejected++;
+    return false;
+  }
+
+  recordSuccess(): void {
+    this.#consecutiveFailures = 0;
+    this.#state = "closed";
+  }
+
+  recordFailure(): void {
+    this.#consecutiveFailures++;
+    if (this.#state === "probing" || this.#consecutiveFailures >= this.failureThreshold) {
+      if (this.#state !== "open") this.opened++;
+      this.#state = "open";
+      this.#openedAt = this.#clock();
+    }
+  }
+}
