@@ -109,7 +109,8 @@ export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
     const raw = c.req.raw;
     try {
       raw.headers.delete(originHeader);
-      for (const [name, value] of Object.entries(verdict.originHeaders)) raw.headers.set(name, value);
+      for (const [name, value] of Object.entries(verdict.originHeaders))
+        raw.headers.set(name, value);
     } catch {
       // Immutable headers (some runtimes): the origin header is informational only.
     }

@@ -51,7 +51,10 @@ export function describePolicy(file: string, policy: ResolvedPolicy): string {
     Math.max(title.length, ...rows.map((row) => (row[column] as string).length)),
   );
   const line = (cells: string[]) =>
-    cells.map((cell, column) => cell.padEnd(widths[column] as number)).join("  ").trimEnd();
+    cells
+      .map((cell, column) => cell.padEnd(widths[column] as number))
+      .join("  ")
+      .trimEnd();
   const out = [
     `${file}: ok, ${policy.rules.length} rule${policy.rules.length === 1 ? "" : "s"}`,
     "",
@@ -61,7 +64,8 @@ export function describePolicy(file: string, policy: ResolvedPolicy): string {
     `client address: ${policy.identity.ip.source}${policy.identity.ip.header ? ` (${policy.identity.ip.header})` : ""}, trusted proxies ${policy.identity.ip.trustedProxies.join(", ") || "none"}, IPv6 counted per /${policy.identity.ip.ipv6Prefix}`,
     `users: ${users(policy)}`,
   ];
-  if (policy.failClosedPaths.length > 0) out.push(`fail closed (503) on: ${policy.failClosedPaths.join(", ")}`);
+  if (policy.failClosedPaths.length > 0)
+    out.push(`fail closed (503) on: ${policy.failClosedPaths.join(", ")}`);
   if (policy.allowlist.length > 0) out.push(`allowlist: ${policy.allowlist.join(", ")}`);
   if (policy.denylist.length > 0) out.push(`denylist: ${policy.denylist.join(", ")}`);
   out.push(`decision time budget: ${policy.budgetMs} ms`, "");
@@ -91,14 +95,19 @@ function action(rule: ResolvedRule): string {
 }
 
 function isFailClosedRule(rule: ResolvedRule, policy: ResolvedPolicy): boolean {
-  return rule.pathPrefix !== undefined && policy.failClosedPaths.some((prefix) => rule.pathPrefix?.startsWith(prefix));
+  return (
+    rule.pathPrefix !== undefined &&
+    policy.failClosedPaths.some((prefix) => rule.pathPrefix?.startsWith(prefix))
+  );
 }
 
 function users(policy: ResolvedPolicy): string {
   const { jwt, trustedHeader } = policy.identity;
   const parts: string[] = [];
   if (jwt !== undefined) {
-    parts.push(`JWT ${jwt.algorithms.join("/")} from ${jwt.from}, user in "${jwt.userClaim}"${jwt.planClaim ? `, plan in "${jwt.planClaim}"` : ""}`);
+    parts.push(
+      `JWT ${jwt.algorithms.join("/")} from ${jwt.from}, user in "${jwt.userClaim}"${jwt.planClaim ? `, plan in "${jwt.planClaim}"` : ""}`,
+    );
   }
   if (trustedHeader !== undefined) {
     parts.push(`header ${trustedHeader.user} (trusted from ${trustedHeader.from})`);

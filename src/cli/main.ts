@@ -3,10 +3,23 @@
  * The `edgelimit` command. Each subcommand lives in its own module and is loaded on demand, so
  * that `edgelimit check` does not load the gateway.
  */
-const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }> = {
-  check: { summary: "check FILE                validate a policy and print the rules it resolves to", load: () => import("./check.js") },
-  serve: { summary: "serve --policy FILE --upstream URL [--port 8080] [--admin-port 9090] [--store memory|redis://HOST:PORT|dynamodb://TABLE?region=R&endpoint=URL]", load: () => import("./serve.js") },
-  build: { summary: "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R --out DIR", load: () => import("./build.js") },
+const COMMANDS: Record<
+  string,
+  { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }
+> = {
+  check: {
+    summary: "check FILE                validate a policy and print the rules it resolves to",
+    load: () => import("./check.js"),
+  },
+  serve: {
+    summary:
+      "serve --policy FILE --upstream URL [--port 8080] [--admin-port 9090] [--store memory|redis://HOST:PORT|dynamodb://TABLE?region=R&endpoint=URL]",
+    load: () => import("./serve.js"),
+  },
+  build: {
+    summary: "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R --out DIR",
+    load: () => import("./build.js"),
+  },
 };
 
 function usage(): string {

@@ -72,8 +72,7 @@ export class IpResolver {
     } else if (source === "x-forwarded-for" && peerTrusted) {
       address = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for"), peer);
     }
-    const subject =
-      address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
+    const subject = address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
     return { address, subject, peerTrusted };
   }
 
@@ -186,7 +185,8 @@ export class JwtVerifier {
       if (cookies === undefined) return undefined;
       for (const part of cookies.split(";")) {
         const eq = part.indexOf("=");
-        if (eq > 0 && part.slice(0, eq).trim() === this.#cookieName) return part.slice(eq + 1).trim();
+        if (eq > 0 && part.slice(0, eq).trim() === this.#cookieName)
+          return part.slice(eq + 1).trim();
       }
       return undefined;
     }

@@ -22,8 +22,8 @@ import type {
   Action,
   CounterSpec,
   CounterState,
-  Reason,
   PassVerifier,
+  Reason,
   RequestDescription,
   RuleOutcome,
   Store,
@@ -155,7 +155,11 @@ export class Limiter {
 
     let passVerified = request.passVerified === true;
     const passes = this.#options.passes;
-    if (!passVerified && passes !== undefined && rules.some(({ rule }) => rule.action === "challenge")) {
+    if (
+      !passVerified &&
+      passes !== undefined &&
+      rules.some(({ rule }) => rule.action === "challenge")
+    ) {
       passVerified = await passes.verify(request, primarySubject(identity), started);
     }
     const counters = rules.map((compiledRule) =>
@@ -178,15 +182,21 @@ export class Limiter {
     }
     return this.#finish(
       request,
-      this.#decide(compiled, identity, path, request, passVerified, rules, counters, states, started),
+      this.#decide(
+        compiled,
+        identity,
+        path,
+        request,
+        passVerified,
+        rules,
+        counters,
+        states,
+        started,
+      ),
     );
   }
 
-  async #identify(
-    compiled: Compiled,
-    request: RequestDescription,
-    now: number,
-  ): Promise<Identity> {
+  async #identify(compiled: Compiled, request: RequestDescription, now: number): Promise<Identity> {
     const client = compiled.ip.resolve(request);
     let user: VerifiedUser | undefined;
     if (compiled.jwt !== undefined) {

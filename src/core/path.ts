@@ -15,7 +15,9 @@ export function normalizePath(raw: string): string {
   if (cut !== -1) path = path.slice(0, cut);
   path = path.replace(/\\/g, "/");
   // Decode only unreserved characters: an encoded "/" (%2F) stays a different path.
-  path = path.replace(UNRESERVED, (escape) => String.fromCharCode(Number.parseInt(escape.slice(1), 16)));
+  path = path.replace(UNRESERVED, (encoded) =>
+    String.fromCharCode(Number.parseInt(encoded.slice(1), 16)),
+  );
   const segments: string[] = [];
   const parts = path.split("/");
   for (let i = 0; i < parts.length; i++) {

@@ -35,7 +35,10 @@ export interface RateLimit {
 export function createRateLimit(options: RateLimitOptions): RateLimit {
   const { store, limit } = options;
   if (!Number.isInteger(limit) || limit < 0) {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `limit must be a whole number of 0 or more; got ${limit}`);
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `limit must be a whole number of 0 or more; got ${limit}`,
+    );
   }
   const window = parseWindow(options.window);
   const algorithm = options.algorithm ?? "fixed-window";
@@ -44,7 +47,10 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
   return {
     async limit({ key, cost = 1 }) {
       if (!Number.isInteger(cost) || cost < 0) {
-        throw new EdgelimitError("EL_BAD_ARGUMENT", `cost must be a whole number of 0 or more; got ${cost}`);
+        throw new EdgelimitError(
+          "EL_BAD_ARGUMENT",
+          `cost must be a whole number of 0 or more; got ${cost}`,
+        );
       }
       const subject = `key:${escapeKeyPart(key)}`;
       const counter: CounterSpec = {
@@ -61,7 +67,8 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
       };
       const now = clock();
       const [state] = await store.apply([counter], now);
-      if (state === undefined) throw new EdgelimitError("EL_STORE_FAILED", `store "${store.name}" returned no state`);
+      if (state === undefined)
+        throw new EdgelimitError("EL_STORE_FAILED", `store "${store.name}" returned no state`);
       return {
         success: state.allowed,
         limit,

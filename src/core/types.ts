@@ -95,7 +95,10 @@ export interface PassVerifier {
 export interface ChallengeHandler {
   readonly path: string;
   readonly passes: PassVerifier;
-  handle(request: Request, client: { readonly ip: string | undefined; readonly subject: string }): Promise<Response>;
+  handle(
+    request: Request,
+    client: { readonly ip: string | undefined; readonly subject: string },
+  ): Promise<Response>;
 }
 
 /** A plain description of an incoming request: what adapters translate to. */

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { isMap, isSeq, LineCounter, parseDocument, type Document } from "yaml";
+import { type Document, isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { ZodType } from "zod";
 import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors.js";
 import { type RawIssue, resolvePolicy } from "./resolve.js";
@@ -53,17 +53,27 @@ interface Located {
 function validate(input: unknown, located: Located | undefined, source: string): ResolvedPolicy {
   if (input === null || typeof input !== "object" || Array.isArray(input)) {
     throw policyError(source, [
-      { path: "", message: "a policy is a mapping of fields (version, identity, tiers, ...)", code: "EL_POLICY_INVALID" },
+      {
+        path: "",
+        message: "a policy is a mapping of fields (version, identity, tiers, ...)",
+        code: "EL_POLICY_INVALID",
+      },
     ]);
   }
   const parsed = policySchema.safeParse(input);
   if (!parsed.success) {
     const issues = parsed.error.issues.flatMap((issue) => fromZodIssue(issue));
-    throw policyError(source, issues.map((issue) => locate(issue, located)));
+    throw policyError(
+      source,
+      issues.map((issue) => locate(issue, located)),
+    );
   }
   const { policy, issues } = resolvePolicy(parsed.data);
   if (policy === undefined || issues.length > 0) {
-    throw policyError(source, issues.map((issue) => locate(issue, located)));
+    throw policyError(
+      source,
+      issues.map((issue) => locate(issue, located)),
+    );
   }
   return policy;
 }
@@ -172,7 +182,12 @@ function locate(issue: RawIssue, located: Located | undefined): PolicyIssue {
   for (let length = issue.path.length; length >= 0; length--) {
     const offset = offsetOf(document, issue.path.slice(0, length));
     if (offset !== undefined) {
-      return { path, message: issue.message, code: issue.code, line: lineCounter.linePos(offset).line };
+      return {
+        path,
+        message: issue.message,
+        code: issue.code,
+        line: lineCounter.linePos(offset).line,
+      };
     }
   }
   return { path, message: issue.message, code: issue.code };
@@ -184,8 +199,10 @@ function offsetOf(document: Document, path: readonly (string | number)[]): numbe
   let keyOffset: number | undefined = node?.range?.[0];
   for (const part of path) {
     if (isMap(node)) {
-      // biome-ignore lint/suspicious/noExplicitAny: YAML pairs.
-      const pair: any = node.items.find((item: any) => String(item.key?.value ?? item.key) === String(part));
+      const pair = node.items.find(
+        (item: { key: unknown }) =>
+          String((item.key as { value?: unknown } | null)?.value ?? item.key) === String(part),
+      ) as { key?: { range?: number[] }; value: unknown } | undefined;
       if (pair === undefined) return undefined;
       keyOffset = pair.key?.range?.[0];
       node = pair.value;

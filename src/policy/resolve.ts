@@ -39,7 +39,18 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
     spec.identity?.user?.jwt !== undefined || spec.identity?.user?.trustedHeader !== undefined;
 
   const add = (
-    rule: Omit<ResolvedRule, "window" | "algorithm" | "action" | "challengeBand" | "failMode" | "disclose" | "shadow" | "cost" | "backend">,
+    rule: Omit<
+      ResolvedRule,
+      | "window"
+      | "algorithm"
+      | "action"
+      | "challengeBand"
+      | "failMode"
+      | "disclose"
+      | "shadow"
+      | "cost"
+      | "backend"
+    >,
     options: RuleOptions,
     path: (string | number)[],
   ) => {
@@ -63,7 +74,8 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       issues.push({
         path: [...path, "action"],
         code: "EL_POLICY_INVALID",
-        message: "challenge needs a windowed algorithm (fixed-window or sliding-window), not token-bucket",
+        message:
+          "challenge needs a windowed algorithm (fixed-window or sliding-window), not token-bucket",
       });
     }
     if (rule.key !== "ip" && !userConfigured && rule.tiers.includes("authenticated")) {
@@ -71,7 +83,8 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
         issues.push({
           path: [...path, "key"],
           code: "EL_POLICY_INVALID",
-          message: 'a rule keyed by "user" needs identity.user (jwt or trustedHeader) to be configured',
+          message:
+            'a rule keyed by "user" needs identity.user (jwt or trustedHeader) to be configured',
         });
       }
     }
@@ -156,7 +169,8 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       issues.push({
         path: ["identity", "user", "jwt", "algorithms"],
         code: "EL_POLICY_INVALID",
-        message: "mix HMAC (HS*) and public-key algorithms in separate policies; a key serves one kind",
+        message:
+          "mix HMAC (HS*) and public-key algorithms in separate policies; a key serves one kind",
       });
     } else if (symmetric && jwt.secret === undefined) {
       issues.push({
@@ -168,7 +182,8 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       issues.push({
         path: ["identity", "user", "jwt", "publicKey"],
         code: "EL_POLICY_INVALID",
-        message: "RS256/ES256/EdDSA need a publicKey (PEM, SPKI), for example publicKey: { file: keys/jwt.pub }",
+        message:
+          "RS256/ES256/EdDSA need a publicKey (PEM, SPKI), for example publicKey: { file: keys/jwt.pub }",
       });
     }
   }
@@ -198,7 +213,9 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
                 userClaim: jwt.userClaim ?? "sub",
                 planClaim: jwt.planClaim,
                 from: jwt.from ?? "authorization",
-                clockToleranceSeconds: Math.round(parseDurationMs(jwt.clockTolerance ?? "5s") / 1000),
+                clockToleranceSeconds: Math.round(
+                  parseDurationMs(jwt.clockTolerance ?? "5s") / 1000,
+                ),
               },
         trustedHeader:
           trustedHeader === undefined
@@ -231,7 +248,18 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
 }
 
 type AddRule = (
-  rule: Omit<ResolvedRule, "window" | "algorithm" | "action" | "challengeBand" | "failMode" | "disclose" | "shadow" | "cost" | "backend">,
+  rule: Omit<
+    ResolvedRule,
+    | "window"
+    | "algorithm"
+    | "action"
+    | "challengeBand"
+    | "failMode"
+    | "disclose"
+    | "shadow"
+    | "cost"
+    | "backend"
+  >,
   options: RuleOptions,
   path: (string | number)[],
 ) => void;
@@ -242,7 +270,15 @@ function resolveTier(tier: Tier, spec: TierSpec, add: AddRule, planNames: Set<st
   const base = { namespace: tier, tiers: [tier], methods: undefined, key } as const;
   if (spec.global !== undefined) {
     add(
-      { ...base, id: `${tier}.global`, scope: "global", group: `${tier}.global`, plans: undefined, pathPrefix: undefined, limit: spec.global.limit },
+      {
+        ...base,
+        id: `${tier}.global`,
+        scope: "global",
+        group: `${tier}.global`,
+        plans: undefined,
+        pathPrefix: undefined,
+        limit: spec.global.limit,
+      },
       { ...tierOptions, ...pickOptions(spec.global) },
       ["tiers", tier, "global"],
     );
@@ -252,14 +288,30 @@ function resolveTier(tier: Tier, spec: TierSpec, add: AddRule, planNames: Set<st
     // A plan replaces the tier's global limit; it counts on the same counter, so a user who
     // upgrades mid-window keeps the count they have.
     add(
-      { ...base, id: `${tier}.plan.${plan}`, scope: "global", group: `${tier}.global`, plans: [plan], pathPrefix: undefined, limit: rule.limit },
+      {
+        ...base,
+        id: `${tier}.plan.${plan}`,
+        scope: "global",
+        group: `${tier}.global`,
+        plans: [plan],
+        pathPrefix: undefined,
+        limit: rule.limit,
+      },
       { ...tierOptions, ...pickOptions(rule) },
       ["tiers", tier, "plans", plan],
     );
   }
   for (const [prefix, rule] of Object.entries(spec.paths ?? {})) {
     add(
-      { ...base, id: `${tier}.path.${prefix}`, scope: prefix, group: `${tier}.paths`, plans: undefined, pathPrefix: prefix, limit: rule.limit },
+      {
+        ...base,
+        id: `${tier}.path.${prefix}`,
+        scope: prefix,
+        group: `${tier}.paths`,
+        plans: undefined,
+        pathPrefix: prefix,
+        limit: rule.limit,
+      },
       // Path rules block by default even where the tier challenges: the seed challenges only
       // on the global limit.
       { ...tierOptions, action: undefined, ...pickOptions(rule) },
@@ -268,7 +320,12 @@ function resolveTier(tier: Tier, spec: TierSpec, add: AddRule, planNames: Set<st
   }
 }
 
-function resolveNamespace(name: string, spec: NamespaceSpec, add: AddRule, issues: RawIssue[]): void {
+function resolveNamespace(
+  name: string,
+  spec: NamespaceSpec,
+  add: AddRule,
+  issues: RawIssue[],
+): void {
   const nsOptions = pickOptions(spec);
   const pathPrefix = spec.match?.path;
   const methods = spec.match?.methods;
@@ -369,7 +426,10 @@ function resolveChallenge(spec: PolicySpec["challenge"]): ResolvedChallenge {
     difficulty: spec?.difficulty ?? 16,
     cookie: { name: spec?.cookie?.name ?? "edgelimit_pass", secure: spec?.cookie?.secure ?? true },
     provider:
-      provider === undefined || provider.kind === "pow" || provider.siteKey === undefined || provider.secret === undefined
+      provider === undefined ||
+      provider.kind === "pow" ||
+      provider.siteKey === undefined ||
+      provider.secret === undefined
         ? { kind: "pow" }
         : {
             kind: provider.kind,
@@ -381,7 +441,11 @@ function resolveChallenge(spec: PolicySpec["challenge"]): ResolvedChallenge {
 }
 
 function resolveList(spec: NonNullable<PolicySpec["lists"]>[number]): ResolvedList {
-  const base = { name: spec.name, kind: spec.kind, refreshMs: parseDurationMs(spec.refresh ?? "5m") };
+  const base = {
+    name: spec.name,
+    kind: spec.kind,
+    refreshMs: parseDurationMs(spec.refresh ?? "5m"),
+  };
   if (spec.file !== undefined) return { ...base, source: { type: "file", path: spec.file } };
   if (spec.url !== undefined) return { ...base, source: { type: "http", url: spec.url } };
   if (spec.s3 !== undefined) {

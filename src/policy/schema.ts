@@ -12,7 +12,10 @@ const duration = z.union([z.number().int().positive(), z.string()]).superRefine(
   try {
     parseWindow(value);
   } catch {
-    ctx.addIssue({ code: "custom", message: `must be ${DURATION_HINT}; got ${JSON.stringify(value)}` });
+    ctx.addIssue({
+      code: "custom",
+      message: `must be ${DURATION_HINT}; got ${JSON.stringify(value)}`,
+    });
   }
 });
 
@@ -29,11 +32,14 @@ const method = z
   .regex(/^[A-Za-z]+$/, { message: "must be an HTTP method such as GET or POST" })
   .transform((value) => value.toUpperCase());
 
-const secretSource = z.union([
-  z.strictObject({ env: z.string().min(1) }),
-  z.strictObject({ value: z.string().min(1) }),
-  z.strictObject({ file: z.string().min(1) }),
-], { error: "must be one of { env: NAME }, { value: SECRET } or { file: PATH }" });
+const secretSource = z.union(
+  [
+    z.strictObject({ env: z.string().min(1) }),
+    z.strictObject({ value: z.string().min(1) }),
+    z.strictObject({ file: z.string().min(1) }),
+  ],
+  { error: "must be one of { env: NAME }, { value: SECRET } or { file: PATH }" },
+);
 
 const limitNumber = z
   .number({ error: "must be a whole number of requests (0 or more)" })
@@ -45,7 +51,10 @@ const ruleOptions = {
   window: duration.optional(),
   algorithm: z.enum(["fixed-window", "sliding-window", "token-bucket"]).optional(),
   action: z.enum(["block", "challenge"]).optional(),
-  challengeBand: z.number().min(1, { error: "must be 1 or more (2 challenges up to twice the limit)" }).optional(),
+  challengeBand: z
+    .number()
+    .min(1, { error: "must be 1 or more (2 challenges up to twice the limit)" })
+    .optional(),
   failMode: z.enum(["open", "closed"]).optional(),
   disclose: z.boolean().optional(),
   shadow: z.boolean().optional(),
@@ -94,7 +103,10 @@ const namespaceSpec = z.strictObject({
 });
 
 const jwtSpec = z.strictObject({
-  algorithms: z.array(z.enum(["HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"])).min(1).optional(),
+  algorithms: z
+    .array(z.enum(["HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"]))
+    .min(1)
+    .optional(),
   secret: secretSource.optional(),
   publicKey: secretSource.optional(),
   issuer: z.string().optional(),
@@ -141,7 +153,14 @@ export const policySchema = z.strictObject({
   tiers: z
     .strictObject({ anonymous: tierSpec.optional(), authenticated: tierSpec.optional() })
     .optional(),
-  namespaces: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, { message: "namespace names are letters, digits, _ . or -" }), namespaceSpec).optional(),
+  namespaces: z
+    .record(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]+$/, { message: "namespace names are letters, digits, _ . or -" }),
+      namespaceSpec,
+    )
+    .optional(),
   failClosed: z.array(pathPrefix).optional(),
   allowlist: z.array(cidr).optional(),
   denylist: z.array(cidr).optional(),
@@ -153,10 +172,18 @@ export const policySchema = z.strictObject({
       policyId: z.string().min(1).optional(),
       passTtl: duration.optional(),
       challengeTtl: duration.optional(),
-      difficulty: z.number().int().min(1).max(32, { error: "must be 32 bits or fewer (each bit doubles the work)" }).optional(),
+      difficulty: z
+        .number()
+        .int()
+        .min(1)
+        .max(32, { error: "must be 32 bits or fewer (each bit doubles the work)" })
+        .optional(),
       cookie: z
         .strictObject({
-          name: z.string().regex(/^[A-Za-z0-9_-]+$/, { message: "must be letters, digits, _ or -" }).optional(),
+          name: z
+            .string()
+            .regex(/^[A-Za-z0-9_-]+$/, { message: "must be letters, digits, _ or -" })
+            .optional(),
           secure: z.boolean().optional(),
         })
         .optional(),
@@ -169,8 +196,18 @@ export const policySchema = z.strictObject({
         })
         .superRefine((value, ctx) => {
           if (value.kind === "pow") return;
-          if (value.siteKey === undefined) ctx.addIssue({ code: "custom", path: ["siteKey"], message: `${value.kind} needs siteKey` });
-          if (value.secret === undefined) ctx.addIssue({ code: "custom", path: ["secret"], message: `${value.kind} needs secret, e.g. { env: EDGELIMIT_CAPTCHA_SECRET }` });
+          if (value.siteKey === undefined)
+            ctx.addIssue({
+              code: "custom",
+              path: ["siteKey"],
+              message: `${value.kind} needs siteKey`,
+            });
+          if (value.secret === undefined)
+            ctx.addIssue({
+              code: "custom",
+              path: ["secret"],
+              message: `${value.kind} needs secret, e.g. { env: EDGELIMIT_CAPTCHA_SECRET }`,
+            });
         })
         .optional(),
     })
@@ -179,7 +216,9 @@ export const policySchema = z.strictObject({
     .array(
       z
         .strictObject({
-          name: z.string().regex(/^[A-Za-z0-9_.-]+$/, { message: "must be letters, digits, _ . or -" }),
+          name: z
+            .string()
+            .regex(/^[A-Za-z0-9_.-]+$/, { message: "must be letters, digits, _ . or -" }),
           kind: z.enum(["allow", "deny"]),
           refresh: duration.optional(),
           file: z.string().min(1).optional(),
@@ -203,7 +242,9 @@ export const policySchema = z.strictObject({
             .optional(),
         })
         .superRefine((value, ctx) => {
-          const sources = (["file", "url", "s3", "dynamodb"] as const).filter((name) => value[name] !== undefined);
+          const sources = (["file", "url", "s3", "dynamodb"] as const).filter(
+            (name) => value[name] !== undefined,
+          );
           if (sources.length !== 1) {
             ctx.addIssue({
               code: "custom",
@@ -219,7 +260,10 @@ export const policySchema = z.strictObject({
     .strictObject({
       legacy: z.boolean().optional(),
       draft: z.boolean().optional(),
-      origin: z.string().regex(/^[A-Za-z0-9-]+$/).optional(),
+      origin: z
+        .string()
+        .regex(/^[A-Za-z0-9-]+$/)
+        .optional(),
     })
     .optional(),
 });

@@ -23,7 +23,9 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
 
   allows(state, now, rule) {
     const tat = Math.max(state?.tat ?? now, now);
-    return tat + rule.cost * interval(rule, now) - now <= windowLengthMs(rule.window, now) + EPSILON;
+    return (
+      tat + rule.cost * interval(rule, now) - now <= windowLengthMs(rule.window, now) + EPSILON
+    );
   },
 
   count(state, now, rule, allowed) {

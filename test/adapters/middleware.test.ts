@@ -1,0 +1,119 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import express from "express";
+import { Hono } from "hono";
+import { afterAll, describe, expect, it } from "vitest";
+import { honoRateLimit, withRateLimit } from "../../src/adapters/fetch.js";
+import { guardNodeRequest, nodeRateLimit } from "../../src/adapters/node.js";
+import { createLimiter } from "../../src/core/limiter.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
+
+const policy = definePolicy({
+  tiers: { anonymous: { global: 5, paths: { "/api/export": 2 } } },
+  failClosed: ["/api/admin/"],
+});
+
+const servers: { close(): unknown }[] = [];
+afterAll(async () => {
+  for (const server of servers) server.close();
+});
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** The behaviour every adapter must show, through a real socket. */
+async function expectLimited(base: string) {
+  const seen: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const response = await fetch(`${base}/api/export`, {
+      headers: { "x-ratelimit-remaining": "999" },
+    });
+    seen.push(
+      `${response.status}:${response.headers.get("x-ratelimit-remaining")}:${await response.text()}`,
+    );
+  }
+  // The origin saw our count, never the forged header value.
+  expect(seen[0]).toBe("200:1:origin saw remaining=1");
+  expect(seen[1]).toBe("200:0:origin saw remaining=0");
+  const [status, , body] = (seen[2] as string).split(/:(.*?):(.*)/s);
+  expect(status).toBe("429");
+  expect(JSON.parse(body as string).error).toBe("rate_limit_exceeded");
+  const blocked = await fetch(`${base}/api/export`);
+  expect(blocked.headers.get("retry-after")).toMatch(/^\d+$/);
+  expect(blocked.headers.get("cache-control")).toBe("no-store");
+  // The global rule: 2 exports admitted + 3 more pages.
+  const statuses = [];
+  for (let i = 0; i < 4; i++) statuses.push((await fetch(`${base}/home`)).status);
+  expect(statuses).toEqual([200, 200, 200, 429]);
+}
+
+describe("middleware through real servers", () => {
+  it("Express", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const app = express();
+    app.use(nodeRateLimit({ limiter }));
+    app.get("/{*path}", (request, response) => {
+      response.send(`origin saw remaining=${request.headers["x-ratelimit-remaining"]}`);
+    });
+    await expectLimited(await listen(createServer(app)));
+  });
+
+  it("node:http", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const server = createServer(async (request, response) => {
+      if (!(await guardNodeRequest({ limiter }, request, response))) return;
+      response.end(`origin saw remaining=${request.headers["x-ratelimit-remaining"]}`);
+    });
+    await expectLimited(await listen(server));
+  });
+
+  it("Hono on @hono/node-server", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const app = new Hono();
+    app.use(honoRateLimit({ limiter }));
+    app.get("*", (c) => c.text(`origin saw remaining=${c.req.header("x-ratelimit-remaining")}`));
+    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
+    await once(server, "listening");
+    servers.push(server);
+    const { port } = server.address() as AddressInfo;
+    await expectLimited(`http://127.0.0.1:${port}`);
+  });
+
+  it("a plain fetch handler (Deno, Bun, Workers style)", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const handler = withRateLimit(
+      (request: Request) =>
+        new Response(`origin saw remaining=${request.headers.get("x-ratelimit-remaining")}`),
+      { limiter, ip: () => "203.0.113.9" },
+    );
+    const server = serve({
+      fetch: (request) => handler(request, undefined),
+      port: 0,
+      hostname: "127.0.0.1",
+    });
+    await once(server, "listening");
+    servers.push(server);
+    const { port } = server.address() as AddressInfo;
+    await expectLimited(`http://127.0.0.1:${port}`);
+  });
+
+  it("answers 503 on a fail-closed path when the store is down", async () => {
+    const limiter = createLimiter({
+      policy,
+      store: { name: "down", apply: () => Promise.reject(new Error("down")) },
+    });
+    const app = express();
+    app.use(nodeRateLimit({ limiter }));
+    app.get("/{*path}", (_request, response) => response.send("ok"));
+    const base = await listen(createServer(app));
+    expect((await fetch(`${base}/api/admin/users`)).status).toBe(503);
+    expect((await fetch(`${base}/home`)).status).toBe(200);
+  });
+});

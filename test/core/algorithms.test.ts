@@ -1,0 +1,145 @@
+import { describe, expect, it } from "vitest";
+import type { Algorithm, CounterRule } from "../../src/core/algorithms/index.js";
+import { fixedWindow, slidingWindow, tokenBucket } from "../../src/core/algorithms/index.js";
+import { parseWindow } from "../../src/core/duration.js";
+import { windowAt } from "../../src/core/windows.js";
+
+const MINUTE = 60_000;
+// 2026-02-14 14:30:00 UTC, a minute boundary (the seed's example window).
+const T0 = Date.UTC(2026, 1, 14, 14, 30, 0);
+
+/** Drives one counter the way a store does: allows, then count, then describe. */
+function drive<S>(algorithm: Algorithm<S>, rule: CounterRule) {
+  let state: S | undefined;
+  const hit = (now: number) => {
+    const allowed = algorithm.allows(state, now, rule);
+    state = algorithm.count(state, now, rule, allowed);
+    return algorithm.describe(state, now, rule, allowed);
+  };
+  /** Would a request pass at `now`? Counts nothing. */
+  hit.peek = (now: number) => algorithm.allows(state, now, rule);
+  return hit;
+}
+
+function burst(hit: (now: number) => { allowed: boolean }, at: number, count: number): number {
+  let admitted = 0;
+  for (let i = 0; i < count; i++) if (hit(at).allowed) admitted++;
+  return admitted;
+}
+
+describe("fixed window", () => {
+  const rule: CounterRule = { limit: 60, window: { ms: MINUTE }, cost: 1 };
+
+  it("admits the limit, then refuses until the window ends, with the real Retry-After", () => {
+    const hit = drive(fixedWindow, rule);
+    expect(burst(hit, T0 + 10_000, 60)).toBe(60);
+    const refused = hit(T0 + 10_000);
+    expect(refused.allowed).toBe(false);
+    expect(refused.remaining).toBe(0);
+    expect(refused.retryAfterMs).toBe(50_000);
+    expect(refused.resetAt).toBe(T0 + MINUTE);
+    expect(hit(T0 + MINUTE).allowed).toBe(true);
+  });
+
+  it("lets the seed's edge burst through: 60 at second 55 and 60 at second 05 of the next minute", () => {
+    const hit = drive(fixedWindow, rule);
+    const first = burst(hit, T0 + 55_000, 60);
+    const second = burst(hit, T0 + MINUTE + 5_000, 60);
+    expect(first + second).toBe(120);
+  });
+
+  it("counts refused requests on the refusing counter (the seed's ADD keeps counting)", () => {
+    const hit = drive(fixedWindow, rule);
+    burst(hit, T0, 70);
+    expect(hit(T0).count).toBe(71);
+  });
+
+  it("aligns windows to the epoch so every process agrees", () => {
+    expect(windowAt({ ms: MINUTE }, T0 + 59_999).index).toBe(T0 / MINUTE);
+    expect(windowAt({ ms: MINUTE }, T0 + 60_000).index).toBe(T0 / MINUTE + 1);
+  });
+
+  it("counts a calendar month exactly, resetting on the first of the next month (UTC)", () => {
+    const monthly: CounterRule = { limit: 1000, window: parseWindow("1mo"), cost: 1 };
+    const hit = drive(fixedWindow, monthly);
+    const jan31 = Date.UTC(2026, 0, 31, 23, 59, 59);
+    expect(burst(hit, Date.UTC(2026, 0, 1), 999)).toBe(999);
+    expect(hit(jan31).allowed).toBe(true);
+    const over = hit(jan31);
+    expect(over.allowed).toBe(false);
+    expect(over.resetAt).toBe(Date.UTC(2026, 1, 1));
+    expect(over.retryAfterMs).toBe(1000);
+    expect(hit(Date.UTC(2026, 1, 1)).allowed).toBe(true);
+  });
+
+  it("charges the cost of a request", () => {
+    const hit = drive(fixedWindow, { ...rule, limit: 10, cost: 4 });
+    expect(hit(T0).remaining).toBe(6);
+    expect(hit(T0).remaining).toBe(2);
+    expect(hit(T0).allowed).toBe(false);
+  });
+});
+
+describe("sliding window", () => {
+  const rule: CounterRule = { limit: 60, window: { ms: MINUTE }, cost: 1 };
+
+  it("stops the seed's edge burst that the fixed window lets through", () => {
+    const hit = drive(slidingWindow, rule);
+    expect(burst(hit, T0 + 55_000, 60)).toBe(60);
+    // At second 05 of the next minute, 55/60 of the previous window still weighs in.
+    const second = burst(hit, T0 + MINUTE + 5_000, 60);
+    expect(second).toBe(5);
+  });
+
+  it("weights the previous window by how much of it is still inside the sliding window", () => {
+    const hit = drive(slidingWindow, rule);
+    burst(hit, T0 + 1_000, 60);
+    // Half-way through the next window, 30 of the previous 60 still count.
+    expect(burst(hit, T0 + MINUTE + 30_000, 60)).toBe(30);
+  });
+
+  it("reports when a refused client may pass again", () => {
+    const hit = drive(slidingWindow, rule);
+    burst(hit, T0, 60);
+    const refused = hit(T0 + 30_000);
+    expect(refused.allowed).toBe(false);
+    // 61 counted this window: in the next window 61 * (1 - e/60s) + 1 <= 60 when e >= ~0.98 s.
+    const passAt = T0 + 30_000 + refused.retryAfterMs;
+    expect(hit.peek(passAt - 100)).toBe(false);
+    expect(hit.peek(passAt)).toBe(true);
+  });
+});
+
+describe("token bucket (GCRA)", () => {
+  const rule: CounterRule = { limit: 10, window: { ms: 10_000 }, cost: 1 };
+
+  it("allows a burst of the limit, then one request per emission interval", () => {
+    const hit = drive(tokenBucket, rule);
+    expect(burst(hit, T0, 15)).toBe(10);
+    const refused = hit(T0);
+    expect(refused.retryAfterMs).toBe(1000);
+    expect(hit.peek(T0 + 999)).toBe(false);
+    expect(hit(T0 + 1000).allowed).toBe(true);
+    expect(hit(T0 + 1000).allowed).toBe(false);
+  });
+
+  it("never records a refused request", () => {
+    const hit = drive(tokenBucket, rule);
+    burst(hit, T0, 10);
+    burst(hit, T0, 1000);
+    expect(hit(T0 + 1000).allowed).toBe(true);
+  });
+
+  it("refills fully after the window and reports remaining tokens", () => {
+    const hit = drive(tokenBucket, rule);
+    burst(hit, T0, 10);
+    const later = hit(T0 + 10_000);
+    expect(later.allowed).toBe(true);
+    expect(later.remaining).toBe(9);
+  });
+
+  it("handles emission intervals that are not whole milliseconds", () => {
+    const hit = drive(tokenBucket, { limit: 7, window: { ms: MINUTE }, cost: 1 });
+    expect(burst(hit, T0, 20)).toBe(7);
+  });
+});

@@ -1,0 +1,184 @@
+import { describe, expect, it } from "vitest";
+import { ipSubject, parseIp } from "../../src/core/ip.js";
+import { createLimiter } from "../../src/core/limiter.js";
+import { definePolicy } from "../../src/policy/load.js";
+import type { PolicyInput } from "../../src/policy/schema.js";
+import { memoryStore } from "../../src/stores/memory.js";
+import { JWT_SECRET, signToken } from "../support/jwt.js";
+
+const env = { EDGELIMIT_JWT_SECRET: JWT_SECRET };
+const jwt = {
+  algorithms: ["HS256" as const],
+  secret: { env: "EDGELIMIT_JWT_SECRET" },
+  planClaim: "plan",
+};
+
+function limiter(input: PolicyInput) {
+  return createLimiter({ policy: definePolicy(input), store: memoryStore(), env });
+}
+
+/** Sends `count` requests and returns how many were admitted. */
+async function admitted(
+  check: (i: number) => Promise<{ action: string }>,
+  count: number,
+): Promise<number> {
+  let passed = 0;
+  for (let i = 0; i < count; i++) if ((await check(i)).action === "allow") passed++;
+  return passed;
+}
+
+describe("client address", () => {
+  const behindProxy = {
+    identity: {
+      ip: { source: "x-forwarded-for" as const, trustedProxies: ["127.0.0.0/8", "10.0.0.0/8"] },
+    },
+    tiers: { anonymous: { global: 5 } },
+  };
+
+  it("ignores X-Forwarded-For from an untrusted peer: forging it buys no fresh counter", async () => {
+    const l = limiter(behindProxy);
+    const passed = await admitted(
+      (i) =>
+        l.check({ ip: "203.0.113.50", path: "/", headers: { "x-forwarded-for": `198.18.0.${i}` } }),
+      20,
+    );
+    expect(passed).toBe(5);
+  });
+
+  it("walks X-Forwarded-For right to left over trusted proxies only", async () => {
+    const l = limiter(behindProxy);
+    // The client wrote "1.1.1.1"; our proxies appended the real address and themselves.
+    const verdict = await l.check({
+      ip: "127.0.0.1",
+      path: "/",
+      headers: { "x-forwarded-for": "1.1.1.1, 203.0.113.60, 10.0.0.2" },
+    });
+    expect(verdict.subject).toBe("ip:203.0.113.60");
+    const passed = await admitted(
+      (i) =>
+        l.check({
+          ip: "127.0.0.1",
+          path: "/",
+          headers: { "x-forwarded-for": `198.18.0.${i}, 203.0.113.60` },
+        }),
+      20,
+    );
+    expect(passed).toBe(4);
+  });
+
+  it("counts IPv6 clients per /64: rotating addresses inside it buys nothing", async () => {
+    const l = limiter({ tiers: { anonymous: { global: 5 } } });
+    const passed = await admitted(
+      (i) => l.check({ ip: `2001:db8:1:2:${i.toString(16)}:abcd:0:${i}`, path: "/" }),
+      50,
+    );
+    expect(passed).toBe(5);
+    expect((await l.check({ ip: "2001:db8:1:3::1", path: "/" })).action).toBe("allow");
+  });
+
+  it("counts IPv4-mapped IPv6 as the IPv4 address", async () => {
+    const l = limiter({ tiers: { anonymous: { global: 2 } } });
+    await l.check({ ip: "::ffff:192.0.2.33", path: "/" });
+    await l.check({ ip: "192.0.2.33", path: "/" });
+    expect((await l.check({ ip: "::ffff:c000:221", path: "/" })).action).toBe("block");
+  });
+
+  it("parses the forms addresses take in sockets and headers", () => {
+    expect(parseIp("[2001:db8::1]:443")?.toString()).toBe("2001:db8::1");
+    expect(parseIp("198.51.100.1:8080")?.toString()).toBe("198.51.100.1");
+    expect(parseIp("fe80::1%eth0")?.toString()).toBe("fe80::1");
+    expect(parseIp("127.1")).toBeUndefined();
+    expect(parseIp("not-an-ip")).toBeUndefined();
+    const v6 = parseIp("2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff");
+    expect(v6 && ipSubject(v6, 48)).toBe("2001:db8:aaaa::/48");
+  });
+});
+
+describe("user identity", () => {
+  const policy = {
+    identity: { user: { jwt } },
+    tiers: { anonymous: { global: 3 }, authenticated: { global: 100 } },
+  };
+
+  it("ignores a forged x-user-id header: only verified identities count", async () => {
+    const l = limiter(policy);
+    const passed = await admitted(
+      (i) => l.check({ ip: "203.0.113.70", path: "/", headers: { "x-user-id": `u_${i}` } }),
+      10,
+    );
+    expect(passed).toBe(3);
+  });
+
+  it("counts a token with a bad signature as anonymous, by IP", async () => {
+    const l = limiter(policy);
+    const passed = await admitted(
+      async (i) =>
+        l.check({
+          ip: "203.0.113.71",
+          path: "/",
+          headers: {
+            authorization: `Bearer ${await signToken({ sub: `u_${i}` }, { secret: "another-secret-another-secret-1234" })}`,
+          },
+        }),
+      10,
+    );
+    expect(passed).toBe(3);
+  });
+
+  it("counts an expired token as anonymous, and refuses a token without expiry", async () => {
+    const l = limiter(policy);
+    const expired = await signToken(
+      { sub: "u_old" },
+      { expiresAt: Math.floor(Date.now() / 1000) - 600 },
+    );
+    const verdict = await l.check({
+      ip: "203.0.113.72",
+      path: "/",
+      headers: { authorization: `Bearer ${expired}` },
+    });
+    expect(verdict.tier).toBe("anonymous");
+    const { SignJWT } = await import("jose");
+    const forever = await new SignJWT({ sub: "u_forever" })
+      .setProtectedHeader({ alg: "HS256" })
+      .sign(new TextEncoder().encode(JWT_SECRET));
+    const noExpiry = await l.check({
+      ip: "203.0.113.72",
+      path: "/",
+      headers: { authorization: `Bearer ${forever}` },
+    });
+    expect(noExpiry.tier).toBe("anonymous");
+  });
+
+  it("refuses alg=none and a token signed with an algorithm the policy does not allow", async () => {
+    const l = limiter(policy);
+    const header = Buffer.from(JSON.stringify({ alg: "none", typ: "JWT" })).toString("base64url");
+    const body = Buffer.from(JSON.stringify({ sub: "u_admin", exp: 9999999999 })).toString(
+      "base64url",
+    );
+    const verdict = await l.check({
+      ip: "203.0.113.73",
+      path: "/",
+      headers: { authorization: `Bearer ${header}.${body}.` },
+    });
+    expect(verdict.tier).toBe("anonymous");
+  });
+
+  it("honours a trusted auth layer's header only from a trusted peer", async () => {
+    const l = limiter({
+      identity: { user: { trustedHeader: { user: "x-user-id", plan: "x-user-plan" } } },
+      tiers: { anonymous: { global: 1 }, authenticated: { global: 50 } },
+    });
+    const fromProxy = await l.check({
+      ip: "127.0.0.1",
+      path: "/",
+      headers: { "x-user-id": "u_1" },
+    });
+    expect(fromProxy.subject).toBe("user:u_1");
+    const fromClient = await l.check({
+      ip: "203.0.113.74",
+      path: "/",
+      headers: { "x-user-id": "u_1" },
+    });
+    expect(fromClient.subject).toBe("ip:203.0.113.74");
+  });
+});

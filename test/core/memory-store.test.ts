@@ -1,0 +1,96 @@
+import { describe, expect, it } from "vitest";
+import type { CounterSpec } from "../../src/core/types.js";
+import { memoryStore } from "../../src/stores/memory.js";
+
+const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
+
+function counter(key: string, limit: number, extra: Partial<CounterSpec> = {}): CounterSpec {
+  return {
+    key,
+    subject: key.split("|")[0] as string,
+    algorithm: "fixed-window",
+    limit,
+    window: { ms: 60_000 },
+    cost: 1,
+    mode: "enforce",
+    ruleId: key,
+    namespace: "test",
+    backend: undefined,
+    ...extra,
+  };
+}
+
+describe("memory store", () => {
+  it("admits a request only when every enforcing counter allows it, and then counts it on all", () => {
+    const store = memoryStore();
+    const path = counter("ip:1|a|/api/export", 3);
+    const global = counter("ip:1|a|global", 60);
+    for (let i = 0; i < 3; i++)
+      expect(store.applySync([path, global], NOW).every((s) => s.allowed)).toBe(true);
+    const [pathState, globalState] = store.applySync([path, global], NOW);
+    expect(pathState?.allowed).toBe(false);
+    // The refused request counts on the counter that refused it, not on the global quota.
+    expect(pathState?.count).toBe(4);
+    expect(globalState?.count).toBe(3);
+    expect(globalState?.allowed).toBe(true);
+  });
+
+  it("never spends a quota that a refused request did not use", () => {
+    const store = memoryStore();
+    const perMinute = counter("user:u|api|rate", 2);
+    const monthly = counter("user:u|api|monthly", 1000, { window: { months: 1 } });
+    for (let i = 0; i < 10; i++) store.applySync([perMinute, monthly], NOW);
+    const [, monthlyState] = store.applySync([perMinute, monthly], NOW);
+    expect(monthlyState?.count).toBe(2);
+  });
+
+  it("counts observe (shadow) counters without letting them refuse", () => {
+    const store = memoryStore();
+    const enforced = counter("ip:1|a|global", 100);
+    const shadow = counter("ip:1|a|shadow", 1, { mode: "observe" });
+    const first = store.applySync([enforced, shadow], NOW);
+    const second = store.applySync([enforced, shadow], NOW);
+    expect(first[1]?.allowed).toBe(true);
+    expect(second[1]?.allowed).toBe(false);
+    expect(second[0]?.count).toBe(2);
+  });
+
+  it("drops counters whose window has passed, with no timer", () => {
+    const store = memoryStore();
+    store.applySync([counter("ip:1|a|g", 1)], NOW);
+    expect(store.applySync([counter("ip:1|a|g", 1)], NOW)[0]?.allowed).toBe(false);
+    expect(store.applySync([counter("ip:1|a|g", 1)], NOW + 60_000)[0]?.allowed).toBe(true);
+  });
+
+  it("stays within maxKeys", () => {
+    const store = memoryStore({ maxKeys: 1000 });
+    for (let i = 0; i < 50_000; i++) store.applySync([counter(`ip:${i}|a|g`, 10)], NOW);
+    expect(store.size).toBeLessThanOrEqual(1000);
+  });
+
+  it("does not let a flood of fresh keys evict a busy attacker's counter", () => {
+    const store = memoryStore({ maxKeys: 1000 });
+    const attacker = counter("ip:6.6.6.6|a|g", 60);
+    for (let i = 0; i < 200; i++) store.applySync([attacker], NOW);
+    // 100,000 fresh subjects, 100x the store's capacity, while the attacker keeps hitting.
+    for (let i = 0; i < 100_000; i++) {
+      store.applySync([counter(`ip:${i}|a|g`, 60)], NOW);
+      if (i % 500 === 0) store.applySync([attacker], NOW);
+    }
+    const [state] = store.applySync([attacker], NOW);
+    expect(state?.allowed).toBe(false);
+    expect(state?.count).toBeGreaterThan(200);
+  });
+
+  it("keeps an idle blocked counter through a flood of one-hit keys", () => {
+    const store = memoryStore({ maxKeys: 1000 });
+    const attacker = counter("ip:6.6.6.6|a|g", 60);
+    for (let i = 0; i < 100; i++) store.applySync([attacker], NOW);
+    for (let i = 0; i < 100_000; i++) store.applySync([counter(`ip:${i}|a|g`, 60)], NOW);
+    expect(store.applySync([attacker], NOW)[0]?.allowed).toBe(false);
+  });
+
+  it("rejects a nonsensical size", () => {
+    expect(() => memoryStore({ maxKeys: 0 })).toThrow(/maxKeys/);
+  });
+});

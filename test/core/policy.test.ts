@@ -1,0 +1,141 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { EdgelimitError } from "../../src/core/errors.js";
+import { definePolicy, loadPolicy, parsePolicy } from "../../src/policy/load.js";
+
+const dir = mkdtempSync(join(tmpdir(), "edgelimit-policy-"));
+
+function check(yaml: string): { code: number | null; stdout: string; stderr: string } {
+  const file = join(dir, `policy-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, yaml);
+  const result = spawnSync(
+    process.execPath,
+    ["--import", "tsx", "src/cli/main.ts", "check", file],
+    {
+      encoding: "utf8",
+    },
+  );
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function issuesOf(yaml: string): { path: string; line?: number; code: string; message: string }[] {
+  try {
+    parsePolicy(yaml, "test.yaml");
+  } catch (error) {
+    if (error instanceof EdgelimitError) return [...error.issues];
+    throw error;
+  }
+  return [];
+}
+
+describe("policy validation", () => {
+  it("accepts both example policies and resolves the seeds' rules", () => {
+    const cloudfront = loadPolicy("examples/policies/cloudfront.yaml");
+    const byId = new Map(cloudfront.rules.map((rule) => [rule.id, rule]));
+    expect(byId.get("anonymous.global")).toMatchObject({
+      limit: 60,
+      action: "challenge",
+      challengeBand: 2,
+      window: { ms: 60_000 },
+    });
+    expect(byId.get("anonymous.path./api/reports")?.limit).toBe(5);
+    expect(byId.get("anonymous.path./api/export")?.limit).toBe(3);
+    expect(byId.get("anonymous.path./api/search")?.limit).toBe(30);
+    expect(byId.get("authenticated.global")?.limit).toBe(300);
+    expect(byId.get("authenticated.path./api/reports")?.limit).toBe(30);
+    expect(byId.get("authenticated.path./api/export")?.limit).toBe(20);
+    expect(byId.get("authenticated.path./api/search")?.limit).toBe(120);
+    expect(byId.get("authenticated.plan.pro")?.limit).toBe(1000);
+    expect(cloudfront.failClosedPaths).toEqual(["/api/admin/", "/api/billing/"]);
+    const workers = loadPolicy("examples/policies/workers.yaml");
+    expect(workers.rules.map((rule) => [rule.id, rule.limit, rule.key, rule.backend])).toEqual([
+      ["login", 5, "ip", "approximate"],
+      ["api.rate", 100, "user-or-ip", "approximate"],
+      ["api.free-daily", 50, "user", "exact"],
+    ]);
+    expect(workers.rules[0]?.disclose).toBe(false);
+  });
+
+  it("names an unknown field, its line, and the fields allowed there", () => {
+    const [issue] = issuesOf("tiers:\n  anonymous:\n    global: { limt: 60 }\n").filter(
+      (i) => i.code === "EL_POLICY_UNKNOWN_FIELD",
+    );
+    expect(issue).toMatchObject({ path: "tiers.anonymous.global.limt", line: 3 });
+    expect(issue?.message).toContain("allowed here: limit, window");
+  });
+
+  it("refuses a bad window, a negative limit and an unknown tier, naming each", () => {
+    const issues = issuesOf(
+      [
+        "tiers:",
+        "  anonymous:",
+        "    window: 5 parsecs",
+        "    paths:",
+        "      /api/x: -1",
+        "  premium:",
+        "    global: 5",
+      ].join("\n"),
+    );
+    expect(issues.map((issue) => [issue.path, issue.line, issue.code])).toEqual(
+      expect.arrayContaining([
+        ["tiers.anonymous.window", 3, "EL_POLICY_BAD_WINDOW"],
+        ["tiers.anonymous.paths./api/x.limit", 5, "EL_POLICY_INVALID"],
+        ["tiers.premium", 6, "EL_POLICY_UNKNOWN_TIER"],
+      ]),
+    );
+  });
+
+  it("refuses rules that cannot work: calendar months on a token bucket, users without identity", () => {
+    expect(() =>
+      definePolicy({ namespaces: { q: { limit: 5, window: "1mo", algorithm: "token-bucket" } } }),
+    ).toThrow(/calendar months needs algorithm fixed-window/);
+    expect(() => definePolicy({ tiers: { authenticated: { global: 5 } } })).toThrow(
+      /needs identity.user/,
+    );
+    expect(() => definePolicy({ namespaces: { q: { limit: 5, key: "user" } } })).toThrow(
+      /keyed by "user"/,
+    );
+  });
+
+  it("reports YAML syntax errors with their line", () => {
+    const [issue] = issuesOf("tiers:\n  anonymous: [\n");
+    expect(issue?.code).toBe("EL_POLICY_PARSE");
+    expect(issue?.line).toBeGreaterThan(0);
+  });
+});
+
+describe("edgelimit check", () => {
+  it("prints the resolved rules and exits 0 for a valid policy", () => {
+    const result = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "check", "examples/policies/cloudfront.yaml"],
+      { encoding: "utf8" },
+    );
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain("anonymous.path./api/export");
+    expect(result.stdout).toContain("challenge < 2x, then block");
+    expect(result.stdout).toContain("fail closed (503) on: /api/admin/, /api/billing/");
+  });
+
+  it("exits non-zero and names the field and line for each error", () => {
+    const result = check(
+      "version: 1\ntiers:\n  anonymous:\n    global: { limit: -5 }\n  gold:\n    global: 1\n",
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("line 4: tiers.anonymous.global.limit");
+    expect(result.stderr).toContain('line 5: tiers.gold: unknown tier "gold"');
+  });
+
+  it("exits non-zero for a missing file", () => {
+    const result = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "check", join(dir, "nope.yaml")],
+      { encoding: "utf8" },
+    );
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("cannot read policy file");
+  });
+});
