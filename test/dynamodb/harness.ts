@@ -1,0 +1,70 @@
+import type { AddressInfo, Server } from "node:net";
+import { createRequire } from "node:module";
+import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
+
+const require = createRequire(import.meta.url);
+
+export const TEST_CREDENTIALS = { accessKeyId: "AKIDTEST", secretAccessKey: "test-secret" };
+
+export interface LocalDynamo {
+  readonly endpoint: string;
+  readonly client: DynamoDbHttpClient;
+  close(): Promise<void>;
+}
+
+/** A dynalite server (in-memory DynamoDB protocol) on a free loopback port. */
+export async function startDynalite(region = "us-east-1"): Promise<LocalDynamo> {
+  const dynalite = require("dynalite") as (options: object) => Server;
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  const endpoint = `http://127.0.0.1:${port}`;
+  const client = new DynamoDbHttpClient({ region, endpoint, credentials: TEST_CREDENTIALS });
+  return {
+    endpoint,
+    client,
+    async close() {
+      client.close();
+      server.closeAllConnections?.();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** The table as infra/ declares it: PK/SK strings, on-demand. */
+export async function createRateLimitTable(client: DynamoDbHttpClient, table: string): Promise<void> {
+  await client.call("CreateTable", {
+    TableName: table,
+    AttributeDefinitions: [
+      { AttributeName: "PK", AttributeType: "S" },
+      { AttributeName: "SK", AttributeType: "S" },
+    ],
+    KeySchema: [
+      { AttributeName: "PK", KeyType: "HASH" },
+      { AttributeName: "SK", KeyType: "RANGE" },
+    ],
+    BillingMode: "PAY_PER_REQUEST",
+  });
+}
+
+export interface StoredItem {
+  readonly PK: string;
+  readonly SK: string;
+  readonly count?: number;
+  readonly tat?: number;
+  readonly ttl?: number;
+}
+
+export async function scanTable(client: DynamoDbHttpClient, table: string): Promise<StoredItem[]> {
+  const answer = await client.call<{ Items: Record<string, { S?: string; N?: string }>[] }>("Scan", {
+    TableName: table,
+    ConsistentRead: true,
+  });
+  return answer.Items.map((item) => ({
+    PK: item.PK?.S ?? "",
+    SK: item.SK?.S ?? "",
+    ...(item.count?.N !== undefined ? { count: Number(item.count.N) } : {}),
+    ...(item.tat?.N !== undefined ? { tat: Number(item.tat.N) } : {}),
+    ...(item.ttl?.N !== undefined ? { ttl: Number(item.ttl.N) } : {}),
+  }));
+}
