@@ -1,0 +1,84 @@
+import { readHeader } from "../core/identity.js";
+import type { PassVerifier, RequestDescription } from "../core/types.js";
+import type { KeyRing } from "./crypto.js";
+
+const PASS_VERSION = "1";
+const MAX_PASS_LENGTH = 256;
+
+export interface PassOptions {
+  readonly keys: KeyRing;
+  /** Resolves to the id the pass is bound to; a pass from another policy never verifies. */
+  readonly policyId: Promise<string>;
+  readonly ttlMs: number;
+  readonly cookieName: string;
+  readonly secureCookie: boolean;
+}
+
+/**
+ * A pass is `1.<expiry, epoch seconds in base 36>.<HMAC-SHA-256>` in a cookie. The MAC covers
+ * the expiry, the policy id and the counted subject (`ip:203.0.113.7`, an IPv6 /64, or
+ * `user:u_abc`), none of which the token carries: a pass copied to another address or user,
+ * or kept past its expiry, or edited in any byte, does not verify.
+ */
+export class Passes implements PassVerifier {
+  readonly #options: PassOptions;
+
+  constructor(options: PassOptions) {
+    this.#options = options;
+  }
+
+  get ttlMs(): number {
+    return this.#options.ttlMs;
+  }
+
+  async issue(subject: string, now: number): Promise<string> {
+    const expires = Math.floor((now + this.#options.ttlMs) / 1000).toString(36);
+    const mac = await this.#options.keys.sign(await this.#message(subject, expires));
+    return `${PASS_VERSION}.${expires}.${mac}`;
+  }
+
+  async verifyToken(token: string, subject: string, now: number): Promise<boolean> {
+    if (token.length > MAX_PASS_LENGTH) return false;
+    const [version, expires, mac, extra] = token.split(".");
+    if (
+      version !== PASS_VERSION ||
+      expires === undefined ||
+      mac === undefined ||
+      extra !== undefined
+    ) {
+      return false;
+    }
+    if (!/^[0-9a-z]{1,10}$/.test(expires)) return false;
+    const expiresMs = Number.parseInt(expires, 36) * 1000;
+    if (!(expiresMs > now)) return false;
+    // A pass that claims to outlive its TTL was not issued by us (or the TTL was shortened).
+    if (expiresMs > now + this.#options.ttlMs + 1000) return false;
+    return this.#options.keys.verify(await this.#message(subject, expires), mac);
+  }
+
+  /** The limiter's hook: the request's pass cookie, checked against the counted subject. */
+  verify(request: RequestDescription, subject: string, now: number): Promise<boolean> {
+    const token = passFromCookies(readHeader(request.headers, "cookie"), this.#options.cookieName);
+    if (token === undefined) return Promise.resolve(false);
+    return this.verifyToken(token, subject, now);
+  }
+
+  cookie(token: string): string {
+    const maxAge = Math.floor(this.#options.ttlMs / 1000);
+    const secure = this.#options.secureCookie ? "; Secure" : "";
+    return `${this.#options.cookieName}=${token}; Max-Age=${maxAge}; Path=/; HttpOnly; SameSite=Lax${secure}`;
+  }
+
+  async #message(subject: string, expires: string): Promise<string> {
+    return `pass|${PASS_VERSION}|${await this.#options.policyId}|${subject}|${expires}`;
+  }
+}
+
+export function passFromCookies(header: string | undefined, name: string): string | undefined {
+  if (header === undefined) return undefined;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
