@@ -72,8 +72,18 @@ export class RedisStore implements Store {
     this.breaker = options.breaker === false ? undefined : new CircuitBreaker(options.breaker);
   }
 
-  /** Resolves once the client is connected (the store fails fast until then). */
-  ready(): Promise<void> {
+  /**
+   * Resolves once the client is connected and the script is cached on every master, so that
+   * the first burst of requests does not each fall back to EVAL. The store fails fast until
+   * the connection is up.
+   */
+  async ready(): Promise<void> {
+    await this.#connected();
+    const masters = this.client instanceof Cluster ? this.client.nodes("master") : [this.client];
+    await Promise.all(masters.map((node) => node.script("LOAD", APPLY_COUNTERS_LUA)));
+  }
+
+  #connected(): Promise<void> {
     const client = this.client;
     if (client.status === "ready") return Promise.resolve();
     return new Promise((resolve, reject) => {
