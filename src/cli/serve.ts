@@ -1,0 +1,348 @@
+import { type FSWatcher, readFileSync, watch } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { type Logger, pino } from "pino";
+import { EdgelimitError } from "../core/errors.js";
+import type { ChallengeHandler, Store } from "../core/types.js";
+import { type DemoOrigin, demoSecret, startDemoOrigin } from "../gateway/demo-origin.js";
+import { createGateway, type Gateway, type GatewayLists } from "../gateway/server.js";
+import { formatIssue, loadPolicy } from "../policy/load.js";
+import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
+import { isModuleMissing, redact, storeFromUrl } from "../stores/from-url.js";
+
+const USAGE = `Usage: edgelimit serve --policy FILE --upstream URL [options]
+
+  --policy FILE          policy (YAML or JSON); reloaded on SIGHUP and when the file changes
+  --upstream URL         origin to forward allowed requests to (optional with --demo)
+  --port N               public port (default 8080)
+  --host ADDR            public address (default 0.0.0.0)
+  --admin-port N         admin port on 127.0.0.1: dashboard, /metrics, /healthz (default 9090)
+  --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
+                         dynamodb://TABLE?region=R&endpoint=URL (default memory)
+  --demo                 start a built-in demo origin (and a session JWT secret if unset)
+  --no-limit             forward everything without limiting (a baseline for benchmarks)
+  --log-sample RATE      share of allowed decisions logged (default 0.01; refusals always)
+  --upstream-timeout MS  wait for upstream response headers, then 504 (default 30000)
+  --drain-timeout MS     on SIGTERM, wait this long for in-flight requests (default 10000)
+`;
+
+const DEFAULT_DEMO_POLICY = "../../examples/policies/cloudfront.yaml";
+
+/** `edgelimit serve`: runs until SIGTERM or SIGINT, then drains and resolves to the exit code. */
+export async function run(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        policy: { type: "string" },
+        upstream: { type: "string" },
+        port: { type: "string" },
+        host: { type: "string" },
+        "admin-port": { type: "string" },
+        store: { type: "string" },
+        demo: { type: "boolean", default: false },
+        "no-limit": { type: "boolean", default: false },
+        "log-sample": { type: "string" },
+        "upstream-timeout": { type: "string" },
+        "drain-timeout": { type: "string" },
+        help: { type: "boolean", default: false },
+      },
+    }));
+  } catch (error) {
+    process.stderr.write(`edgelimit serve: ${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const demo = values.demo === true;
+  const policyFile =
+    (values.policy as string | undefined) ??
+    (demo ? fileURLToPath(new URL(DEFAULT_DEMO_POLICY, import.meta.url)) : undefined);
+  if (policyFile === undefined || (values.upstream === undefined && !demo)) {
+    process.stderr.write(
+      `edgelimit serve: --policy and --upstream are required (or --demo)\n${USAGE}`,
+    );
+    return 2;
+  }
+
+  const logger = pino({ base: undefined });
+  let policy: ResolvedPolicy;
+  let port: number;
+  let adminPort: number;
+  let logSample: number;
+  let upstreamTimeoutMs: number;
+  let drainTimeoutMs: number;
+  try {
+    policy = loadPolicy(policyFile);
+    port = integerFlag(values.port, "--port", 8080);
+    adminPort = integerFlag(values["admin-port"], "--admin-port", 9090);
+    upstreamTimeoutMs = integerFlag(values["upstream-timeout"], "--upstream-timeout", 30_000);
+    drainTimeoutMs = integerFlag(values["drain-timeout"], "--drain-timeout", 10_000);
+    logSample = rateFlag(values["log-sample"], 0.01);
+  } catch (error) {
+    printError(error);
+    return error instanceof EdgelimitError && error.code === "EL_BAD_ARGUMENT" ? 2 : 1;
+  }
+
+  const env: Record<string, string | undefined> = { ...process.env };
+  let mintedSecret: string | undefined;
+  const secretSource = policy.identity.jwt?.secret;
+  if (demo && secretSource !== undefined && "env" in secretSource && !env[secretSource.env]) {
+    mintedSecret = demoSecret();
+    env[secretSource.env] = mintedSecret;
+  }
+  const readFile = (path: string) => readFileSync(path, "utf8");
+
+  let store: Store | undefined;
+  let demoOrigin: DemoOrigin | undefined;
+  let gateway: Gateway;
+  const storeUrl = (values.store as string | undefined) ?? "memory";
+  try {
+    store = await storeFromUrl(storeUrl);
+    if (demo && values.upstream === undefined) {
+      demoOrigin = await startDemoOrigin({
+        jwtSecret: mintedSecret,
+        originHeader: policy.headers.origin,
+      });
+    }
+    const challenge = await optionalChallenge(policy, env, readFile, logger);
+    const lists = await optionalLists(policy, env, readFile, logger);
+    gateway = createGateway({
+      policy,
+      store,
+      upstream: (values.upstream as string | undefined) ?? (demoOrigin as DemoOrigin).url,
+      port,
+      host: (values.host as string | undefined) ?? "0.0.0.0",
+      adminPort,
+      limit: values["no-limit"] !== true,
+      challenge,
+      lists,
+      env,
+      readFile,
+      logger,
+      allowedLogSampleRate: logSample,
+      upstreamTimeoutMs,
+      drainTimeoutMs,
+      storeLabel: redact(storeUrl),
+    });
+  } catch (error) {
+    printError(error);
+    await demoOrigin?.close();
+    await store?.close?.();
+    return 1;
+  }
+
+  let addresses: { url: string; adminUrl: string | undefined };
+  try {
+    addresses = await gateway.start();
+  } catch (error) {
+    printError(error);
+    await gateway.close();
+    await demoOrigin?.close();
+    await store.close?.();
+    return 1;
+  }
+  process.stdout.write(
+    banner(
+      addresses,
+      gateway.port ?? port,
+      policyFile,
+      redact(storeUrl),
+      demoOrigin,
+      mintedSecret,
+      secretSource,
+    ),
+  );
+  logger.info({
+    msg: "gateway started",
+    port: gateway.port,
+    adminPort: gateway.adminPort,
+    policy: policyFile,
+    rules: policy.rules.length,
+  });
+
+  const reload = (trigger: string) => {
+    try {
+      const next = loadPolicy(policyFile);
+      gateway.reload(next);
+      logger.info({
+        msg: "policy reloaded; counters kept",
+        trigger,
+        policy: policyFile,
+        rules: next.rules.length,
+      });
+    } catch (error) {
+      const issues = error instanceof EdgelimitError ? error.issues.map(formatIssue) : [];
+      logger.error({
+        msg: "policy reload refused; the running policy stays",
+        trigger,
+        policy: policyFile,
+        code: error instanceof EdgelimitError ? error.code : undefined,
+        error: issues.length > 0 ? issues : (error as Error).message,
+      });
+    }
+  };
+  const watcher = watchPolicy(policyFile, () => reload("file-change"), logger);
+  const onHangup = () => reload("SIGHUP");
+  process.on("SIGHUP", onHangup);
+
+  return new Promise<number>((resolveExit) => {
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ msg: "draining", signal, inFlight: gateway.inFlight });
+      watcher?.close();
+      process.off("SIGHUP", onHangup);
+      void (async () => {
+        await gateway.close();
+        await demoOrigin?.close();
+        await store?.close?.();
+        logger.info({ msg: "stopped" });
+        resolveExit(0);
+      })();
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  });
+}
+
+/** Watches the policy's directory (editors replace files, which drops a watch on the file). */
+function watchPolicy(file: string, onChange: () => void, logger: Logger): FSWatcher | undefined {
+  const name = basename(file);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const watcher = watch(dirname(resolve(file)), (_event, changed) => {
+      if (changed !== null && changed !== name) return;
+      clearTimeout(timer);
+      timer = setTimeout(onChange, 200);
+    });
+    watcher.on("error", (error) =>
+      logger.warn({ msg: "policy watch stopped; SIGHUP still reloads", err: error }),
+    );
+    watcher.unref();
+    return watcher;
+  } catch (error) {
+    logger.warn({ msg: "cannot watch the policy file; SIGHUP still reloads", err: error });
+    return undefined;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+async function optionalChallenge(
+  policy: ResolvedPolicy,
+  env: Env,
+  readFile: (path: string) => string,
+  logger: Logger,
+): Promise<ChallengeHandler | undefined> {
+  const module = await optionalModule("../challenge/index.js", logger);
+  const create = module?.createChallenge;
+  if (typeof create !== "function") return undefined;
+  return (await create(policy, { env, readFile })) as ChallengeHandler | undefined;
+}
+
+async function optionalLists(
+  policy: ResolvedPolicy,
+  env: Env,
+  readFile: (path: string) => string,
+  logger: Logger,
+): Promise<GatewayLists | undefined> {
+  const module = await optionalModule("../lists/index.js", logger);
+  const create = module?.createLists;
+  if (typeof create !== "function") return undefined;
+  return (await create(policy, { env, readFile, logger })) as GatewayLists | undefined;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: modules written by other areas, loaded if present.
+type LooseModule = Record<string, any>;
+
+/** A module another area provides; undefined (quietly) while it does not exist yet. */
+async function optionalModule(specifier: string, logger: Logger): Promise<LooseModule | undefined> {
+  try {
+    return (await import(specifier)) as LooseModule;
+  } catch (error) {
+    if (isModuleMissing(error, specifier)) return undefined;
+    logger.error({ msg: `cannot load ${specifier}`, err: error });
+    throw error;
+  }
+}
+
+function integerFlag(value: unknown, flag: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 0 || number > 65_535 * 1000) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `${flag} must be a whole number; got "${String(value)}"`,
+    );
+  }
+  return number;
+}
+
+function rateFlag(value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  const number = Number(value);
+  if (!Number.isFinite(number) || number < 0 || number > 1) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `--log-sample must be between 0 and 1; got "${String(value)}"`,
+    );
+  }
+  return number;
+}
+
+function printError(error: unknown): void {
+  if (error instanceof EdgelimitError) {
+    process.stderr.write(`edgelimit serve: ${error.message.split("\n")[0]} (${error.code})\n`);
+    for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+    return;
+  }
+  process.stderr.write(
+    `edgelimit serve: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+}
+
+function banner(
+  addresses: { url: string; adminUrl: string | undefined },
+  port: number,
+  policyFile: string,
+  store: string,
+  demoOrigin: DemoOrigin | undefined,
+  mintedSecret: string | undefined,
+  secretSource: SecretSource | undefined,
+): string {
+  const base = `http://127.0.0.1:${port}`;
+  const lines = [
+    "",
+    `edgelimit gateway on ${addresses.url} (policy ${policyFile}, store ${store})`,
+    demoOrigin === undefined ? "" : `demo origin on ${demoOrigin.url} (DEMO ONLY)`,
+    addresses.adminUrl === undefined
+      ? ""
+      : `dashboard and metrics: ${addresses.adminUrl}  (${addresses.adminUrl}metrics)`,
+    "",
+    "Try:",
+    `  curl -i ${base}/api/search?q=shoes`,
+    `  for i in $(seq 1 8); do curl -s -o /dev/null -w "%{http_code}\\n" ${base}/api/reports; done   # 5 allowed, then 429`,
+    `  curl -i -H "X-Forwarded-For: 203.0.113.7" ${base}/api/export   # another client, its own counters`,
+  ];
+  if (mintedSecret !== undefined && secretSource !== undefined && "env" in secretSource) {
+    lines.push(
+      "",
+      `${secretSource.env} was not set: a random secret was generated for this session (DEMO ONLY).`,
+      "Get a demo token and call as an authenticated pro user:",
+      `  TOKEN=$(curl -s "${base}/demo/token?sub=u1&plan=pro" | sed -E 's/.*"token":"([^"]+)".*/\\1/')`,
+      `  curl -i -H "Authorization: Bearer $TOKEN" ${base}/api/reports`,
+    );
+  }
+  lines.push(
+    "",
+    "Reload the policy: edit the file or kill -HUP <pid>. Stop: Ctrl-C (drains in-flight requests).",
+    "",
+  );
+  return `${lines.filter((line, index, all) => line !== "" || all[index - 1] !== "").join("\n")}\n`;
+}

@@ -1,0 +1,127 @@
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createRequire } from "node:module";
+import { dashboardPage, dashboardScript } from "./dashboard-page.js";
+import type { Gateway } from "./server.js";
+
+/** Files served under /assets/, from node_modules: the dashboard loads nothing from a CDN. */
+const ASSETS: Record<string, { module: string; type: string }> = {
+  "/assets/uPlot.iife.min.js": {
+    module: "uplot/dist/uPlot.iife.min.js",
+    type: "text/javascript; charset=utf-8",
+  },
+  "/assets/uPlot.min.css": { module: "uplot/dist/uPlot.min.css", type: "text/css; charset=utf-8" },
+};
+
+const SSE_INTERVAL_MS = 1_000;
+/** Dashboards open at once; more get 503 rather than one timer each without bound. */
+const MAX_STREAMS = 32;
+
+/**
+ * The admin listener: `/healthz`, `/metrics`, the dashboard at `/` with its live feed at
+ * `/events` (server-sent events, one snapshot a second) and `/api/snapshot` for scripts.
+ * Bound to loopback by default; it never shares the public port.
+ */
+export function startAdmin(gateway: Gateway, port: number, host: string): Promise<Server> {
+  const require = createRequire(import.meta.url);
+  const assetCache = new Map<string, Buffer>();
+  let streams = 0;
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      send(res, 405, "text/plain; charset=utf-8", "method not allowed\n", { allow: "GET, HEAD" });
+      return;
+    }
+    if (path === "/healthz") {
+      send(
+        res,
+        200,
+        "application/json; charset=utf-8",
+        JSON.stringify({ status: "ok", inFlight: gateway.inFlight }),
+      );
+      return;
+    }
+    if (path === "/metrics") {
+      send(res, 200, gateway.metrics.contentType, await gateway.metrics.text());
+      return;
+    }
+    if (path === "/" || path === "/index.html") {
+      send(res, 200, "text/html; charset=utf-8", dashboardPage(), {
+        "content-security-policy":
+          "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'",
+      });
+      return;
+    }
+    if (path === "/assets/dashboard.js") {
+      send(res, 200, "text/javascript; charset=utf-8", dashboardScript());
+      return;
+    }
+    if (path === "/api/snapshot") {
+      send(res, 200, "application/json; charset=utf-8", JSON.stringify(gateway.snapshot()));
+      return;
+    }
+    if (path === "/events") {
+      if (streams >= MAX_STREAMS) {
+        send(res, 503, "text/plain; charset=utf-8", "too many dashboards open\n");
+        return;
+      }
+      streams++;
+      res.writeHead(200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-store",
+        connection: "keep-alive",
+      });
+      const push = () => res.write(`data: ${JSON.stringify(gateway.snapshot())}\n\n`);
+      push();
+      const timer = setInterval(push, SSE_INTERVAL_MS);
+      res.once("close", () => {
+        clearInterval(timer);
+        streams--;
+      });
+      return;
+    }
+    const asset = ASSETS[path];
+    if (asset !== undefined) {
+      let content = assetCache.get(path);
+      if (content === undefined) {
+        content = await readFile(require.resolve(asset.module));
+        assetCache.set(path, content);
+      }
+      send(res, 200, asset.type, content, { "cache-control": "max-age=3600" });
+      return;
+    }
+    send(res, 404, "text/plain; charset=utf-8", "not found\n");
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      gateway.logger.error({ msg: "admin request failed", err: error });
+      if (!res.headersSent) send(res, 500, "text/plain; charset=utf-8", "admin error\n");
+      else res.destroy();
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server);
+    });
+  });
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  extra: Record<string, string> = {},
+): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "content-length": String(Buffer.byteLength(body)),
+    "x-content-type-options": "nosniff",
+    ...extra,
+  });
+  res.end(res.req.method === "HEAD" ? undefined : body);
+}

@@ -1,0 +1,143 @@
+/**
+ * The dashboard: one HTML page and one script, both served by the admin listener. The chart is
+ * uPlot from node_modules (see admin.ts); nothing is fetched from outside the admin port. Every
+ * value from the gateway is written with textContent, never as HTML: offender keys contain
+ * whatever a client put in its token's subject.
+ */
+export function dashboardPage(): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>edgelimit gateway</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/assets/uPlot.min.css">
+<style>
+  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1d2330; background: #f7f8fa; }
+  h1 { font-size: 1.3rem; margin: 0 0 .2rem; }
+  h2 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
+  .meta { color: #5b6475; }
+  .figures { display: flex; gap: 1rem; flex-wrap: wrap; margin-top: 1rem; }
+  .figure { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: .7rem 1rem; min-width: 9rem; }
+  .figure .value { font-size: 1.8rem; font-variant-numeric: tabular-nums; }
+  .figure .rate { color: #5b6475; font-variant-numeric: tabular-nums; }
+  .allow .value { color: #1b7f3b; } .block .value { color: #b42318; }
+  .challenge .value { color: #b54708; } .unavailable .value { color: #6941c6; }
+  table { border-collapse: collapse; background: #fff; }
+  th, td { border: 1px solid #dde1e8; padding: .25rem .6rem; text-align: left; }
+  td.num { text-align: right; font-variant-numeric: tabular-nums; }
+  #chart { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; display: inline-block; }
+  #status.down { color: #b42318; }
+</style>
+</head>
+<body>
+<h1>edgelimit gateway</h1>
+<div class="meta">upstream <span id="upstream">-</span> &middot; store <span id="store">-</span> &middot;
+  <span id="limiting">-</span> &middot; in flight <span id="in-flight">0</span> &middot;
+  block-cache hits <span id="block-cache-hits">0</span> &middot; <span id="status">connecting</span></div>
+<div class="figures">
+  <div class="figure allow"><div>allowed</div><div class="value" id="total-allow">0</div><div class="rate"><span id="rate-allow">0</span>/s</div></div>
+  <div class="figure block"><div>blocked</div><div class="value" id="total-block">0</div><div class="rate"><span id="rate-block">0</span>/s</div></div>
+  <div class="figure challenge"><div>challenged</div><div class="value" id="total-challenge">0</div><div class="rate"><span id="rate-challenge">0</span>/s</div></div>
+  <div class="figure unavailable"><div>failed closed</div><div class="value" id="total-unavailable">0</div><div class="rate"><span id="rate-unavailable">0</span>/s</div></div>
+</div>
+<h2>Decisions per second (last two minutes)</h2>
+<div id="chart"></div>
+<h2>Top offending keys (blocked or challenged, since start)</h2>
+<table><thead><tr><th>subject</th><th>refusals</th><th>may over-count by</th></tr></thead><tbody id="offenders"></tbody></table>
+<h2>Allow and deny lists</h2>
+<table><thead><tr><th>list</th><th>kind</th><th>entries</th><th>last refresh</th><th>errors</th></tr></thead><tbody id="lists"></tbody></table>
+<h2>Active policy</h2>
+<div class="meta" id="policy-meta"></div>
+<table><thead><tr><th>rule</th><th>who</th><th>path</th><th>key</th><th>limit</th><th>algorithm</th><th>over limit</th><th>store down</th></tr></thead><tbody id="rules"></tbody></table>
+<script src="/assets/uPlot.iife.min.js"></script>
+<script src="/assets/dashboard.js"></script>
+</body>
+</html>
+`;
+}
+
+export function dashboardScript(): string {
+  return `"use strict";
+(function () {
+  var ACTIONS = ["allow", "block", "challenge", "unavailable"];
+  var COLORS = { allow: "#1b7f3b", block: "#b42318", challenge: "#b54708", unavailable: "#6941c6" };
+  var LABELS = { allow: "allowed", block: "blocked", challenge: "challenged", unavailable: "failed closed" };
+  var chart;
+
+  function text(id, value) { document.getElementById(id).textContent = String(value); }
+
+  function rows(id, data, cells) {
+    var body = document.getElementById(id);
+    body.replaceChildren();
+    data.forEach(function (item) {
+      var tr = document.createElement("tr");
+      cells(item).forEach(function (cell) {
+        var td = document.createElement("td");
+        td.textContent = String(cell[0]);
+        if (cell[1]) td.className = "num";
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+  }
+
+  function drawChart(series) {
+    var data = [series.map(function (s) { return s.at; })];
+    ACTIONS.forEach(function (action) { data.push(series.map(function (s) { return s[action]; })); });
+    if (chart === undefined) {
+      chart = new uPlot({
+        width: Math.min(900, window.innerWidth - 60), height: 260,
+        series: [{}].concat(ACTIONS.map(function (action) {
+          return { label: LABELS[action], stroke: COLORS[action], width: 2 };
+        })),
+        axes: [{}, { label: "per second" }]
+      }, data, document.getElementById("chart"));
+    } else {
+      chart.setData(data);
+    }
+  }
+
+  function render(snapshot) {
+    var last = snapshot.series.length > 1 ? snapshot.series[snapshot.series.length - 2] : undefined;
+    ACTIONS.forEach(function (action) {
+      text("total-" + action, snapshot.totals[action]);
+      text("rate-" + action, last ? last[action] : 0);
+    });
+    text("upstream", snapshot.upstream);
+    text("store", snapshot.store);
+    text("limiting", snapshot.limiting ? "limiting on" : "limiting OFF");
+    text("in-flight", snapshot.inFlight);
+    text("block-cache-hits", snapshot.blockCacheHits);
+    drawChart(snapshot.series);
+    rows("offenders", snapshot.topOffenders, function (o) { return [[o.key], [o.count, true], [o.error, true]]; });
+    rows("lists", snapshot.lists, function (l) {
+      return [[l.name], [l.kind], [l.size, true],
+        [l.lastRefreshAt ? new Date(l.lastRefreshAt).toISOString() : "never"],
+        [l.errors + (l.lastError ? " (" + l.lastError + ")" : ""), true]];
+    });
+    var policy = snapshot.policy;
+    text("policy-meta", "client address: " + policy.clientAddress + "; decision budget " + policy.budgetMs +
+      " ms; fail closed on " + (policy.failClosedPaths.join(", ") || "nothing") +
+      "; loaded " + new Date(snapshot.policyLoadedAt).toISOString());
+    rows("rules", policy.rules, function (r) {
+      return [[r.id + (r.shadow ? " (shadow)" : "")],
+        [r.tiers.join(", ") + (r.plans ? " plan " + r.plans.join("|") : "")],
+        [(r.methods ? r.methods.join("|") + " " : "") + r.path], [r.key],
+        [r.limit + " / " + r.window, true], [r.algorithm], [r.action], [r.failMode]];
+    });
+  }
+
+  var source = new EventSource("/events");
+  source.onmessage = function (event) {
+    text("status", "live");
+    document.getElementById("status").className = "";
+    render(JSON.parse(event.data));
+  };
+  source.onerror = function () {
+    text("status", "disconnected, retrying");
+    document.getElementById("status").className = "down";
+  };
+})();
+`;
+}

@@ -1,0 +1,47 @@
+import type { Logger } from "pino";
+import type { Verdict } from "../core/types.js";
+
+/**
+ * One JSON line per refused, challenged or failed-open decision, and one per `1 / sampleRate`
+ * allowed ones (deterministically, every Nth: no randomness to reason about in an incident).
+ */
+export class DecisionLog {
+  readonly #logger: Logger;
+  readonly #allowEvery: number;
+  #allowedSeen = 0;
+
+  constructor(logger: Logger, allowedSampleRate: number) {
+    this.#logger = logger;
+    this.#allowEvery =
+      allowedSampleRate <= 0
+        ? Number.POSITIVE_INFINITY
+        : Math.max(1, Math.round(1 / allowedSampleRate));
+  }
+
+  record(verdict: Verdict, method: string | undefined): void {
+    const failedOpen = verdict.reason === "store-failed-open";
+    if (verdict.action === "allow" && !failedOpen) {
+      this.#allowedSeen++;
+      if (this.#allowedSeen % this.#allowEvery !== 0) return;
+    }
+    const entry = {
+      msg: "decision",
+      action: verdict.action,
+      reason: verdict.reason,
+      status: verdict.status,
+      rule: verdict.rule,
+      tier: verdict.tier,
+      plan: verdict.plan,
+      subject: verdict.subject,
+      method,
+      path: verdict.path,
+      limit: verdict.limit,
+      remaining: verdict.remaining,
+      retryAfter: verdict.retryAfterSeconds,
+      shadowed: verdict.shadowed.length > 0 ? verdict.shadowed : undefined,
+      durationMs: Math.round(verdict.durationMs * 1000) / 1000,
+    };
+    if (verdict.action === "allow" && !failedOpen) this.#logger.info(entry);
+    else this.#logger.warn(entry);
+  }
+}

@@ -1,0 +1,157 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Verdict } from "../core/types.js";
+import type { ResolvedPolicy } from "../policy/types.js";
+
+/** What the gateway knows about a refreshing allow/deny list (see src/lists). */
+export interface ListStats {
+  readonly name: string;
+  readonly kind: "allow" | "deny";
+  readonly size: number;
+  readonly lastRefreshAt?: number;
+  readonly errors: number;
+  readonly lastError?: string;
+}
+
+export interface MetricsSources {
+  blockCacheHits(): number;
+  listStats(): readonly ListStats[];
+}
+
+/** Label for decisions that no rule decided (allowlisted, no rule matched). */
+const NO_RULE = "none";
+
+/**
+ * The gateway's Prometheus metrics, in a registry of its own (two gateways in one process never
+ * share counters). Label values come only from the policy (rule ids and their path prefixes) and
+ * from fixed enums, never from the request, so cardinality is bounded by the policy's size.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #decisions: Counter<"action" | "reason" | "tier" | "rule" | "path">;
+  readonly #latency: Histogram;
+  readonly #storeErrors: Counter;
+  readonly #failedOpen: Counter;
+  readonly #failedClosed: Counter;
+  readonly #upstreamErrors: Counter<"kind">;
+  readonly #reloads: Counter<"result">;
+  /** Rule id -> the path label its decisions carry. */
+  #rulePaths = new Map<string, string>();
+
+  constructor(policy: ResolvedPolicy, sources: MetricsSources) {
+    const registers = [this.registry];
+    this.#decisions = new Counter({
+      name: "edgelimit_decisions_total",
+      help: "Rate-limit decisions by action, reason, tier, deciding rule and the rule's path prefix.",
+      labelNames: ["action", "reason", "tier", "rule", "path"],
+      registers,
+    });
+    this.#latency = new Histogram({
+      name: "edgelimit_decision_duration_seconds",
+      help: "Time to reach a decision, store round trip included.",
+      buckets: [
+        0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+      ],
+      registers,
+    });
+    this.#storeErrors = new Counter({
+      name: "edgelimit_store_errors_total",
+      help: "Decisions where the store failed or missed the time budget.",
+      registers,
+    });
+    this.#failedOpen = new Counter({
+      name: "edgelimit_failed_open_total",
+      help: "Requests let through because the store failed on a fail-open rule.",
+      registers,
+    });
+    this.#failedClosed = new Counter({
+      name: "edgelimit_failed_closed_total",
+      help: "Requests refused with 503 because the store failed on a fail-closed rule or path.",
+      registers,
+    });
+    this.#upstreamErrors = new Counter({
+      name: "edgelimit_upstream_errors_total",
+      help: "Requests the upstream could not answer (kind: connect, timeout, reset).",
+      labelNames: ["kind"],
+      registers,
+    });
+    this.#reloads = new Counter({
+      name: "edgelimit_policy_reloads_total",
+      help: "Policy reloads by result (applied, refused).",
+      labelNames: ["result"],
+      registers,
+    });
+    new Gauge({
+      name: "edgelimit_block_cache_hits",
+      help: "Store round trips saved by the local block cache since start.",
+      registers,
+      collect() {
+        this.set(sources.blockCacheHits());
+      },
+    });
+    new Gauge({
+      name: "edgelimit_list_size",
+      help: "Entries in each refreshing allow/deny list.",
+      labelNames: ["name", "kind"],
+      registers,
+      collect() {
+        this.reset();
+        for (const list of sources.listStats())
+          this.set({ name: list.name, kind: list.kind }, list.size);
+      },
+    });
+    new Gauge({
+      name: "edgelimit_list_refresh_errors",
+      help: "Failed refreshes of each allow/deny list since start (the last good copy is kept).",
+      labelNames: ["name", "kind"],
+      registers,
+      collect() {
+        this.reset();
+        for (const list of sources.listStats()) {
+          this.set({ name: list.name, kind: list.kind }, list.errors);
+        }
+      },
+    });
+    this.usePolicy(policy);
+  }
+
+  usePolicy(policy: ResolvedPolicy): void {
+    const rulePaths = new Map<string, string>();
+    for (const rule of policy.rules) rulePaths.set(rule.id, rule.pathPrefix ?? "*");
+    this.#rulePaths = rulePaths;
+  }
+
+  recordDecision(verdict: Verdict): void {
+    const rule = verdict.rule ?? NO_RULE;
+    this.#decisions.inc({
+      action: verdict.action,
+      reason: verdict.reason,
+      tier: verdict.tier,
+      rule,
+      path: this.#rulePaths.get(rule) ?? "-",
+    });
+    this.#latency.observe(verdict.durationMs / 1000);
+    if (verdict.reason === "store-failed-open") {
+      this.#storeErrors.inc();
+      this.#failedOpen.inc();
+    } else if (verdict.reason === "store-failed-closed") {
+      this.#storeErrors.inc();
+      this.#failedClosed.inc();
+    }
+  }
+
+  recordUpstreamError(kind: "connect" | "timeout" | "reset"): void {
+    this.#upstreamErrors.inc({ kind });
+  }
+
+  recordReload(result: "applied" | "refused"): void {
+    this.#reloads.inc({ result });
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

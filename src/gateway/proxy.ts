@@ -1,0 +1,218 @@
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { Pool } from "undici";
+import { EdgelimitError } from "../core/errors.js";
+
+/**
+ * Headers that describe one connection, not the message (RFC 9110 section 7.6.1), plus
+ * `expect`, which the proxy answers itself. They are never forwarded in either direction.
+ */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+]);
+
+export type UpstreamFailure = "connect" | "timeout" | "reset";
+
+export interface UpstreamProxyOptions {
+  /** Keep-alive connections held open to the upstream (default 128). */
+  readonly connections?: number;
+  /** Longest wait for the upstream's response headers, then 504 (default 30 s). */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Forwards requests to one upstream over a pool of keep-alive connections (undici), streaming
+ * bodies both ways: neither a large upload nor a large download is ever held in memory.
+ */
+export class UpstreamProxy {
+  readonly origin: string;
+  readonly #basePath: string;
+  readonly #pool: Pool;
+  #strippedHeader: string | undefined;
+
+  constructor(upstream: string, options: UpstreamProxyOptions = {}) {
+    let url: URL;
+    try {
+      url = new URL(upstream);
+    } catch {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `--upstream must be a URL such as http://127.0.0.1:3000; got "${upstream}"`,
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `--upstream must be http:// or https://; got "${upstream}"`,
+      );
+    }
+    this.origin = url.origin;
+    this.#basePath = url.pathname === "/" ? "" : url.pathname.replace(/\/$/, "");
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    this.#pool = new Pool(url.origin, {
+      connections: options.connections ?? 128,
+      keepAliveTimeout: 30_000,
+      headersTimeout: timeoutMs,
+      // Streamed responses may pause between chunks for as long as the origin likes to send them.
+      bodyTimeout: 0,
+    });
+  }
+
+  /**
+   * Sends `req` upstream and streams the answer into `res`. `originHeaders` replace any header
+   * of the same name the client sent; `clientHeaders` are added to the response. Resolves
+   * once the exchange is over; never rejects: an upstream that fails before answering gets a
+   * 502 (504 on timeout), one that fails mid-body has the client connection cut.
+   */
+  async forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    originHeaders: Readonly<Record<string, string>>,
+    clientHeaders: Readonly<Record<string, string>>,
+    onFailure: (kind: UpstreamFailure, error: unknown) => void,
+  ): Promise<void> {
+    const headers = requestHeaders(req, originHeaders, this.#strippedHeader);
+    const hasBody =
+      req.headers["transfer-encoding"] !== undefined ||
+      (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort();
+    };
+    res.once("close", onClose);
+    try {
+      await this.#pool.stream(
+        {
+          path: this.#basePath + (req.url ?? "/"),
+          method: req.method ?? "GET",
+          headers,
+          body: hasBody ? req : null,
+          signal: abort.signal,
+        },
+        ({ statusCode, headers: upstreamHeaders }) => {
+          res.writeHead(statusCode, responseHeaders(upstreamHeaders, clientHeaders));
+          return res;
+        },
+      );
+    } catch (error) {
+      if (abort.signal.aborted) return;
+      const kind = failureKind(error);
+      onFailure(kind, error);
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      const status = kind === "timeout" ? 504 : 502;
+      const body = JSON.stringify({
+        error: kind === "timeout" ? "upstream_timeout" : "bad_gateway",
+        message:
+          kind === "timeout"
+            ? "The upstream server did not answer in time."
+            : "The upstream server could not be reached or failed to answer.",
+      });
+      res.writeHead(status, {
+        "content-type": "application/json; charset=utf-8",
+        "cache-control": "no-store",
+        "content-length": Buffer.byteLength(body),
+      });
+      res.end(body);
+    } finally {
+      res.off("close", onClose);
+    }
+  }
+
+  /**
+   * The request header that carries the remaining count to the origin: a client-sent copy is
+   * always removed, even when no rule disclosed a count for this request.
+   */
+  set originHeaderName(name: string | undefined) {
+    this.#strippedHeader = name?.toLowerCase();
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  destroy(): Promise<void> {
+    return this.#pool.destroy();
+  }
+}
+
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value.join(",") : value;
+  const tokens = new Set<string>();
+  for (const token of text.split(",")) {
+    const name = token.trim().toLowerCase();
+    if (name !== "") tokens.add(name);
+  }
+  return tokens;
+}
+
+/** The forwarded request's headers: hop-by-hop removed, X-Forwarded-For appended. */
+export function requestHeaders(
+  req: IncomingMessage,
+  originHeaders: Readonly<Record<string, string>>,
+  strippedHeader?: string,
+): Record<string, string | string[]> {
+  const listed = connectionTokens(req.headers.connection);
+  const out: Record<string, string | string[]> = {};
+  const incoming: IncomingHttpHeaders = req.headers;
+  for (const name in incoming) {
+    const value = incoming[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || listed?.has(name)) continue;
+    if (name === strippedHeader) continue;
+    out[name] = value;
+  }
+  // A client must not be able to pretend it has quota left: our value replaces theirs.
+  for (const name in originHeaders) out[name.toLowerCase()] = originHeaders[name] as string;
+  const peer = plainAddress(req.socket.remoteAddress);
+  if (peer !== undefined) {
+    const prior = incoming["x-forwarded-for"];
+    out["x-forwarded-for"] = prior === undefined || prior === "" ? peer : `${prior}, ${peer}`;
+  }
+  return out;
+}
+
+function responseHeaders(
+  upstream: Record<string, string | string[] | undefined>,
+  clientHeaders: Readonly<Record<string, string>>,
+): Record<string, string | string[]> {
+  const listed = connectionTokens(upstream.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || listed?.has(name)) continue;
+    out[name] = value;
+  }
+  for (const name in clientHeaders) out[name] = clientHeaders[name] as string;
+  return out;
+}
+
+/** `::ffff:127.0.0.1` is written as the IPv4 address it is. */
+export function plainAddress(address: string | undefined): string | undefined {
+  if (address === undefined) return undefined;
+  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+}
+
+function failureKind(error: unknown): UpstreamFailure {
+  const code = (error as { code?: string } | undefined)?.code;
+  if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_CONNECT_TIMEOUT") return "timeout";
+  if (
+    code === "ECONNREFUSED" ||
+    code === "ENOTFOUND" ||
+    code === "EHOSTUNREACH" ||
+    code === "EAI_AGAIN"
+  ) {
+    return "connect";
+  }
+  return "reset";
+}

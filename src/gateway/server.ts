@@ -1,0 +1,456 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Readable } from "node:stream";
+import { type Logger, pino } from "pino";
+import { formatWindow } from "../core/duration.js";
+import { IpResolver } from "../core/identity.js";
+import { subjectKey } from "../core/keys.js";
+import { type AddressList, createLimiter, type Limiter } from "../core/limiter.js";
+import { matchesPrefix, normalizePath } from "../core/path.js";
+import type { Action, ChallengeHandler, Store, Verdict } from "../core/types.js";
+import type { ResolvedPolicy } from "../policy/types.js";
+import { startAdmin } from "./admin.js";
+import { DecisionLog } from "./decision-log.js";
+import { type HeavyHitter, SpaceSaving } from "./heavy-hitters.js";
+import { GatewayMetrics, type ListStats } from "./metrics.js";
+import { plainAddress, UpstreamProxy } from "./proxy.js";
+import { RateSeries, type SecondSample } from "./rate-series.js";
+
+/** Refreshing allow/deny lists, as `createLists` in src/lists builds them. */
+export interface GatewayLists {
+  readonly allow: readonly AddressList[];
+  readonly deny: readonly AddressList[];
+  stats(): readonly ListStats[];
+  close(): void;
+}
+
+export interface GatewayOptions {
+  readonly policy: ResolvedPolicy;
+  readonly store: Store;
+  /** The origin every allowed request is forwarded to: `http://127.0.0.1:3000`. */
+  readonly upstream: string;
+  /** Public listener (default 8080 on 0.0.0.0; 0 picks a free port). */
+  readonly port?: number;
+  readonly host?: string;
+  /** Admin listener (default 9090 on 127.0.0.1; 0 picks a free port; false: none). */
+  readonly adminPort?: number | false;
+  readonly adminHost?: string;
+  /** false: forward everything without asking the limiter (the benchmark's baseline). */
+  readonly limit?: boolean;
+  readonly challenge?: ChallengeHandler;
+  readonly lists?: GatewayLists;
+  /** Environment for the policy's `{ env: NAME }` secrets (default process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly readFile?: (path: string) => string;
+  readonly clock?: () => number;
+  /** Decision log and operational messages (default: pino JSON lines on stdout). */
+  readonly logger?: Logger;
+  /** Share of allowed decisions written to the log (default 0.01; refusals are always logged). */
+  readonly allowedLogSampleRate?: number;
+  readonly upstreamTimeoutMs?: number;
+  readonly upstreamConnections?: number;
+  /** How long SIGTERM waits for in-flight requests before cutting them (default 10 s). */
+  readonly drainTimeoutMs?: number;
+  /** Slots of the top-offenders sketch (default 100). */
+  readonly topKeysCapacity?: number;
+  /** Shown on the dashboard: what the store is (`memory`, `redis://...` without credentials). */
+  readonly storeLabel?: string;
+}
+
+/** Everything the dashboard shows, as JSON. */
+export interface GatewaySnapshot {
+  readonly now: number;
+  readonly startedAt: number;
+  readonly policyLoadedAt: number;
+  readonly limiting: boolean;
+  readonly upstream: string;
+  readonly store: string;
+  readonly inFlight: number;
+  readonly totals: Readonly<Record<Action, number>>;
+  readonly series: readonly SecondSample[];
+  readonly topOffenders: readonly HeavyHitter[];
+  readonly blockCacheHits: number;
+  readonly lists: readonly ListStats[];
+  readonly policy: PolicySummary;
+}
+
+export interface PolicySummary {
+  readonly rules: readonly {
+    readonly id: string;
+    readonly tiers: readonly string[];
+    readonly plans: readonly string[] | undefined;
+    readonly path: string;
+    readonly methods: readonly string[] | undefined;
+    readonly key: string;
+    readonly limit: number;
+    readonly window: string;
+    readonly algorithm: string;
+    readonly action: string;
+    readonly shadow: boolean;
+    readonly failMode: string;
+  }[];
+  readonly failClosedPaths: readonly string[];
+  readonly budgetMs: number;
+  readonly clientAddress: string;
+}
+
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+const SERIES_SECONDS = 120;
+
+/**
+ * `edgelimit serve` as a library: a reverse proxy that asks the limiter about every request,
+ * answers refusals itself and streams allowed requests to the upstream; plus an admin listener
+ * (metrics, health, dashboard) that is never reachable through the public port.
+ */
+export class Gateway {
+  readonly #options: GatewayOptions;
+  readonly #limiter: Limiter;
+  readonly #limiting: boolean;
+  readonly #proxy: UpstreamProxy;
+  readonly #clock: () => number;
+  readonly #logger: Logger;
+  readonly #decisionLog: DecisionLog;
+  readonly metrics: GatewayMetrics;
+  readonly #series = new RateSeries(SERIES_SECONDS);
+  readonly #offenders: SpaceSaving;
+  readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
+  readonly #startedAt: number;
+  #policyLoadedAt: number;
+  #ipResolver: IpResolver;
+  #server: Server | undefined;
+  #admin: Server | undefined;
+  #inFlight = 0;
+  #drained: (() => void) | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: GatewayOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? Date.now;
+    this.#limiting = options.limit !== false;
+    this.#logger = options.logger ?? pino({ base: undefined });
+    this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
+    this.#offenders = new SpaceSaving(options.topKeysCapacity ?? 100);
+    this.#limiter = createLimiter({
+      policy: options.policy,
+      store: options.store,
+      clock: this.#clock,
+      env: options.env,
+      readFile: options.readFile,
+      passes: options.challenge?.passes,
+      allowlists: options.lists?.allow,
+      denylists: options.lists?.deny,
+    });
+    this.#proxy = new UpstreamProxy(options.upstream, {
+      timeoutMs: options.upstreamTimeoutMs,
+      connections: options.upstreamConnections,
+    });
+    this.#proxy.originHeaderName = options.policy.headers.origin;
+    this.#ipResolver = new IpResolver(options.policy.identity.ip);
+    this.metrics = new GatewayMetrics(options.policy, {
+      blockCacheHits: () => this.#limiter.blockCacheHits,
+      listStats: () => options.lists?.stats() ?? [],
+    });
+    this.#startedAt = this.#clock();
+    this.#policyLoadedAt = this.#startedAt;
+  }
+
+  get policy(): ResolvedPolicy {
+    return this.#limiter.policy;
+  }
+
+  get logger(): Logger {
+    return this.#logger;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** The public port actually bound (useful with port 0). */
+  get port(): number | undefined {
+    return (this.#server?.address() as AddressInfo | null)?.port;
+  }
+
+  get adminPort(): number | undefined {
+    return (this.#admin?.address() as AddressInfo | null)?.port;
+  }
+
+  async start(): Promise<{ url: string; adminUrl: string | undefined }> {
+    const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
+      void this.#handle(req, res);
+    });
+    this.#server = server;
+    const host = this.#options.host ?? "0.0.0.0";
+    await listen(server, this.#options.port ?? 8080, host);
+    const adminPort = this.#options.adminPort ?? 9090;
+    let adminUrl: string | undefined;
+    if (adminPort !== false) {
+      const adminHost = this.#options.adminHost ?? "127.0.0.1";
+      try {
+        this.#admin = await startAdmin(this, adminPort, adminHost);
+      } catch (error) {
+        server.close();
+        throw error;
+      }
+      adminUrl = `http://${urlHost(adminHost)}:${this.adminPort}/`;
+    }
+    return { url: `http://${urlHost(host)}:${this.port}/`, adminUrl };
+  }
+
+  /**
+   * Swaps the policy; counters live in the store and are kept. Throws (and keeps the running
+   * policy) when the new one does not compile, for example a secret that is not set.
+   */
+  reload(policy: ResolvedPolicy): void {
+    try {
+      this.#limiter.reload(policy);
+    } catch (error) {
+      this.metrics.recordReload("refused");
+      throw error;
+    }
+    this.#ipResolver = new IpResolver(policy.identity.ip);
+    this.#proxy.originHeaderName = policy.headers.origin;
+    this.metrics.usePolicy(policy);
+    this.metrics.recordReload("applied");
+    this.#policyLoadedAt = this.#clock();
+  }
+
+  snapshot(): GatewaySnapshot {
+    const now = this.#clock();
+    return {
+      now,
+      startedAt: this.#startedAt,
+      policyLoadedAt: this.#policyLoadedAt,
+      limiting: this.#limiting,
+      upstream: this.#proxy.origin,
+      store: this.#options.storeLabel ?? this.#options.store.name,
+      inFlight: this.#inFlight,
+      totals: { ...this.#totals },
+      series: this.#series.samples(now),
+      topOffenders: this.#offenders.top(10),
+      blockCacheHits: this.#limiter.blockCacheHits,
+      lists: this.#options.lists?.stats() ?? [],
+      policy: summarize(this.#limiter.policy),
+    };
+  }
+
+  /**
+   * Stops accepting connections, waits for in-flight requests (at most `drainTimeoutMs`), then
+   * closes the admin listener, the upstream pool and the lists. Safe to call twice.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    const server = this.#server;
+    if (server !== undefined) {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (this.#inFlight > 0) {
+        const drained = new Promise<void>((resolve) => {
+          this.#drained = resolve;
+        });
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, this.#options.drainTimeoutMs ?? 10_000);
+        });
+        await Promise.race([drained, timeout]);
+        clearTimeout(timer);
+      }
+      server.closeAllConnections();
+      await stopped;
+    }
+    if (this.#admin !== undefined) {
+      const admin = this.#admin;
+      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
+      admin.closeAllConnections();
+      await stopped;
+    }
+    await this.#proxy.close().catch(() => this.#proxy.destroy());
+    this.#options.lists?.close();
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.#inFlight++;
+    res.once("close", () => {
+      this.#inFlight--;
+      if (this.#inFlight === 0 && this.#drained !== undefined) this.#drained();
+    });
+    // A client that hangs up mid-upload must not crash the process.
+    req.on("error", () => undefined);
+    try {
+      const rawPath = req.url ?? "/";
+      const challenge = this.#options.challenge;
+      if (challenge !== undefined && matchesPrefix(normalizePath(rawPath), challenge.path)) {
+        await this.#serveChallenge(challenge, req, res);
+        return;
+      }
+      if (!this.#limiting) {
+        await this.#proxy.forward(req, res, NO_HEADERS, NO_HEADERS, this.#onUpstreamFailure);
+        return;
+      }
+      const verdict = await this.#limiter.check({
+        ip: req.socket.remoteAddress,
+        method: req.method,
+        path: rawPath,
+        headers: req.headers,
+      });
+      this.#record(verdict, req.method);
+      if (verdict.action === "allow") {
+        await this.#proxy.forward(
+          req,
+          res,
+          verdict.originHeaders,
+          verdict.headers,
+          this.#onUpstreamFailure,
+        );
+        return;
+      }
+      const body = verdict.body ?? "";
+      res.writeHead(verdict.status, {
+        ...verdict.headers,
+        "content-length": String(Buffer.byteLength(body)),
+      });
+      res.end(body);
+    } catch (error) {
+      this.#logger.error({ msg: "request failed", err: error });
+      if (!res.headersSent) {
+        const body = JSON.stringify({
+          error: "internal_error",
+          message: "The gateway failed to handle this request.",
+        });
+        res.writeHead(500, { "content-type": "application/json; charset=utf-8" });
+        res.end(body);
+      } else {
+        res.destroy();
+      }
+    }
+  }
+
+  readonly #onUpstreamFailure = (kind: "connect" | "timeout" | "reset", error: unknown): void => {
+    this.metrics.recordUpstreamError(kind);
+    this.#logger.error({ msg: "upstream failed", kind, err: error });
+  };
+
+  #record(verdict: Verdict, method: string | undefined): void {
+    const now = this.#clock();
+    this.#totals[verdict.action]++;
+    this.#series.record(verdict.action, now);
+    this.metrics.recordDecision(verdict);
+    if (verdict.action === "block" || verdict.action === "challenge") {
+      this.#offenders.offer(verdict.subject);
+    }
+    this.#decisionLog.record(verdict, method);
+  }
+
+  async #serveChallenge(
+    challenge: ChallengeHandler,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const resolved = this.#ipResolver.resolve({
+      ip: req.socket.remoteAddress,
+      path: req.url ?? "/",
+      headers: req.headers,
+    });
+    const client = {
+      ip: resolved.address?.toString() ?? plainAddress(req.socket.remoteAddress),
+      subject: subjectKey("ip", resolved.subject),
+    };
+    const response = await challenge.handle(toWebRequest(req), client);
+    await writeWebResponse(res, response);
+  }
+}
+
+function toWebRequest(req: IncomingMessage): Request {
+  let url: URL;
+  try {
+    url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
+  } catch {
+    url = new URL(req.url ?? "/", "http://localhost");
+  }
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
+    else headers.set(name, value);
+  }
+  const method = req.method ?? "GET";
+  const hasBody = method !== "GET" && method !== "HEAD";
+  const init: RequestInit & { duplex?: "half" } = { method, headers };
+  if (hasBody) {
+    init.body = Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>;
+    init.duplex = "half";
+  }
+  return new Request(url, init);
+}
+
+async function writeWebResponse(res: ServerResponse, response: Response): Promise<void> {
+  const headers: Record<string, string | string[]> = {};
+  response.headers.forEach((value, name) => {
+    if (name !== "set-cookie") headers[name] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
+  res.writeHead(response.status, headers);
+  if (response.body === null) {
+    res.end();
+    return;
+  }
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    if (!res.write(chunk)) await new Promise((resolve) => res.once("drain", resolve));
+  }
+  res.end();
+}
+
+function summarize(policy: ResolvedPolicy): PolicySummary {
+  const ip = policy.identity.ip;
+  return {
+    rules: policy.rules.map((rule) => ({
+      id: rule.id,
+      tiers: rule.tiers,
+      plans: rule.plans,
+      path: rule.pathPrefix ?? "*",
+      methods: rule.methods,
+      key: rule.key,
+      limit: rule.limit,
+      window: formatWindow(rule.window),
+      algorithm: rule.algorithm,
+      action:
+        rule.action === "challenge" ? `challenge < ${rule.challengeBand}x, then block` : "block",
+      shadow: rule.shadow,
+      failMode: rule.failMode,
+    })),
+    failClosedPaths: policy.failClosedPaths,
+    budgetMs: policy.budgetMs,
+    clientAddress:
+      ip.source === "x-forwarded-for"
+        ? `X-Forwarded-For from ${ip.trustedProxies.join(", ") || "nobody"}`
+        : ip.source === "header"
+          ? `header ${ip.header}`
+          : "socket peer",
+  };
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      resolve();
+    });
+  });
+}
+
+function urlHost(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+export function createGateway(options: GatewayOptions): Gateway {
+  return new Gateway(options);
+}
+
+export { listen };
