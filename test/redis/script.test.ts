@@ -182,7 +182,15 @@ describe("Lua and TypeScript algorithms", () => {
             const memory = new MemoryStore();
             const subject = `user:run${run}`;
             const specs = shapes.map((shape, index) =>
-              counter(subject, `c${index}`, shape.algorithm, shape.limit, shape.window, 1, shape.observe ? "observe" : "enforce"),
+              counter(
+                subject,
+                `c${index}`,
+                shape.algorithm,
+                shape.limit,
+                shape.window,
+                1,
+                shape.observe ? "observe" : "enforce",
+              ),
             );
             // A day ahead of the real clock, so that Redis never expires a key the simulated
             // clock still considers live.

@@ -1,0 +1,186 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLimiter } from "../../src/core/limiter.js";
+import type { Verdict } from "../../src/core/types.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
+import { CircuitBreaker } from "../../src/stores/redis-breaker.js";
+import { freePort, type RedisServer, startRedis } from "./redis-server.js";
+
+const BUDGET_MS = 150;
+// Timers on a machine shared by several test suites fire late; the budget is what we check.
+const TIMER_SLACK_MS = 150;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("circuit breaker", () => {
+  it("opens after N consecutive failures, fails fast for the cooldown, then lets one probe through", () => {
+    let now = 0;
+    const breaker = new CircuitBreaker({ failureThreshold: 3, cooldownMs: 100 }, () => now);
+    breaker.recordFailure();
+    breaker.recordFailure();
+    breaker.recordSuccess();
+    breaker.recordFailure();
+    breaker.recordFailure();
+    expect(breaker.tryAcquire()).toBe(true);
+    breaker.recordFailure();
+    expect(breaker.state).toBe("open");
+    expect(breaker.tryAcquire()).toBe(false);
+    now = 99;
+    expect(breaker.tryAcquire()).toBe(false);
+    now = 100;
+    expect(breaker.tryAcquire()).toBe(true);
+    expect(breaker.tryAcquire()).toBe(false);
+    breaker.recordFailure();
+    expect(breaker.state).toBe("open");
+    now = 150;
+    expect(breaker.tryAcquire()).toBe(false);
+    now = 200;
+    expect(breaker.tryAcquire()).toBe(true);
+    breaker.recordSuccess();
+    expect(breaker.state).toBe("closed");
+    expect(breaker.tryAcquire()).toBe(true);
+    expect({ opened: breaker.opened, rejected: breaker.rejected }).toEqual({
+      opened: 2,
+      rejected: 4,
+    });
+  });
+});
+
+describe("a Redis that is not there", () => {
+  it("fails at once instead of queueing the command", async () => {
+    const store = redisStoreFromUrl(`redis://127.0.0.1:${await freePort()}`);
+    store.client.on("error", () => {});
+    try {
+      const spec = {
+        key: "ip:192.0.2.7|api|global",
+        subject: "ip:192.0.2.7",
+        algorithm: "fixed-window",
+        limit: 5,
+        window: { ms: 60_000 },
+        cost: 1,
+        mode: "enforce",
+        ruleId: "anonymous.global",
+        namespace: "api",
+        backend: undefined,
+      } as const;
+      const started = performance.now();
+      await expect(store.apply([spec], Date.now())).rejects.toMatchObject({
+        code: "EL_STORE_FAILED",
+      });
+      expect(performance.now() - started).toBeLessThan(100);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("Redis killed mid-load", () => {
+  let server: RedisServer;
+  let cleanup: () => Promise<void>;
+  let store: RedisStore;
+
+  beforeAll(async () => {
+    ({ server, cleanup } = await startRedis());
+    store = redisStoreFromUrl(server.url);
+    store.client.on("error", () => {});
+    await store.ready();
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    await cleanup?.();
+  });
+
+  it("fails open and closed within the budget, never hangs, and resumes within a second", async () => {
+    const limiter = createLimiter({
+      store,
+      policy: definePolicy({
+        budget: `${BUDGET_MS}ms`,
+        failClosed: ["/api/admin/"],
+        tiers: {
+          anonymous: {
+            global: { limit: 1_000_000, window: "1d" },
+            paths: { "/api/tight": 3 },
+          },
+        },
+      }),
+    });
+    interface Sample {
+      readonly startedAt: number;
+      readonly tookMs: number;
+      readonly path: string;
+      readonly verdict: Verdict;
+    }
+    const samples: Sample[] = [];
+    let running = true;
+    const loop = async (worker: number): Promise<void> => {
+      for (let i = 0; running; i++) {
+        const path = i % 2 === 0 ? "/api/items" : "/api/admin/users";
+        const startedAt = performance.now();
+        const verdict = await limiter.check({ ip: `10.9.0.${worker}`, path });
+        samples.push({ startedAt, tookMs: performance.now() - startedAt, path, verdict });
+        await sleep(2);
+      }
+    };
+    const loops = Array.from({ length: 16 }, (_, worker) => loop(worker));
+
+    await sleep(300);
+    const killedAt = performance.now();
+    await server.kill();
+    await sleep(1000);
+    const restartingAt = performance.now();
+    await server.start();
+    const restartedAt = performance.now();
+    let resumedAt: number | undefined;
+    while (performance.now() - restartedAt < 3000) {
+      const answered = samples.find(
+        (sample) => sample.startedAt >= restartedAt && sample.verdict.reason === "within-limit",
+      );
+      if (answered !== undefined) {
+        resumedAt = answered.startedAt + answered.tookMs;
+        break;
+      }
+      await sleep(10);
+    }
+    running = false;
+    await Promise.all(loops);
+
+    const before = samples.filter((sample) => sample.startedAt + sample.tookMs < killedAt);
+    const outage = samples.filter(
+      (sample) =>
+        sample.startedAt > killedAt + 20 && sample.startedAt + sample.tookMs < restartingAt,
+    );
+    expect(before.length).toBeGreaterThan(0);
+    expect(before.every((sample) => sample.verdict.reason === "within-limit")).toBe(true);
+    expect(outage.length).toBeGreaterThan(100);
+    for (const sample of outage) {
+      if (sample.path.startsWith("/api/admin/")) {
+        expect(sample.verdict).toMatchObject({ status: 503, reason: "store-failed-closed" });
+      } else {
+        expect(sample.verdict).toMatchObject({ action: "allow", reason: "store-failed-open" });
+      }
+    }
+    const slowest = Math.max(...samples.map((sample) => sample.tookMs));
+    expect(slowest).toBeLessThan(BUDGET_MS + TIMER_SLACK_MS);
+    // The breaker kept most outage calls from even trying the dead connection.
+    expect(store.breaker?.opened).toBeGreaterThanOrEqual(1);
+    expect(store.breaker?.rejected).toBeGreaterThan(outage.length / 2);
+
+    expect(resumedAt).toBeDefined();
+    expect((resumedAt as number) - restartedAt).toBeLessThan(1000);
+
+    // Limiting, not just answering: the restarted (empty) Redis counts again.
+    const tight: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      tight.push((await limiter.check({ ip: "10.9.1.1", path: "/api/tight" })).reason);
+    }
+    // The fifth is answered by the block cache the fourth filled.
+    expect(tight).toEqual([
+      "within-limit",
+      "within-limit",
+      "within-limit",
+      "over-limit",
+      "blocked-cached",
+    ]);
+  });
+});
