@@ -1,0 +1,180 @@
+import { ALGORITHMS } from "../../core/algorithms/index.js";
+import type { CounterSpec, CounterState } from "../../core/types.js";
+import { windowAt, windowLengthMs } from "../../core/windows.js";
+import type { DurableObjectStateLike, WorkerEnv } from "./bindings.js";
+
+/** What the Worker sends to a counter object: the counters of one request that live in it. */
+export interface CounterObjectRequest {
+  readonly counters: readonly CounterSpec[];
+  readonly now: number;
+}
+
+export interface CounterObjectAnswer {
+  readonly states: CounterState[];
+  /** Whether every enforce counter in this object admitted the request (and so counted it). */
+  readonly admitted: boolean;
+}
+
+interface StoredCounter {
+  // biome-ignore lint/suspicious/noExplicitAny: the algorithm's own state, opaque here.
+  readonly state: any;
+  readonly expiresAt: number;
+}
+
+export const APPLY_PATH = "/apply";
+export const REFUND_PATH = "/refund";
+
+/**
+ * The exact counter: a Durable Object per counter key (the Worker addresses it with
+ * `idFromName(key)`), so there is no global object and each key is serialised on its own.
+ *
+ * Counts live in memory and in the object's transactional storage. A request is applied
+ * synchronously on the in-memory copy, so two requests can never interleave between a read and
+ * a write; the write that follows is held by the runtime's output gate, so no answer leaves the
+ * object before its count is durable. An alarm at the latest expiry deletes the state, so an idle
+ * key costs no storage after its window (a daily quota is gone a day later, a monthly one at the
+ * end of the month).
+ */
+export class EdgelimitCounter {
+  readonly #storage: DurableObjectStateLike["storage"];
+  readonly #counters = new Map<string, StoredCounter>();
+  #alarmAt: number | undefined;
+
+  constructor(state: DurableObjectStateLike, _env?: WorkerEnv) {
+    this.#storage = state.storage;
+    void state.blockConcurrencyWhile(async () => {
+      const stored = await this.#storage.list<StoredCounter>();
+      for (const [key, counter] of stored) this.#counters.set(key, counter);
+      this.#alarmAt = (await this.#storage.getAlarm()) ?? undefined;
+    });
+  }
+
+  async fetch(request: Request): Promise<Response> {
+    const { pathname } = new URL(request.url);
+    if (request.method !== "POST" || (pathname !== APPLY_PATH && pathname !== REFUND_PATH)) {
+      return new Response("not found", { status: 404 });
+    }
+    let body: CounterObjectRequest;
+    try {
+      body = parseRequest(await request.json());
+    } catch (error) {
+      return new Response(error instanceof Error ? error.message : "bad request", { status: 400 });
+    }
+    if (pathname === REFUND_PATH) {
+      await this.#persist(this.#refund(body.counters, body.now));
+      return new Response(null, { status: 204 });
+    }
+    const { answer, changed } = this.#apply(body.counters, body.now);
+    await this.#persist(changed);
+    return Response.json(answer);
+  }
+
+  /** Deletes what has expired; re-arms for what has not (a key that kept being hit). */
+  async alarm(): Promise<void> {
+    const now = Date.now();
+    const expired: string[] = [];
+    let latest = 0;
+    for (const [key, counter] of this.#counters) {
+      if (counter.expiresAt <= now) expired.push(key);
+      else latest = Math.max(latest, counter.expiresAt);
+    }
+    for (const key of expired) this.#counters.delete(key);
+    this.#alarmAt = undefined;
+    if (this.#counters.size === 0) {
+      await this.#storage.deleteAll();
+      return;
+    }
+    if (expired.length > 0) await this.#storage.delete(expired);
+    this.#alarmAt = latest;
+    await this.#storage.setAlarm(latest);
+  }
+
+  #lookup(key: string, now: number): StoredCounter | undefined {
+    const counter = this.#counters.get(key);
+    return counter !== undefined && counter.expiresAt > now ? counter : undefined;
+  }
+
+  /** The store contract's three phases, for the counters held by this object. */
+  #apply(
+    counters: readonly CounterSpec[],
+    now: number,
+  ): { answer: CounterObjectAnswer; changed: Record<string, StoredCounter> } {
+    const allowed = counters.map((spec) =>
+      ALGORITHMS[spec.algorithm].allows(this.#lookup(spec.key, now)?.state, now, spec),
+    );
+    const admitted = counters.every((spec, i) => spec.mode === "observe" || allowed[i]);
+    const changed: Record<string, StoredCounter> = {};
+    const states = counters.map((spec, i) => {
+      const algorithm = ALGORITHMS[spec.algorithm];
+      const ok = allowed[i] as boolean;
+      let current = this.#lookup(spec.key, now);
+      if (admitted || !ok || spec.mode === "observe") {
+        const state = algorithm.count(current?.state, now, spec, ok);
+        current = { state, expiresAt: algorithm.expiresAt(state, now, spec) };
+        this.#counters.set(spec.key, current);
+        changed[spec.key] = current;
+      }
+      return algorithm.describe(current?.state, now, spec, ok);
+    });
+    return { answer: { states, admitted }, changed };
+  }
+
+  /**
+   * Takes back a request that this object admitted but another counter refused, so that a
+   * refused request spends no quota here (the store contract). Only the current window is
+   * refunded: a window that has rolled over since holds nothing of that request.
+   */
+  #refund(counters: readonly CounterSpec[], now: number): Record<string, StoredCounter> {
+    const changed: Record<string, StoredCounter> = {};
+    for (const spec of counters) {
+      if (spec.mode !== "enforce") continue;
+      const current = this.#lookup(spec.key, now);
+      if (current === undefined) continue;
+      let state = current.state;
+      if (spec.algorithm === "token-bucket") {
+        const step = windowLengthMs(spec.window, now) / spec.limit;
+        state = { tat: Math.max(now, state.tat - spec.cost * step) };
+      } else if (state.index === windowAt(spec.window, now).index) {
+        state = { ...state, count: Math.max(0, state.count - spec.cost) };
+      } else {
+        continue;
+      }
+      const refunded = { state, expiresAt: current.expiresAt };
+      this.#counters.set(spec.key, refunded);
+      changed[spec.key] = refunded;
+    }
+    return changed;
+  }
+
+  async #persist(changed: Record<string, StoredCounter>): Promise<void> {
+    let latest = 0;
+    for (const key in changed) latest = Math.max(latest, (changed[key] as StoredCounter).expiresAt);
+    if (latest === 0) return;
+    const writes: Promise<void>[] = [this.#storage.put(changed)];
+    if (this.#alarmAt === undefined || latest > this.#alarmAt) {
+      this.#alarmAt = latest;
+      writes.push(this.#storage.setAlarm(latest));
+    }
+    await Promise.all(writes);
+  }
+}
+
+/** Only a Worker of ours talks to this object, but a malformed body must not corrupt a count. */
+function parseRequest(input: unknown): CounterObjectRequest {
+  const body = input as Partial<CounterObjectRequest> | null;
+  if (body === null || typeof body !== "object" || !Array.isArray(body.counters)) {
+    throw new TypeError("expected { counters: CounterSpec[], now: number }");
+  }
+  if (typeof body.now !== "number" || !Number.isFinite(body.now)) {
+    throw new TypeError("now must be a finite number (epoch ms)");
+  }
+  for (const spec of body.counters) {
+    if (typeof spec?.key !== "string" || !Object.hasOwn(ALGORITHMS, spec.algorithm)) {
+      throw new TypeError("each counter needs a key and a known algorithm");
+    }
+    if (!(spec.limit >= 0 && spec.cost > 0 && typeof spec.window === "object")) {
+      throw new TypeError(`counter ${spec.key}: limit, cost and window are required`);
+    }
+  }
+  return { counters: body.counters, now: body.now };
+}

@@ -1,0 +1,34 @@
+/**
+ * `edgelimit/cloudflare`: the policy on Cloudflare Workers, with the native `ratelimits` binding
+ * as the cheap approximate filter and a Durable Object (`EdgelimitCounter`) as the exact counter.
+ * Export `EdgelimitCounter` from the Worker's main module so that wrangler can bind it.
+ */
+export type {
+  DurableObjectNamespaceLike,
+  DurableObjectStateLike,
+  RateLimitBinding,
+  WorkerEnv,
+} from "./bindings.js";
+export {
+  BINDING_PERIODS_SECONDS,
+  backendOf,
+  bindingNameFor,
+  checkCloudflarePolicy,
+} from "./check.js";
+export { EdgelimitCounter } from "./counter-object.js";
+export {
+  assertCloudflarePolicy,
+  CloudflareLimiter,
+  type CloudflareLimiterOptions,
+  cloudflareLimiter,
+  createCloudflareHandler,
+  DEFAULT_COUNTER_BINDING,
+  rateLimitMiddleware,
+  type WorkerFetch,
+} from "./handler.js";
+export {
+  bindingKey,
+  CloudflareStore,
+  type CloudflareStoreOptions,
+  cloudflareStore,
+} from "./store.js";

@@ -1,0 +1,185 @@
+import { EdgelimitError } from "../../core/errors.js";
+import type { CounterSpec, CounterState, Store } from "../../core/types.js";
+import { windowAt } from "../../core/windows.js";
+import type { DurableObjectNamespaceLike, RateLimitBinding, WorkerEnv } from "./bindings.js";
+import { backendOf, bindingNameFor } from "./check.js";
+import {
+  APPLY_PATH,
+  type CounterObjectAnswer,
+  type CounterObjectRequest,
+  REFUND_PATH,
+} from "./counter-object.js";
+
+export interface CloudflareStoreOptions {
+  /** The Worker's `env`, where the bindings live. */
+  readonly env: WorkerEnv;
+  /** Namespace (or rule id) -> name of its `ratelimits` binding. */
+  readonly ratelimits: Readonly<Record<string, string>>;
+  /** Name of the Durable Object namespace binding for exact counters. */
+  readonly counter: string;
+}
+
+/**
+ * The binding never reports a count. This stands for "unknown, not the constraint": the limiter
+ * picks the rule with the fewest remaining units for its headers, so an exact rule always wins
+ * over a binding that admitted, and the handler strips the count when a binding rule decides.
+ */
+export const UNKNOWN_REMAINING = Number.MAX_SAFE_INTEGER;
+
+const OBJECT_ORIGIN = "https://edgelimit-counter";
+
+/**
+ * Routes each counter to the backend its rule names, in seed 003's order: the native binding
+ * first, as the cheap filter; the Durable Object only for requests every binding admitted, and
+ * only for exact rules.
+ *
+ * Where the all-or-nothing contract is weaker (see docs/cloudflare.md):
+ * - the binding counts every call and cannot take one back, so a request that a later counter
+ *   refuses stays counted on the bindings that admitted it. Bindings are called one at a time
+ *   and the first refusal stops the rest, which limits this to the bindings before it;
+ * - exact counters with different keys live in different objects, which are not one
+ *   transaction. They are applied in parallel; if one refuses, the others are refunded. Between
+ *   the two calls another request may see the higher count: it may be refused, never admitted
+ *   in excess.
+ * - `observe` (shadow) counters are always counted, as the contract asks, so a shadow exact rule
+ *   does reach its object for requests the binding refused.
+ */
+export class CloudflareStore implements Store {
+  readonly name = "cloudflare";
+  readonly #options: CloudflareStoreOptions;
+  readonly #objects: DurableObjectNamespaceLike;
+
+  constructor(options: CloudflareStoreOptions) {
+    this.#options = options;
+    const objects = options.env[options.counter] as DurableObjectNamespaceLike | undefined;
+    if (typeof objects?.idFromName !== "function") {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `cloudflare: no Durable Object binding "${options.counter}" in env; declare it in wrangler.toml ([[durable_objects.bindings]] name = "${options.counter}", class_name = "EdgelimitCounter")`,
+      );
+    }
+    this.#objects = objects;
+  }
+
+  async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    const states: (CounterState | undefined)[] = new Array(counters.length);
+    let admitted = true;
+
+    // The cheap filter. Shadow counters are counted whatever the others say.
+    for (let i = 0; i < counters.length; i++) {
+      const spec = counters[i] as CounterSpec;
+      if (backendOf(spec) !== "approximate" || spec.mode !== "enforce") continue;
+      if (!admitted) continue;
+      const success = await this.#limit(spec);
+      states[i] = bindingState(spec, success, now);
+      if (!success) admitted = false;
+    }
+    await Promise.all(
+      counters.map(async (spec, i) => {
+        if (backendOf(spec) !== "approximate" || spec.mode !== "observe") return;
+        states[i] = bindingState(spec, await this.#limit(spec), now);
+      }),
+    );
+
+    // The exact counters, one object per key, for what passed the filter.
+    const byKey = new Map<string, number[]>();
+    counters.forEach((spec, i) => {
+      if (backendOf(spec) !== "exact") return;
+      if (!admitted && spec.mode === "enforce") return;
+      const indexes = byKey.get(spec.key);
+      if (indexes === undefined) byKey.set(spec.key, [i]);
+      else indexes.push(i);
+    });
+    const calls = [...byKey].map(async ([key, indexes]) => {
+      const own = indexes.map((i) => counters[i] as CounterSpec);
+      const answer = (await this.#call(key, APPLY_PATH, own, now)) as CounterObjectAnswer;
+      indexes.forEach((index, j) => {
+        states[index] = answer.states[j];
+      });
+      return { key, own, admitted: answer.admitted };
+    });
+    const answers = await Promise.all(calls);
+    const refused = answers.some((answer) => !answer.admitted);
+    if (refused && admitted) {
+      const refunds = answers
+        .filter((answer) => answer.admitted && answer.own.some((spec) => spec.mode === "enforce"))
+        .map((answer) => this.#call(answer.key, REFUND_PATH, answer.own, now));
+      await Promise.all(refunds);
+    }
+
+    return counters.map((_spec, i) => states[i] ?? notConsulted(now));
+  }
+
+  async #limit(spec: CounterSpec): Promise<boolean> {
+    const name = bindingNameFor(spec.ruleId, spec.namespace, this.#options.ratelimits);
+    const binding = name === undefined ? undefined : (this.#options.env[name] as RateLimitBinding);
+    if (typeof binding?.limit !== "function") {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `cloudflare: rule "${spec.ruleId}" needs a rate-limit binding for namespace "${spec.namespace}"${name === undefined ? "" : ` (env.${name} is missing)`}; map it in ratelimits and declare it in wrangler.toml [[ratelimits]]`,
+      );
+    }
+    // `delta` only when needed: the local emulator refuses options it does not know.
+    const options =
+      spec.cost === 1 ? { key: bindingKey(spec) } : { key: bindingKey(spec), delta: spec.cost };
+    const { success } = await binding.limit(options);
+    return success;
+  }
+
+  async #call(
+    key: string,
+    path: string,
+    counters: readonly CounterSpec[],
+    now: number,
+  ): Promise<CounterObjectAnswer | undefined> {
+    const stub = this.#objects.get(this.#objects.idFromName(key));
+    const body: CounterObjectRequest = { counters, now };
+    const response = await stub.fetch(OBJECT_ORIGIN + path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `cloudflare: counter object for ${key} answered ${response.status}: ${await response.text()}`,
+      );
+    }
+    return path === APPLY_PATH ? ((await response.json()) as CounterObjectAnswer) : undefined;
+  }
+}
+
+/**
+ * Seed 003's `operation:subject`: short, from data the limiter controls (the subject is an
+ * escaped IP or verified user id). The scope is added when it is not the namespace itself, so
+ * that two rules sharing a binding never share a count.
+ */
+export function bindingKey(spec: Pick<CounterSpec, "key" | "subject" | "namespace">): string {
+  const scope = spec.key.slice(spec.key.lastIndexOf("|") + 1);
+  const operation = spec.key.slice(spec.subject.length + 1, spec.key.length - scope.length - 1);
+  return scope === operation
+    ? `${operation}:${spec.subject}`
+    : `${operation}/${scope}:${spec.subject}`;
+}
+
+/**
+ * The binding answers only yes or no. When it refuses, the client may pass again when the
+ * binding's period rolls over; Cloudflare does not say when that is, so this assumes periods
+ * aligned to the epoch (as the local emulator does): a Retry-After of at most the period.
+ */
+function bindingState(spec: CounterSpec, success: boolean, now: number): CounterState {
+  const { end } = windowAt(spec.window, now);
+  if (success) {
+    return { allowed: true, count: 0, remaining: UNKNOWN_REMAINING, resetAt: end, retryAfterMs: 0 };
+  }
+  return { allowed: false, count: spec.limit, remaining: 0, resetAt: end, retryAfterMs: end - now };
+}
+
+/** An exact counter the request never reached, because a binding refused it first. */
+function notConsulted(now: number): CounterState {
+  return { allowed: true, count: 0, remaining: UNKNOWN_REMAINING, resetAt: now, retryAfterMs: 0 };
+}
+
+export function cloudflareStore(options: CloudflareStoreOptions): CloudflareStore {
+  return new CloudflareStore(options);
+}
