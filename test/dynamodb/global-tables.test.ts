@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CounterSpec } from "../../src/core/types.js";
+import { DynamoDbStore } from "../../src/stores/dynamodb.js";
+import type { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
+import { createRateLimitTable, type LocalDynamo, startDynalite, TEST_CREDENTIALS } from "./harness.js";
+
+type RawItem = Record<string, { S?: string; N?: string }>;
+
+/**
+ * Global Tables' default mode as a test double between two real DynamoDB-protocol servers:
+ * every `lagMs`, each item that changed in one region since the last pass is copied whole to
+ * the other; an item changed in both is resolved last writer wins (the later pass's copy
+ * overwrites the other), as DynamoDB does per item.
+ */
+interface Replica {
+  readonly client: DynamoDbHttpClient;
+  readonly seen: Map<string, string>;
+}
+
+class Replicator {
+  readonly #regions: readonly Replica[];
+  readonly #table: string;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> = Promise.resolve();
+
+  constructor(table: string, clients: readonly DynamoDbHttpClient[], lagMs: number) {
+    this.#table = table;
+    this.#regions = clients.map((client) => ({ client, seen: new Map() }));
+    this.#timer = setInterval(() => {
+      this.#running = this.#running.then(() => this.pass());
+    }, lagMs);
+  }
+
+  async pass(): Promise<void> {
+    const scans = await Promise.all(this.#regions.map(({ client }) => this.#scan(client)));
+    // What each region wrote itself since the last pass (not what this replicator copied in).
+    const changed = this.#regions.map(({ seen }, index) => {
+      const writes = new Map<string, RawItem>();
+      for (const [key, item] of scans[index] as Map<string, RawItem>) {
+        if (seen.get(key) !== JSON.stringify(item)) writes.set(key, item);
+      }
+      return writes;
+    });
+    const winners = new Map<string, { item: RawItem; from: number }>();
+    // Last writer wins: a later region's write replaces an earlier one's for the same item.
+    changed.forEach((writes, from) => {
+      for (const [key, item] of writes) winners.set(key, { item, from });
+    });
+    for (const [key, { item, from }] of winners) {
+      const text = JSON.stringify(item);
+      (this.#regions[from] as Replica).seen.set(key, text);
+      for (let to = 0; to < this.#regions.length; to++) {
+        if (to === from) continue;
+        const target = this.#regions[to] as Replica;
+        await target.client.call("PutItem", { TableName: this.#table, Item: item });
+        target.seen.set(key, text);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+    await this.pass();
+    await this.pass();
+  }
+
+  async #scan(client: DynamoDbHttpClient): Promise<Map<string, RawItem>> {
+    const answer = await client.call<{ Items: RawItem[] }>("Scan", { TableName: this.#table, ConsistentRead: true });
+    return new Map(answer.Items.map((item) => [`${item.PK?.S}\u0000${item.SK?.S}`, item]));
+  }
+}
+
+const T0 = Date.UTC(2026, 1, 14, 14, 30, 5);
+const REGIONS = ["eu-west-1", "sa-east-1"] as const;
+const spec: CounterSpec = {
+  key: "ip:203.0.113.99|default|global",
+  subject: "ip:203.0.113.99",
+  algorithm: "fixed-window",
+  limit: 100,
+  window: { ms: 60_000 },
+  cost: 1,
+  mode: "enforce",
+  ruleId: "anonymous.global",
+  namespace: "default",
+  backend: undefined,
+};
+
+/** The seed's write: one shared item per key and window, `ADD` in whichever region serves. */
+async function seedIncrement(client: DynamoDbHttpClient, table: string): Promise<number> {
+  const answer = await client.call<{ Attributes: { count: { N: string } } }>("UpdateItem", {
+    TableName: table,
+    Key: { PK: { S: "IP#203.0.113.99#PATH#global" }, SK: { S: String(Math.floor(T0 / 60_000)) } },
+    UpdateExpression: "ADD #c :one SET #t = if_not_exists(#t, :ttl)",
+    ExpressionAttributeNames: { "#c": "count", "#t": "ttl" },
+    ExpressionAttributeValues: { ":one": { N: "1" }, ":ttl": { N: "1" } },
+    ReturnValues: "UPDATED_NEW",
+  });
+  return Number(answer.Attributes.count.N);
+}
+
+async function totalIn(client: DynamoDbHttpClient, table: string): Promise<number> {
+  const answer = await client.call<{ Items: RawItem[] }>("Scan", { TableName: table, ConsistentRead: true });
+  return answer.Items.reduce((sum, item) => sum + Number(item.count?.N ?? 0), 0);
+}
+
+let servers: LocalDynamo[] = [];
+const stores: DynamoDbStore[] = [];
+
+beforeAll(async () => {
+  servers = await Promise.all(REGIONS.map((region) => startDynalite(region)));
+});
+
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  await Promise.all(servers.map((server) => server.close()));
+});
+
+describe("Global Tables with last-writer-wins replication between two regions", () => {
+  it("loses increments with the seed's single shared item", async () => {
+    const table = "seed-design";
+    await Promise.all(servers.map((server) => createRateLimitTable(server.client, table)));
+    const replicator = new Replicator(table, servers.map((server) => server.client), 15);
+    let admitted = 0;
+    try {
+      // Bursts of five per region at once, faster than replication settles.
+      for (let burst = 0; burst < 16; burst++) {
+        const counts = await Promise.all(
+          servers.flatMap((server) => Array.from({ length: 5 }, () => seedIncrement(server.client, table))),
+        );
+        admitted += counts.filter((count) => count <= spec.limit).length;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    } finally {
+      await replicator.stop();
+    }
+    const totals = await Promise.all(servers.map((server) => totalIn(server.client, table)));
+    expect(totals[0]).toBe(totals[1]);
+    expect(totals[0]).toBeLessThan(160);
+    // Lost increments admit more than the limit.
+    expect(admitted).toBeGreaterThan(spec.limit);
+  });
+
+  it("loses none when each region writes its own item and reads the sum", async () => {
+    const table = "per-region";
+    await Promise.all(servers.map((server) => createRateLimitTable(server.client, table)));
+    const regional = REGIONS.map((region, i) => {
+      const store = new DynamoDbStore({
+        table,
+        region,
+        endpoint: (servers[i] as LocalDynamo).endpoint,
+        credentials: TEST_CREDENTIALS,
+        globalRegions: REGIONS,
+        remoteCacheMs: 0,
+      });
+      stores.push(store);
+      return store;
+    });
+    const replicator = new Replicator(table, servers.map((server) => server.client), 15);
+    let admitted = 0;
+    try {
+      for (let burst = 0; burst < 16; burst++) {
+        const results = await Promise.all(
+          regional.flatMap((store) => Array.from({ length: 5 }, () => store.apply([spec], T0 + burst))),
+        );
+        admitted += results.filter(([state]) => state?.allowed).length;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    } finally {
+      await replicator.stop();
+    }
+    const totals = await Promise.all(servers.map((server) => totalIn(server.client, table)));
+    expect(totals).toEqual([160, 160]);
+    // Admission can overshoot only by what was in flight within one replication lag.
+    expect(admitted).toBeGreaterThanOrEqual(spec.limit);
+    expect(admitted).toBeLessThanOrEqual(spec.limit + 20);
+    // Once replicated, both regions see the whole count and refuse.
+    for (const store of regional) {
+      const [state] = await store.apply([spec], T0 + 100);
+      expect(state?.allowed).toBe(false);
+      expect(state?.count).toBe(161);
+    }
+  });
+});
