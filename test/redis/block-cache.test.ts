@@ -1,0 +1,74 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLimiter } from "../../src/core/limiter.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { RedisStore } from "../../src/stores/redis.js";
+import { type RedisServer, startRedis } from "./redis-server.js";
+
+let server: RedisServer;
+let cleanup: () => Promise<void>;
+
+beforeAll(async () => {
+  ({ server, cleanup } = await startRedis());
+});
+
+afterAll(async () => {
+  await cleanup?.();
+});
+
+async function evalCalls(admin: Redis): Promise<number> {
+  const info = await admin.info("commandstats");
+  let calls = 0;
+  for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) {
+    calls += Number(match[1]);
+  }
+  return calls;
+}
+
+describe("the block cache in front of Redis", () => {
+  it("answers the seed's attack (one IP at 800/s against 60/min, 60 s) with 120 round trips", async () => {
+    // Simulated time, one day ahead of the real clock so that Redis keeps the keys it is given.
+    const store = new RedisStore({ client: server.url, clock: "caller" });
+    const admin = new Redis({ port: server.port, host: "127.0.0.1" });
+    try {
+      await store.ready();
+      await admin.config("RESETSTAT");
+      const windowStart = Math.ceil((Date.now() + 86_400_000) / 60_000) * 60_000;
+      let now = windowStart;
+      const limiter = createLimiter({
+        store,
+        clock: () => now,
+        policy: definePolicy({
+          budget: "5s",
+          tiers: {
+            anonymous: {
+              global: { limit: 60, window: "60s", action: "challenge", challengeBand: 2 },
+            },
+          },
+        }),
+      });
+      const reasons: Record<string, number> = {};
+      const requests = 800 * 60;
+      for (let i = 0; i < requests; i++) {
+        now = windowStart + Math.floor((i * 1000) / 800);
+        const verdict = await limiter.check({ ip: "203.0.113.66", path: "/api/search" });
+        reasons[verdict.reason] = (reasons[verdict.reason] ?? 0) + 1;
+      }
+      // 60 admitted, 59 challenged (count under 2x), the 120th blocked in Redis; the rest locally.
+      expect(reasons).toEqual({
+        "within-limit": 60,
+        "challenge-band": 59,
+        "over-limit": 1,
+        "blocked-cached": requests - 120,
+      });
+      expect(store.roundTrips).toBe(120);
+      expect(await evalCalls(admin)).toBe(120);
+      expect(limiter.blockCacheHits).toBe(requests - 120);
+      const blocked = requests - 119;
+      expect(store.roundTrips / blocked).toBeLessThanOrEqual(0.01);
+    } finally {
+      admin.disconnect();
+      await store.close();
+    }
+  });
+});
