@@ -1,5 +1,6 @@
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -313,7 +314,7 @@ describe("DynamoDB item source (dynalite)", () => {
   let client: DynamoDBClient;
 
   beforeAll(async () => {
-    const dynalite = (await import("dynalite")).default as (options: object) => Server;
+    const dynalite = createRequire(import.meta.url)("dynalite") as (options: object) => Server;
     server = dynalite({ createTableMs: 0 });
     endpoint = `http://127.0.0.1:${await listen(server)}`;
     client = new DynamoDBClient({ endpoint, region: "us-east-1", credentials: CREDENTIALS });
