@@ -43,6 +43,8 @@ export interface ListsOptions {
    */
   readonly fileSource?: (path: string) => ListSource;
   readonly onError?: (error: unknown, stats: ListStats) => void;
+  /** Failed loads are logged here when no `onError` is given (pino and console both fit). */
+  readonly logger?: { warn(message: object): void };
   /** Wait for every list's first load before resolving (default true). */
   readonly waitForFirstLoad?: boolean;
 }
@@ -75,7 +77,7 @@ export async function createLists(
           refreshMs: list.refreshMs,
           clock: options.clock,
           mode: options.mode,
-          onError: options.onError,
+          onError: options.onError ?? logFailure(options.logger),
         }),
       );
     }
@@ -131,4 +133,12 @@ function credentials(options: ListsOptions): AwsCredentials {
   const processEnv = (globalThis as { process?: { env?: Record<string, string | undefined> } })
     .process?.env;
   return awsCredentialsFromEnv(options.env ?? processEnv ?? {});
+}
+
+function logFailure(
+  logger: ListsOptions["logger"],
+): ((error: unknown, stats: ListStats) => void) | undefined {
+  if (logger === undefined) return undefined;
+  return (_error, stats) =>
+    logger.warn({ msg: "list refresh failed; keeping the last good list", list: stats });
 }

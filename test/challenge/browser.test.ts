@@ -1,0 +1,180 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type BrowserContext, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SERVE = "src/cli/serve.ts";
+const LIMIT = 3;
+
+const POLICY = `
+version: 1
+identity:
+  ip:
+    source: x-forwarded-for
+    trustedProxies: [127.0.0.0/8, "::1/128"]
+tiers:
+  anonymous:
+    global: { limit: ${LIMIT}, action: challenge, challengeBand: 4 }
+challenge:
+  path: /captcha
+  secret: { env: EDGELIMIT_PASS_SECRET }
+  difficulty: 10
+  cookie: { secure: false }
+`;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function waitFor(url: string, deadlineMs: number): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not come up`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe.skipIf(!existsSync(SERVE) || !existsSync(CHROMIUM))(
+  "challenge end to end in Chromium through edgelimit serve",
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), "edgelimit-challenge-e2e-"));
+    let origin: Server;
+    let gateway: ChildProcess | undefined;
+    let context: BrowserContext | undefined;
+    let base = "";
+    let gatewayOutput = "";
+
+    beforeAll(async () => {
+      origin = createServer((req, res) => {
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end(`origin saw ${req.url}`);
+      });
+      await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+      const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+      const policyFile = join(dir, "policy.yaml");
+      writeFileSync(policyFile, POLICY);
+      const port = await freePort();
+      const adminPort = await freePort();
+      gateway = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "src/cli/main.ts",
+          "serve",
+          "--policy",
+          policyFile,
+          "--upstream",
+          originUrl,
+          "--port",
+          String(port),
+          "--admin-port",
+          String(adminPort),
+          "--host",
+          "127.0.0.1",
+        ],
+        {
+          env: { ...process.env, EDGELIMIT_PASS_SECRET: "e2e-pass-secret" },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      gateway.stdout?.on("data", (chunk) => {
+        gatewayOutput = (gatewayOutput + chunk).slice(-4000);
+      });
+      gateway.stderr?.on("data", (chunk) => {
+        gatewayOutput = (gatewayOutput + chunk).slice(-4000);
+      });
+      base = `http://127.0.0.1:${port}`;
+      await waitFor(`http://127.0.0.1:${adminPort}/healthz`, 20_000).catch((error) => {
+        throw new Error(`${(error as Error).message}\n${gatewayOutput}`);
+      });
+      context = await chromium.launchPersistentContext(join(dir, "profile"), {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: [
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+        ],
+      });
+    }, 60_000);
+
+    afterAll(async () => {
+      await context?.close().catch(() => undefined);
+      if (gateway !== undefined && gateway.exitCode === null) {
+        const exited = new Promise((resolve) => gateway?.once("exit", resolve));
+        gateway.kill("SIGTERM");
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
+        if (gateway.exitCode === null) gateway.kill("SIGKILL");
+      }
+      await new Promise<void>((resolve) => origin?.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const get = (path: string, headers: Record<string, string> = {}) =>
+      fetch(`${base}${path}`, { headers, redirect: "manual" });
+
+    it("challenges past the limit, lets the page solve it, returns to the URI, and binds the pass to the IP", async () => {
+      // The browser connects from 127.0.0.1 without X-Forwarded-For: its client IP is 127.0.0.1.
+      for (let i = 0; i < LIMIT; i++) expect((await get("/warmup")).status).toBe(200);
+
+      const page = await (context as BrowserContext).newPage();
+      const statuses: [number, string][] = [];
+      page.on("response", (response) => {
+        statuses.push([response.status(), new URL(response.url()).pathname]);
+      });
+      await page.goto(`${base}/reports?q=edge%20limits&page=2`);
+      await page.waitForURL(`${base}/reports?q=edge%20limits&page=2`, { timeout: 30_000 });
+      expect(await page.textContent("body")).toBe("origin saw /reports?q=edge%20limits&page=2");
+      expect(statuses).toContainEqual([302, "/reports"]);
+      expect(statuses).toContainEqual([200, "/captcha"]);
+      expect(statuses).toContainEqual([303, "/captcha/verify"]);
+
+      const cookies = await (context as BrowserContext).cookies(base);
+      const pass = cookies.find((cookie) => cookie.name === "edgelimit_pass");
+      expect(pass?.httpOnly).toBe(true);
+      expect(pass?.sameSite).toBe("Lax");
+      const cookie = `edgelimit_pass=${pass?.value}`;
+
+      // The holder passes on the same IP without being challenged again.
+      expect((await get("/reports", { cookie })).status).toBe(200);
+
+      // Another client IP (X-Forwarded-For from a loopback proxy is trusted) over its own limit
+      // presents the same cookie: challenged again.
+      const other = { "x-forwarded-for": "198.51.100.9" };
+      for (let i = 0; i < LIMIT; i++) expect((await get("/warmup", other)).status).toBe(200);
+      const stolen = await get("/reports", { ...other, cookie });
+      expect(stolen.status).toBe(302);
+      expect(stolen.headers.get("location")).toBe("/captcha?redirect=%2Freports");
+      await page.close();
+    }, 60_000);
+
+    it("never redirects off-site after a challenge", async () => {
+      const page = await (context as BrowserContext).newPage();
+      await page.goto(`${base}/captcha?redirect=${encodeURIComponent("//evil.example/steal")}`);
+      await page.waitForURL((url) => url.pathname !== "/captcha", { timeout: 30_000 });
+      expect(new URL(page.url()).origin).toBe(base);
+      expect(new URL(page.url()).pathname).toBe("/");
+      await page.close();
+    }, 60_000);
+  },
+);
