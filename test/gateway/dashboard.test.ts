@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type BrowserContext, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGateway, type Gateway } from "../../src/gateway/server.js";
+import { loadPolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
+import { capturingLogger, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
+
+/** The dashboard in Debian's Chromium, driven by playwright-core. */
+const userDataDir = mkdtempSync(join(tmpdir(), "edgelimit-chromium-"));
+let origin: TestServer;
+let gateway: Gateway;
+let browser: BrowserContext | undefined;
+let base: string;
+let adminUrl: string;
+
+beforeAll(async () => {
+  origin = await startOrigin((_req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("ok");
+  });
+  gateway = createGateway({
+    policy: loadPolicy("examples/policies/cloudfront.yaml"),
+    store: memoryStore(),
+    upstream: origin.url,
+    port: 0,
+    host: "127.0.0.1",
+    adminPort: 0,
+    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
+    logger: capturingLogger().logger,
+  });
+  const started = await gateway.start();
+  base = started.url;
+  adminUrl = started.adminUrl as string;
+  // A fresh profile for every run: nothing from an earlier session leaks in.
+  browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: "/usr/bin/chromium",
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await gateway?.close();
+  await origin?.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+});
+
+describe("the live dashboard", () => {
+  it("shows the blocked figure rise while a client is being blocked", async () => {
+    const page = await (browser as BrowserContext).newPage();
+    const pageErrors: string[] = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    const outside: string[] = [];
+    page.on("request", (request) => {
+      if (!request.url().startsWith(adminUrl)) outside.push(request.url());
+    });
+    await page.goto(adminUrl);
+    await page.waitForSelector("#status:text('live')");
+    expect(await page.textContent("#total-block")).toBe("0");
+    // The chart rendered from the locally served uPlot.
+    await page.waitForSelector("#chart canvas");
+
+    for (let i = 0; i < 9; i++) {
+      const response = await fetch(`${base}api/export`, {
+        headers: { "x-forwarded-for": "203.0.113.5" },
+      });
+      await response.arrayBuffer();
+    }
+    // 3 per minute on /api/export: 6 blocked; the page learns it from its live feed.
+    await page.waitForFunction(
+      () => document.querySelector("#total-block")?.textContent === "6",
+      undefined,
+      {
+        timeout: 10_000,
+      },
+    );
+    expect(await page.textContent("#total-allow")).toBe("3");
+    await page.waitForSelector("#offenders td:text('ip:203.0.113.5')");
+    expect(await page.textContent("#rules")).toContain("anonymous.path./api/export");
+    expect(pageErrors).toEqual([]);
+    expect(outside).toEqual([]);
+    await page.close();
+  }, 60_000);
+});

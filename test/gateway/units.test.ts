@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import { EdgelimitError } from "../../src/core/errors.js";
+import { SpaceSaving } from "../../src/gateway/heavy-hitters.js";
+import { RateSeries } from "../../src/gateway/rate-series.js";
+import { redact, storeFromUrl } from "../../src/stores/from-url.js";
+
+describe("SpaceSaving", () => {
+  it("keeps a heavy key on top through a flood of one-off keys, in bounded slots", () => {
+    const sketch = new SpaceSaving(10);
+    for (let i = 0; i < 5_000; i++) {
+      sketch.offer("ip:203.0.113.66");
+      sketch.offer(`ip:10.0.${i >> 8}.${i & 255}`);
+    }
+    expect(sketch.size).toBe(10);
+    const [top] = sketch.top(1);
+    expect(top?.key).toBe("ip:203.0.113.66");
+    // Counts never under-estimate, and over-estimate by at most the recorded error.
+    expect(top?.count).toBeGreaterThanOrEqual(5_000);
+    expect((top?.count ?? 0) - (top?.error ?? 0)).toBeLessThanOrEqual(5_000);
+    expect(sketch.total).toBe(10_000);
+  });
+
+  it("counts exactly while the keys fit", () => {
+    const sketch = new SpaceSaving(3);
+    for (const key of ["a", "b", "a", "c", "a", "b"]) sketch.offer(key);
+    expect(sketch.top()).toEqual([
+      { key: "a", count: 3, error: 0 },
+      { key: "b", count: 2, error: 0 },
+      { key: "c", count: 1, error: 0 },
+    ]);
+  });
+});
+
+describe("RateSeries", () => {
+  it("buckets decisions per second and forgets seconds that scrolled out", () => {
+    const series = new RateSeries(5);
+    series.record("block", 10_100);
+    series.record("block", 10_900);
+    series.record("allow", 11_000);
+    series.record("allow", 2_000); // an old second sharing slot 2 with second 12
+    const samples = series.samples(12_500);
+    expect(samples.map((sample) => sample.at)).toEqual([8, 9, 10, 11, 12]);
+    expect(samples[2]).toMatchObject({ block: 2, allow: 0 });
+    expect(samples[3]).toMatchObject({ allow: 1 });
+    expect(samples[4]).toMatchObject({ allow: 0 });
+  });
+});
+
+describe("storeFromUrl", () => {
+  it("opens the memory store", async () => {
+    const store = await storeFromUrl("memory");
+    expect(store.name).toBe("memory");
+    expect(store.local).toBe(true);
+  });
+
+  it("rejects an unknown scheme with a message that lists the choices", async () => {
+    const attempt = storeFromUrl("mongodb://user:pw@host/db");
+    await expect(attempt).rejects.toBeInstanceOf(EdgelimitError);
+    await expect(attempt).rejects.toThrow(/use memory, redis:\/\/HOST:PORT/);
+    await expect(attempt).rejects.not.toThrow(/pw/);
+  });
+
+  it("hides credentials", () => {
+    expect(redact("redis://:hunter2@10.0.0.1:6379")).toBe("redis://***@10.0.0.1:6379");
+  });
+});
