@@ -28,7 +28,12 @@ export class DynamoDbError extends EdgelimitError {
   /** The item as it was, when DynamoDB returns it with a failed condition. */
   readonly item: Record<string, AttributeValue> | undefined;
 
-  constructor(type: string, status: number, message: string, item?: Record<string, AttributeValue>) {
+  constructor(
+    type: string,
+    status: number,
+    message: string,
+    item?: Record<string, AttributeValue>,
+  ) {
     super("EL_STORE_FAILED", `DynamoDB ${type}: ${message}`);
     this.type = type;
     this.status = status;
@@ -139,7 +144,10 @@ export interface SigningInput {
 /** SigV4 headers for one DynamoDB JSON call (`POST /`). */
 export function signDynamoDbRequest(input: SigningInput): Record<string, string> {
   const { credentials, body } = input;
-  const amzDate = input.now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}/, "");
+  const amzDate = input.now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d{3}/, "");
   const date = amzDate.slice(0, 8);
   const headers: Record<string, string> = {
     "content-type": "application/x-amz-json-1.0",
@@ -162,7 +170,8 @@ export function signDynamoDbRequest(input: SigningInput): Record<string, string>
   ].join("\n");
   const scope = `${date}/${input.region}/${SERVICE}/aws4_request`;
   const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${sha256Hex(canonical)}`;
-  const key = input.signingKey?.(date) ?? deriveSigningKey(credentials.secretAccessKey, date, input.region);
+  const key =
+    input.signingKey?.(date) ?? deriveSigningKey(credentials.secretAccessKey, date, input.region);
   const signature = createHmac("sha256", key).update(toSign).digest("hex");
   headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
   headers["content-length"] = String(Buffer.byteLength(body));
@@ -223,7 +232,12 @@ function readAnswer<T>(
     const type = fullType.slice(fullType.lastIndexOf("#") + 1);
     const message = String(parsed.message ?? parsed.Message ?? "");
     reject(
-      new DynamoDbError(type, status, message, parsed.Item as Record<string, AttributeValue> | undefined),
+      new DynamoDbError(
+        type,
+        status,
+        message,
+        parsed.Item as Record<string, AttributeValue> | undefined,
+      ),
     );
   });
 }

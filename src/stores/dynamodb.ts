@@ -1,5 +1,5 @@
-import { ALGORITHMS } from "../core/algorithms/index.js";
 import type { TokenBucketState, WindowedState } from "../core/algorithms/index.js";
+import { ALGORITHMS } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { CounterSpec, CounterState, Store, WindowSpec } from "../core/types.js";
 import { windowAt, windowLengthMs } from "../core/windows.js";
@@ -10,7 +10,7 @@ import {
   DynamoDbHttpClient,
 } from "./dynamodb-client.js";
 
-export { DynamoDbError, DynamoDbHttpClient, type AwsCredentials } from "./dynamodb-client.js";
+export { type AwsCredentials, DynamoDbError, DynamoDbHttpClient } from "./dynamodb-client.js";
 
 export interface DynamoDbStoreOptions {
   /** Table name (default `rate-limits`): partition key `PK`, sort key `SK`, TTL attribute `ttl`. */
@@ -103,7 +103,10 @@ export class DynamoDbStore implements Store {
 
   constructor(options: DynamoDbStoreOptions) {
     if (typeof options.region !== "string" || options.region === "") {
-      throw new EdgelimitError("EL_BAD_ARGUMENT", "dynamodbStore: region is required (for example eu-west-1)");
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        "dynamodbStore: region is required (for example eu-west-1)",
+      );
     }
     this.table = options.table ?? DEFAULT_TABLE;
     this.region = options.region;
@@ -131,7 +134,9 @@ export class DynamoDbStore implements Store {
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
     const outcomes = await Promise.all(
       counters.map((spec) =>
-        spec.algorithm === "token-bucket" ? this.#takeTokens(spec, now) : this.#countWindow(spec, now),
+        spec.algorithm === "token-bucket"
+          ? this.#takeTokens(spec, now)
+          : this.#countWindow(spec, now),
       ),
     );
     let admitted = true;
@@ -180,7 +185,11 @@ export class DynamoDbStore implements Store {
         ExpressionAttributeValues: {
           ":cost": { N: String(spec.cost) },
           ":ttl": {
-            N: String(spec.algorithm === "sliding-window" ? ttlSeconds + windowSeconds(spec.window, now) : ttlSeconds),
+            N: String(
+              spec.algorithm === "sliding-window"
+                ? ttlSeconds + windowSeconds(spec.window, now)
+                : ttlSeconds,
+            ),
           },
         },
         ReturnValues: "UPDATED_NEW",
@@ -193,7 +202,11 @@ export class DynamoDbStore implements Store {
     const remote = this.#global ? this.#remoteSum(spec.key, windowKey, now) : Promise.resolve(0);
     const [answer, previousCount, remoteCount] = await Promise.all([increment, previous, remote]);
     const own = numberOf(answer.Attributes?.count);
-    const before: WindowedState = { index, count: own - spec.cost + remoteCount, previous: previousCount };
+    const before: WindowedState = {
+      index,
+      count: own - spec.cost + remoteCount,
+      previous: previousCount,
+    };
     const after: WindowedState = { index, count: own + remoteCount, previous: previousCount };
     const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
     return { kind: "windowed", before, after, allowed, item };
@@ -216,7 +229,9 @@ export class DynamoDbStore implements Store {
           {
             TableName: this.table,
             Key: item,
-            UpdateExpression: busy ? "SET #tat = #tat + :step, #ttl = :ttl" : "SET #tat = :fresh, #ttl = :ttl",
+            UpdateExpression: busy
+              ? "SET #tat = #tat + :step, #ttl = :ttl"
+              : "SET #tat = :fresh, #ttl = :ttl",
             ConditionExpression: busy
               ? "#tat >= :now AND #tat <= :latest"
               : "attribute_not_exists(#tat) OR #tat < :now",
@@ -239,7 +254,14 @@ export class DynamoDbStore implements Store {
         );
         const tat = numberOf(answer.Attributes?.tat);
         this.#remember(this.#tatHints, spec.key, tat);
-        return { kind: "token", before: { tat: tat - step }, after: { tat }, allowed: true, taken: step, item };
+        return {
+          kind: "token",
+          before: { tat: tat - step },
+          after: { tat },
+          allowed: true,
+          taken: step,
+          item,
+        };
       } catch (error) {
         if (!(error instanceof DynamoDbError) || error.type !== "ConditionalCheckFailedException") {
           throw error;
@@ -372,7 +394,10 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
   try {
     parsed = new URL(url);
   } catch {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `not a URL: ${url}; expected dynamodb://TABLE?region=R`);
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `not a URL: ${url}; expected dynamodb://TABLE?region=R`,
+    );
   }
   if (parsed.protocol !== "dynamodb:") {
     throw new EdgelimitError("EL_BAD_ARGUMENT", `expected dynamodb://TABLE?region=R; got ${url}`);
@@ -380,15 +405,27 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
   const table = decodeURIComponent(parsed.hostname || parsed.pathname.replace(/^\/+/, ""));
   const region = parsed.searchParams.get("region") ?? "";
   if (region === "") {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `${url}: add ?region=REGION (for example ?region=us-east-1)`);
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `${url}: add ?region=REGION (for example ?region=us-east-1)`,
+    );
   }
   const regions = parsed.searchParams.get("regions");
   const remoteCacheMs = parsed.searchParams.get("remoteCacheMs");
   return {
     table: table === "" ? DEFAULT_TABLE : table,
     region,
-    ...(parsed.searchParams.get("endpoint") ? { endpoint: parsed.searchParams.get("endpoint") as string } : {}),
-    ...(regions ? { globalRegions: regions.split(",").map((entry) => entry.trim()).filter(Boolean) } : {}),
+    ...(parsed.searchParams.get("endpoint")
+      ? { endpoint: parsed.searchParams.get("endpoint") as string }
+      : {}),
+    ...(regions
+      ? {
+          globalRegions: regions
+            .split(",")
+            .map((entry) => entry.trim())
+            .filter(Boolean),
+        }
+      : {}),
     ...(remoteCacheMs ? { remoteCacheMs: Number(remoteCacheMs) } : {}),
   };
 }

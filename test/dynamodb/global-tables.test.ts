@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import type { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
-import { createRateLimitTable, type LocalDynamo, startDynalite, TEST_CREDENTIALS } from "./harness.js";
+import {
+  createRateLimitTable,
+  type LocalDynamo,
+  startDynalite,
+  TEST_CREDENTIALS,
+} from "./harness.js";
 
 type RawItem = Record<string, { S?: string; N?: string }>;
 
@@ -67,7 +72,10 @@ class Replicator {
   }
 
   async #scan(client: DynamoDbHttpClient): Promise<Map<string, RawItem>> {
-    const answer = await client.call<{ Items: RawItem[] }>("Scan", { TableName: this.#table, ConsistentRead: true });
+    const answer = await client.call<{ Items: RawItem[] }>("Scan", {
+      TableName: this.#table,
+      ConsistentRead: true,
+    });
     return new Map(answer.Items.map((item) => [`${item.PK?.S}\u0000${item.SK?.S}`, item]));
   }
 }
@@ -101,7 +109,10 @@ async function seedIncrement(client: DynamoDbHttpClient, table: string): Promise
 }
 
 async function totalIn(client: DynamoDbHttpClient, table: string): Promise<number> {
-  const answer = await client.call<{ Items: RawItem[] }>("Scan", { TableName: table, ConsistentRead: true });
+  const answer = await client.call<{ Items: RawItem[] }>("Scan", {
+    TableName: table,
+    ConsistentRead: true,
+  });
   return answer.Items.reduce((sum, item) => sum + Number(item.count?.N ?? 0), 0);
 }
 
@@ -121,13 +132,19 @@ describe("Global Tables with last-writer-wins replication between two regions", 
   it("loses increments with the seed's single shared item", async () => {
     const table = "seed-design";
     await Promise.all(servers.map((server) => createRateLimitTable(server.client, table)));
-    const replicator = new Replicator(table, servers.map((server) => server.client), 15);
+    const replicator = new Replicator(
+      table,
+      servers.map((server) => server.client),
+      15,
+    );
     let admitted = 0;
     try {
       // Bursts of five per region at once, faster than replication settles.
       for (let burst = 0; burst < 16; burst++) {
         const counts = await Promise.all(
-          servers.flatMap((server) => Array.from({ length: 5 }, () => seedIncrement(server.client, table))),
+          servers.flatMap((server) =>
+            Array.from({ length: 5 }, () => seedIncrement(server.client, table)),
+          ),
         );
         admitted += counts.filter((count) => count <= spec.limit).length;
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -157,12 +174,18 @@ describe("Global Tables with last-writer-wins replication between two regions", 
       stores.push(store);
       return store;
     });
-    const replicator = new Replicator(table, servers.map((server) => server.client), 15);
+    const replicator = new Replicator(
+      table,
+      servers.map((server) => server.client),
+      15,
+    );
     let admitted = 0;
     try {
       for (let burst = 0; burst < 16; burst++) {
         const results = await Promise.all(
-          regional.flatMap((store) => Array.from({ length: 5 }, () => store.apply([spec], T0 + burst))),
+          regional.flatMap((store) =>
+            Array.from({ length: 5 }, () => store.apply([spec], T0 + burst)),
+          ),
         );
         admitted += results.filter(([state]) => state?.allowed).length;
         await new Promise((resolve) => setTimeout(resolve, 5));

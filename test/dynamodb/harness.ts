@@ -1,5 +1,6 @@
-import type { AddressInfo, Server } from "node:net";
+import type { Server } from "node:http";
 import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
 
 const require = createRequire(import.meta.url);
@@ -32,7 +33,10 @@ export async function startDynalite(region = "us-east-1"): Promise<LocalDynamo> 
 }
 
 /** The table as infra/ declares it: PK/SK strings, on-demand. */
-export async function createRateLimitTable(client: DynamoDbHttpClient, table: string): Promise<void> {
+export async function createRateLimitTable(
+  client: DynamoDbHttpClient,
+  table: string,
+): Promise<void> {
   await client.call("CreateTable", {
     TableName: table,
     AttributeDefinitions: [
@@ -56,10 +60,13 @@ export interface StoredItem {
 }
 
 export async function scanTable(client: DynamoDbHttpClient, table: string): Promise<StoredItem[]> {
-  const answer = await client.call<{ Items: Record<string, { S?: string; N?: string }>[] }>("Scan", {
-    TableName: table,
-    ConsistentRead: true,
-  });
+  const answer = await client.call<{ Items: Record<string, { S?: string; N?: string }>[] }>(
+    "Scan",
+    {
+      TableName: table,
+      ConsistentRead: true,
+    },
+  );
   return answer.Items.map((item) => ({
     PK: item.PK?.S ?? "",
     SK: item.SK?.S ?? "",

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AwsV4Signer } from "aws4fetch";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbStore, parseDynamodbUrl } from "../../src/stores/dynamodb.js";
 import { signDynamoDbRequest } from "../../src/stores/dynamodb-client.js";
@@ -67,14 +67,16 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     const instances = Array.from({ length: 5 }, () => storeOn(table));
     const spec = counter("ip:203.0.113.7|default|global");
     const results = await Promise.all(
-      Array.from({ length: 500 }, (_, i) =>
-        (instances[i % 5] as DynamoDbStore).apply([spec], T0),
-      ),
+      Array.from({ length: 500 }, (_, i) => (instances[i % 5] as DynamoDbStore).apply([spec], T0)),
     );
     expect(results.filter(([state]) => state?.allowed).length).toBe(100);
     const items = await scanTable(dynamo.client, table);
     expect(items).toHaveLength(1);
-    expect(items[0]).toMatchObject({ PK: spec.key, SK: `60000ms:${Math.floor(T0 / 60_000)}`, count: 500 });
+    expect(items[0]).toMatchObject({
+      PK: spec.key,
+      SK: `60000ms:${Math.floor(T0 / 60_000)}`,
+      count: 500,
+    });
     // The TTL is set once, past the window's end plus the grace period.
     expect(items[0]?.ttl).toBe(Math.ceil(((Math.floor(T0 / 60_000) + 1) * 60_000) / 1000) + 300);
   });
@@ -121,7 +123,8 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     // Half-way through the next window the previous ten weigh five: five more pass.
     const halfWay = windowStart + 60_000 + 30_000;
     const outcomes: boolean[] = [];
-    for (let i = 0; i < 6; i++) outcomes.push((await store.apply([spec], halfWay + i))[0]?.allowed ?? false);
+    for (let i = 0; i < 6; i++)
+      outcomes.push((await store.apply([spec], halfWay + i))[0]?.allowed ?? false);
     expect(outcomes).toEqual([true, true, true, true, true, false]);
   });
 
@@ -194,7 +197,9 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
 
   it("reads its settings from a dynamodb:// URL", () => {
     expect(
-      parseDynamodbUrl("dynamodb://limits?region=eu-west-1&endpoint=http://127.0.0.1:8000&regions=eu-west-1,sa-east-1"),
+      parseDynamodbUrl(
+        "dynamodb://limits?region=eu-west-1&endpoint=http://127.0.0.1:8000&regions=eu-west-1,sa-east-1",
+      ),
     ).toEqual({
       table: "limits",
       region: "eu-west-1",
