@@ -25,6 +25,8 @@ challenge:
   secret: { env: EDGELIMIT_PASS_SECRET }
   difficulty: 10
   cookie: { secure: false }
+lists:
+  - { name: blocked, kind: deny, file: DENY_FILE }
 `;
 
 async function freePort(): Promise<number> {
@@ -56,6 +58,8 @@ describe.skipIf(!existsSync(SERVE) || !existsSync(CHROMIUM))(
     let gateway: ChildProcess | undefined;
     let context: BrowserContext | undefined;
     let base = "";
+    let admin = "";
+    let denyFile = "";
     let gatewayOutput = "";
 
     beforeAll(async () => {
@@ -66,7 +70,9 @@ describe.skipIf(!existsSync(SERVE) || !existsSync(CHROMIUM))(
       await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
       const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
       const policyFile = join(dir, "policy.yaml");
-      writeFileSync(policyFile, POLICY);
+      denyFile = join(dir, "deny.txt");
+      writeFileSync(denyFile, "203.0.113.66\n");
+      writeFileSync(policyFile, POLICY.replace("DENY_FILE", JSON.stringify(denyFile)));
       const port = await freePort();
       const adminPort = await freePort();
       gateway = spawn(
@@ -99,6 +105,7 @@ describe.skipIf(!existsSync(SERVE) || !existsSync(CHROMIUM))(
         gatewayOutput = (gatewayOutput + chunk).slice(-4000);
       });
       base = `http://127.0.0.1:${port}`;
+      admin = `http://127.0.0.1:${adminPort}`;
       await waitFor(`http://127.0.0.1:${adminPort}/healthz`, 20_000).catch((error) => {
         throw new Error(`${(error as Error).message}\n${gatewayOutput}`);
       });
@@ -167,6 +174,24 @@ describe.skipIf(!existsSync(SERVE) || !existsSync(CHROMIUM))(
       expect(stolen.headers.get("location")).toBe("/captcha?redirect=%2Freports");
       await page.close();
     }, 60_000);
+
+    it("refuses a client on a refreshing deny list, follows file edits, and shows the list in /metrics", async () => {
+      expect((await get("/", { "x-forwarded-for": "203.0.113.66" })).status).toBe(403);
+      expect((await get("/", { "x-forwarded-for": "203.0.113.67" })).status).toBe(200);
+      const metrics = async () => (await fetch(`${admin}/metrics`)).text();
+      expect(await metrics()).toMatch(/edgelimit_list_size\{[^}]*name="blocked"[^}]*\} 1\n/);
+
+      writeFileSync(denyFile, "203.0.113.66\n203.0.113.67\n");
+      const deadline = Date.now() + 5000;
+      while ((await get("/", { "x-forwarded-for": "203.0.113.67" })).status !== 403) {
+        if (Date.now() > deadline) throw new Error("the edited deny list was not picked up");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await metrics()).toMatch(/edgelimit_list_size\{[^}]*name="blocked"[^}]*\} 2\n/);
+      expect(await metrics()).toMatch(
+        /edgelimit_list_refresh_errors\{[^}]*name="blocked"[^}]*\} 0\n/,
+      );
+    }, 30_000);
 
     it("never redirects off-site after a challenge", async () => {
       const page = await (context as BrowserContext).newPage();
