@@ -36,15 +36,19 @@ export async function scratch(): Promise<{ dir: string; cleanup: () => Promise<v
 export async function buildWorker(
   dir: string,
   policy: ResolvedPolicy | string,
-  name = "worker.js",
+  entry = EXAMPLE_ENTRY,
 ) {
-  const outfile = join(dir, name);
-  await buildCloudflareWorker({ policy, entry: EXAMPLE_ENTRY, outfile });
+  const outfile = join(dir, "worker.js");
+  await buildCloudflareWorker({ policy, entry, outfile });
   return outfile;
 }
 
 /** The real workerd runtime, with the native binding emulated and Durable Objects persisted. */
-export async function startRuntime(scriptPath: string, persistDir: string): Promise<Runtime> {
+export async function startRuntime(
+  scriptPath: string,
+  persistDir: string,
+  counterClass = "EdgelimitCounter",
+): Promise<Runtime> {
   const miniflare = new Miniflare({
     modules: true,
     scriptPath,
@@ -52,7 +56,7 @@ export async function startRuntime(scriptPath: string, persistDir: string): Prom
     modulesRoot: dirname(scriptPath),
     compatibilityDate: "2025-06-01",
     ratelimits: RATELIMITS,
-    durableObjects: { EDGELIMIT_COUNTER: { className: "EdgelimitCounter", useSQLite: true } },
+    durableObjects: { EDGELIMIT_COUNTER: { className: counterClass, useSQLite: true } },
     durableObjectsPersist: persistDir,
     bindings: { EDGELIMIT_JWT_SECRET: JWT_SECRET },
   });
