@@ -4,6 +4,7 @@ import type { KeyRing } from "./crypto.js";
 
 const PASS_VERSION = "1";
 const MAX_PASS_LENGTH = 256;
+const MAX_CACHED_PASSES = 10_000;
 
 export interface PassOptions {
   readonly keys: KeyRing;
@@ -22,6 +23,12 @@ export interface PassOptions {
  */
 export class Passes implements PassVerifier {
   readonly #options: PassOptions;
+  /**
+   * Verified (subject, pass) pairs and their expiry: a holder sends the same pass with every
+   * request, and one Web Crypto HMAC costs some twenty times a whole memory-store decision.
+   * Only successes are cached, so forged tokens cannot crowd the cache with answers.
+   */
+  readonly #verified = new Map<string, number>();
 
   constructor(options: PassOptions) {
     this.#options = options;
@@ -53,7 +60,24 @@ export class Passes implements PassVerifier {
     if (!(expiresMs > now)) return false;
     // A pass that claims to outlive its TTL was not issued by us (or the TTL was shortened).
     if (expiresMs > now + this.#options.ttlMs + 1000) return false;
-    return this.#options.keys.verify(await this.#message(subject, expires), mac);
+    const cacheKey = `${subject}\n${token}`;
+    if (this.#verified.has(cacheKey)) return true;
+    const valid = await this.#options.keys.verify(await this.#message(subject, expires), mac);
+    if (valid) this.#remember(cacheKey, expiresMs, now);
+    return valid;
+  }
+
+  #remember(cacheKey: string, expiresMs: number, now: number): void {
+    if (this.#verified.size >= MAX_CACHED_PASSES) {
+      for (const [key, until] of this.#verified) {
+        if (until <= now) this.#verified.delete(key);
+      }
+      if (this.#verified.size >= MAX_CACHED_PASSES) {
+        const oldest = this.#verified.keys().next();
+        if (!oldest.done) this.#verified.delete(oldest.value);
+      }
+    }
+    this.#verified.set(cacheKey, expiresMs);
   }
 
   /** The limiter's hook: the request's pass cookie, checked against the counted subject. */

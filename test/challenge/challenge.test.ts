@@ -43,6 +43,9 @@ describe("passes", () => {
     const handler = challengeFor(policy());
     const token = await handler.passes.issue(ALICE, T0);
     expect(await handler.passes.verifyToken(token, ALICE, T0 + 29 * 60_000)).toBe(true);
+    // Verified passes are cached: the cache must still honour the subject and the expiry.
+    expect(await handler.passes.verifyToken(token, ALICE, T0 + 29 * 60_000)).toBe(true);
+    expect(await handler.passes.verifyToken(token, MALLORY, T0 + 29 * 60_000)).toBe(false);
     expect(await handler.passes.verifyToken(token, ALICE, T0 + 30 * 60_000)).toBe(false);
   });
 
