@@ -27,6 +27,12 @@ export function windowAt(window: WindowSpec, now: number): WindowBounds {
   };
 }
 
+/** Index of the window that contains `now`, without allocating (the hot path of every store). */
+export function windowIndexAt(window: WindowSpec, now: number): number {
+  if ("ms" in window) return Math.floor(now / window.ms);
+  return windowAt(window, now).index;
+}
+
 /** End (exclusive, epoch ms) of the window with this index. */
 export function windowEndOf(window: WindowSpec, index: number): number {
   if ("ms" in window) return (index + 1) * window.ms;

@@ -13,6 +13,8 @@ interface Entry {
   expiresAt: number;
   /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
   referenced: boolean;
+  /** In the protected segment (seen at least twice). */
+  hot: boolean;
 }
 
 const DEFAULT_MAX_KEYS = 1_000_000;
@@ -65,6 +67,7 @@ export class MemoryStore implements Store {
   }
 
   applySync(counters: readonly CounterSpec[], now: number): CounterState[] {
+    if (counters.length === 1) return [this.#applyOne(counters[0] as CounterSpec, now)];
     const count = counters.length;
     const entries: (Entry | undefined)[] = new Array(count);
     const allowed: boolean[] = new Array(count);
@@ -87,10 +90,12 @@ export class MemoryStore implements Store {
         const state = algorithm.count(entry?.state, now, spec, ok);
         const expiresAt = algorithm.expiresAt(state, now, spec);
         if (entry === undefined) {
-          entry = { state, expiresAt, referenced: false };
+          entry = { state, expiresAt, referenced: false, hot: false };
           this.#insert(spec.key, entry, now);
         } else {
-          entry.state = state;
+          // Write into the state object the entry already holds: replacing it would promote
+          // a fresh object to the old generation on every request to a busy key.
+          Object.assign(entry.state, state);
           entry.expiresAt = expiresAt;
           this.#touch(spec.key, entry);
         }
@@ -98,6 +103,24 @@ export class MemoryStore implements Store {
       results[i] = algorithm.describe(entry?.state, now, spec, ok);
     }
     return results;
+  }
+
+  /** One counter: the same three phases without the bookkeeping arrays. */
+  #applyOne(spec: CounterSpec, now: number): CounterState {
+    const algorithm = ALGORITHMS[spec.algorithm];
+    let entry = this.#lookup(spec.key, now);
+    const ok = algorithm.allows(entry?.state, now, spec);
+    const state = algorithm.count(entry?.state, now, spec, ok);
+    const expiresAt = algorithm.expiresAt(state, now, spec);
+    if (entry === undefined) {
+      entry = { state, expiresAt, referenced: false, hot: false };
+      this.#insert(spec.key, entry, now);
+    } else {
+      Object.assign(entry.state, state);
+      entry.expiresAt = expiresAt;
+      this.#touch(spec.key, entry);
+    }
+    return algorithm.describe(entry.state, now, spec, ok);
   }
 
   /** Drops every counter (tests, and a policy reload that wants a clean slate). */
@@ -126,11 +149,12 @@ export class MemoryStore implements Store {
   }
 
   #touch(key: string, entry: Entry): void {
-    if (this.#protected.has(key)) {
+    if (entry.hot) {
       entry.referenced = true;
       return;
     }
     // Second request: promote.
+    entry.hot = true;
     this.#probation.delete(key);
     this.#protected.set(key, entry);
     if (this.#protected.size > this.#protectedCap) this.#demote();
@@ -163,6 +187,7 @@ export class MemoryStore implements Store {
         continue;
       }
       entry.referenced = false;
+      entry.hot = false;
       this.#probation.set(key, entry);
       return;
     }

@@ -1,4 +1,4 @@
-import { windowAt, windowEndOf } from "../windows.js";
+import { windowEndOf, windowIndexAt } from "../windows.js";
 import type { Algorithm } from "./types.js";
 
 /** Count in the window `index`; `previous` is the count of window `index - 1` (sliding window). */
@@ -27,13 +27,13 @@ export const fixedWindow: Algorithm<WindowedState> = {
   name: "fixed-window",
 
   allows(state, now, rule) {
-    const { index } = windowAt(rule.window, now);
+    const index = windowIndexAt(rule.window, now);
     const count = rollWindow(state, index)?.count ?? 0;
     return count + rule.cost <= rule.limit;
   },
 
   count(state, now, rule) {
-    const { index } = windowAt(rule.window, now);
+    const index = windowIndexAt(rule.window, now);
     const current = rollWindow(state, index);
     return {
       index,
@@ -43,7 +43,8 @@ export const fixedWindow: Algorithm<WindowedState> = {
   },
 
   describe(state, now, rule, allowed) {
-    const { index, end } = windowAt(rule.window, now);
+    const index = windowIndexAt(rule.window, now);
+    const end = windowEndOf(rule.window, index);
     const count = rollWindow(state, index)?.count ?? 0;
     return {
       allowed,

@@ -1,4 +1,4 @@
-import { windowAt, windowEndOf } from "../windows.js";
+import { windowAt, windowEndOf, windowIndexAt } from "../windows.js";
 import { rollWindow, type WindowedState } from "./fixed-window.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
@@ -18,12 +18,12 @@ export const slidingWindow: Algorithm<WindowedState> = {
   name: "sliding-window",
 
   allows(state, now, rule) {
-    const current = rollWindow(state, windowAt(rule.window, now).index);
+    const current = rollWindow(state, windowIndexAt(rule.window, now));
     return estimate(current, now, rule) + rule.cost <= rule.limit;
   },
 
   count(state, now, rule) {
-    const { index } = windowAt(rule.window, now);
+    const index = windowIndexAt(rule.window, now);
     const current = rollWindow(state, index);
     return {
       index,
