@@ -163,6 +163,58 @@ describe("passes", () => {
   });
 });
 
+describe("pass binding for IPv6 clients", () => {
+  it("holds across one /64 and fails outside it", async () => {
+    const resolved = definePolicy(policy());
+    const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
+    const limiter = createLimiter({
+      policy: resolved,
+      store: new MemoryStore(),
+      clock: () => T0,
+      passes: handler.passes,
+    });
+    const first = await limiter.check({ ip: "2001:db8:1:2::1", path: "/" });
+    const cookie = `edgelimit_pass=${await handler.passes.issue(first.subject, T0)}`;
+    const sameNetwork = [];
+    for (let i = 0; i < 4; i++) {
+      sameNetwork.push(
+        (await limiter.check({ ip: "2001:db8:1:2::99", path: "/", headers: { cookie } })).action,
+      );
+    }
+    // Counted as one /64: the first request above plus four here, all within the pass's 6.
+    expect(sameNetwork).toEqual(["allow", "allow", "allow", "allow"]);
+    const otherNetwork = [];
+    for (let i = 0; i < 3; i++) {
+      otherNetwork.push(
+        (await limiter.check({ ip: "2001:db8:1:3::1", path: "/", headers: { cookie } })).action,
+      );
+    }
+    expect(otherNetwork).toEqual(["allow", "allow", "challenge"]);
+  });
+});
+
+describe("policy", () => {
+  it("names a third-party provider's missing fields", () => {
+    expect(() => definePolicy(policy({ provider: { kind: "turnstile" } }))).toThrow(
+      /siteKey[\s\S]*secret/,
+    );
+  });
+
+  it("resolves the seed's defaults", () => {
+    const { challenge } = definePolicy({
+      tiers: { anonymous: { global: { limit: 60, action: "challenge" } } },
+    });
+    expect(challenge).toMatchObject({
+      path: "/captcha",
+      passTtlMs: 1_800_000,
+      challengeTtlMs: 120_000,
+      difficulty: 16,
+      cookie: { name: "edgelimit_pass", secure: true },
+      provider: { kind: "pow" },
+    });
+  });
+});
+
 describe("proof of work", () => {
   const form = (fields: Record<string, string>) =>
     new Request("http://gateway.test/captcha/verify", {

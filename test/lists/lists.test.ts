@@ -39,6 +39,23 @@ function policyWith(lists: PolicyInput["lists"]) {
   return definePolicy({ tiers: { anonymous: { global: 100 } }, lists });
 }
 
+describe("lists in the policy", () => {
+  it("needs exactly one source per list", () => {
+    expect(() =>
+      policyWith([{ name: "x", kind: "deny", file: "/a", url: "https://lists.example/x" }]),
+    ).toThrow(/lists\.0.*exactly one source of file, url, s3 or dynamodb \(got file, url\)/);
+    expect(() => policyWith([{ name: "x", kind: "deny" }])).toThrow(/got none/);
+  });
+
+  it("refreshes every 5 minutes unless told otherwise", () => {
+    const policy = policyWith([
+      { name: "a", kind: "allow", url: "https://lists.example/a" },
+      { name: "b", kind: "deny", url: "https://lists.example/b", refresh: "30s" },
+    ]);
+    expect(policy.lists.map((list) => list.refreshMs)).toEqual([300_000, 30_000]);
+  });
+});
+
 describe("refreshingList", () => {
   function scripted(results: (string[] | Error)[]): ListSource & { loads: number } {
     const source = {
