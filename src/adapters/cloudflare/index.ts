@@ -6,6 +6,7 @@
 export type {
   DurableObjectNamespaceLike,
   DurableObjectStateLike,
+  ExecutionContextLike,
   RateLimitBinding,
   WorkerEnv,
 } from "./bindings.js";
