@@ -3,13 +3,15 @@
  * hash slot) in a single atomic call, with the same three phases and the same arithmetic as
  * `src/core/algorithms/*` and `src/stores/memory.ts`, and returns each counter's state.
  *
- * Call: `EVALSHA <sha> <n> key1..keyN now spec1..specN` where `now` is "" (read the server's
- * `TIME`, so that gateways with skewed clocks agree) or the caller's epoch ms, and each spec is
+ * Call: `EVALSHA <sha> <keys> key... <requests> (<now> <n> spec1..specN)...`: one or more
+ * requests, applied one after the other, each atomically and all-or-nothing on its own `n`
+ * counters (its keys follow the previous request's keys). `now` is "" (read the server's
+ * `TIME`, so that gateways with skewed clocks agree) or the caller's epoch ms. Each spec is
  * five arguments: algorithm (`f` fixed window, `s` sliding window, `t` token bucket), limit,
  * window (`60000` ms or `m1` calendar months, UTC), cost, mode (`e` enforce, `o` observe).
  *
- * Reply: five integers per counter: allowed (1/0), count, remaining, resetAt (epoch ms),
- * retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
+ * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
+ * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
  *
  * State: a windowed counter is stored as "index count previous", a token bucket as its
  * theoretical arrival time, both printed with 17 significant digits so that a double survives
@@ -51,13 +53,17 @@ local function month_start(months)
   return days_from_civil(1970 + math.floor(months / 12), months % 12 + 1, 1) * DAY_MS
 end
 
-local function window_at(spec, now)
+-- Bounds of the window containing now, stored on the spec: index, start, finish.
+local function locate(spec, now)
   if spec.ms then
     local index = math.floor(now / spec.ms)
-    return index, index * spec.ms, (index + 1) * spec.ms
+    spec.index, spec.start, spec.finish = index, index * spec.ms, (index + 1) * spec.ms
+  else
+    local index = math.floor(months_since_epoch(now) / spec.months)
+    spec.index = index
+    spec.start = month_start(index * spec.months)
+    spec.finish = month_start((index + 1) * spec.months)
   end
-  local index = math.floor(months_since_epoch(now) / spec.months)
-  return index, month_start(index * spec.months), month_start((index + 1) * spec.months)
 end
 
 local function window_end_of(spec, index)
@@ -65,79 +71,52 @@ local function window_end_of(spec, index)
   return month_start((index + 1) * spec.months)
 end
 
-local function roll(state, index)
-  if state == nil or state.index == index then return state end
-  local previous = 0
-  if state.index == index - 1 then previous = state.count end
-  return { index = index, count = 0, previous = previous }
-end
-
-local function decode(spec, raw)
-  if not raw then return nil end
+-- Loads a counter's state, already rolled into the current window, onto the spec.
+local function load(spec, raw)
   if spec.algorithm == "t" then
-    local tat = tonumber(raw)
-    if tat == nil then return nil end
-    return { tat = tat }
+    spec.tat = raw and tonumber(raw) or nil
+    return
   end
+  spec.count, spec.previous = 0, 0
+  if not raw then return end
   local index, count, previous = string.match(raw, "^(%S+) (%S+) (%S+)$")
-  if index == nil then return nil end
-  return { index = tonumber(index), count = tonumber(count), previous = tonumber(previous) }
-end
-
-local function encode(spec, state)
-  if spec.algorithm == "t" then return string.format("%.17g", state.tat) end
-  return string.format("%.17g %.17g %.17g", state.index, state.count, state.previous)
-end
-
--- Sliding window: this window's count plus the previous one's, weighted by its overlap.
-local function estimate(state, now, spec)
-  if state == nil then return 0 end
-  local _, start, finish = window_at(spec, now)
-  local weight = (finish - now) / (finish - start)
-  return state.previous * weight + state.count
-end
-
-local function token_interval(spec, now)
-  local _, start, finish = window_at(spec, now)
-  return (finish - start) / spec.limit, finish - start
-end
-
-local function allows(spec, state, now)
-  if spec.algorithm == "t" then
-    local tat = now
-    if state ~= nil and state.tat > now then tat = state.tat end
-    local step, length = token_interval(spec, now)
-    return tat + spec.cost * step - now <= length + EPSILON
+  if index == nil then return end
+  index = tonumber(index)
+  if index == spec.index then
+    spec.count, spec.previous = tonumber(count), tonumber(previous)
+  elseif index == spec.index - 1 then
+    spec.previous = tonumber(count)
   end
-  local index = window_at(spec, now)
-  local current = roll(state, index)
+end
+
+local function allows(spec, now)
+  if spec.algorithm == "t" then
+    local tat = spec.tat
+    if tat == nil or tat < now then tat = now end
+    local length = spec.finish - spec.start
+    return tat + spec.cost * (length / spec.limit) - now <= length + EPSILON
+  end
   if spec.algorithm == "s" then
-    return estimate(current, now, spec) + spec.cost <= spec.limit
+    local weight = (spec.finish - now) / (spec.finish - spec.start)
+    return spec.previous * weight + spec.count + spec.cost <= spec.limit
   end
-  local count = 0
-  if current ~= nil then count = current.count end
-  return count + spec.cost <= spec.limit
+  return spec.count + spec.cost <= spec.limit
 end
 
-local function count_request(spec, state, now, ok)
+-- Counts the request on the spec's state and returns the encoded state and its expiry.
+local function count_request(spec, now, ok)
   if spec.algorithm == "t" then
-    local tat = now
-    if state ~= nil and state.tat > now then tat = state.tat end
-    if not ok then return { tat = tat } end
-    local step = token_interval(spec, now)
-    return { tat = tat + spec.cost * step }
+    local tat = spec.tat
+    if tat == nil or tat < now then tat = now end
+    if ok then tat = tat + spec.cost * ((spec.finish - spec.start) / spec.limit) end
+    spec.tat = tat
+    return string.format("%.17g", tat), math.ceil(tat)
   end
-  local index = window_at(spec, now)
-  local current = roll(state, index)
-  local count, previous = 0, 0
-  if current ~= nil then count, previous = current.count, current.previous end
-  return { index = index, count = count + spec.cost, previous = previous }
-end
-
-local function expires_at(spec, state)
-  if spec.algorithm == "t" then return math.ceil(state.tat) end
-  if spec.algorithm == "s" then return window_end_of(spec, state.index + 1) end
-  return window_end_of(spec, state.index)
+  spec.count = spec.count + spec.cost
+  -- Integers below 2^53 print exactly with Lua's default number format.
+  local encoded = spec.index .. " " .. spec.count .. " " .. spec.previous
+  if spec.algorithm == "s" then return encoded, window_end_of(spec, spec.index + 1) end
+  return encoded, spec.finish
 end
 
 local function sliding_retry_after(count, previous, now, finish, length, spec)
@@ -153,98 +132,101 @@ local function sliding_retry_after(count, previous, now, finish, length, spec)
 end
 
 -- Appends allowed, count, remaining, resetAt, retryAfterMs.
-local function describe(out, spec, state, now, ok)
-  local allowed = ok and 1 or 0
+local function describe(out, spec, now, ok)
+  local n = #out
+  out[n + 1] = ok and 1 or 0
+  local finish, length = spec.finish, spec.finish - spec.start
   if spec.algorithm == "t" then
-    local step, length = token_interval(spec, now)
-    local tat = now
-    if state ~= nil and state.tat > now then tat = state.tat end
+    local step = length / spec.limit
+    local tat = spec.tat
+    if tat == nil or tat < now then tat = now end
     local in_use = (tat - now) / step
     local retry = 0
     if not ok then
       retry = math.max(1, math.ceil(tat + spec.cost * step - length - now))
       if retry == math.huge then retry = -1 end
     end
-    out[#out + 1] = allowed
-    out[#out + 1] = math.ceil(in_use - EPSILON)
-    out[#out + 1] = math.max(0, math.floor(spec.limit - in_use + EPSILON))
-    out[#out + 1] = math.ceil(tat)
-    out[#out + 1] = retry
+    out[n + 2] = math.ceil(in_use - EPSILON)
+    out[n + 3] = math.max(0, math.floor(spec.limit - in_use + EPSILON))
+    out[n + 4] = math.ceil(tat)
+    out[n + 5] = retry
     return
   end
-  local index, start, finish = window_at(spec, now)
-  local current = roll(state, index)
-  local count, previous = 0, 0
-  if current ~= nil then count, previous = current.count, current.previous end
+  local count, previous = spec.count, spec.previous
   if spec.algorithm == "s" then
-    local length = finish - start
-    local used = estimate(current, now, spec)
+    local used = previous * ((finish - now) / length) + count
     local reset_at = now
     if count > 0 then reset_at = finish + length elseif previous > 0 then reset_at = finish end
-    out[#out + 1] = allowed
-    out[#out + 1] = math.ceil(used - 1e-9)
-    out[#out + 1] = math.max(0, math.floor(spec.limit - used + 1e-9))
-    out[#out + 1] = reset_at
-    out[#out + 1] = ok and 0 or sliding_retry_after(count, previous, now, finish, length, spec)
+    out[n + 2] = math.ceil(used - 1e-9)
+    out[n + 3] = math.max(0, math.floor(spec.limit - used + 1e-9))
+    out[n + 4] = reset_at
+    out[n + 5] = ok and 0 or sliding_retry_after(count, previous, now, finish, length, spec)
     return
   end
-  out[#out + 1] = allowed
-  out[#out + 1] = count
-  out[#out + 1] = math.max(0, spec.limit - count)
-  out[#out + 1] = finish
-  out[#out + 1] = ok and 0 or finish - now
+  out[n + 2] = count
+  out[n + 3] = math.max(0, spec.limit - count)
+  out[n + 4] = finish
+  out[n + 5] = ok and 0 or finish - now
 end
 
-local now
-if ARGV[1] == "" then
-  local time = redis.call("TIME")
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
-end
-
-local n = #KEYS
-local specs, states, oks = {}, {}, {}
-local admitted = true
-for i = 1, n do
-  local at = 2 + (i - 1) * 5
-  local window = ARGV[at + 2]
-  local spec = {
-    algorithm = ARGV[at],
-    limit = tonumber(ARGV[at + 1]),
-    cost = tonumber(ARGV[at + 3]),
-    observe = ARGV[at + 4] == "o",
-  }
-  if string.sub(window, 1, 1) == "m" then
-    spec.months = tonumber(string.sub(window, 2))
-  else
-    spec.ms = tonumber(window)
-  end
-  specs[i] = spec
-  local state = decode(spec, redis.call("GET", KEYS[i]))
-  states[i] = state
-  local ok = allows(spec, state, now)
-  oks[i] = ok
-  if not ok and not spec.observe then admitted = false end
-end
-
+local server_now
 local out = {}
-for i = 1, n do
-  local spec, state, ok = specs[i], states[i], oks[i]
-  -- Refused requests count only on the enforcing counters that refused them.
-  if admitted or not ok or spec.observe then
-    state = count_request(spec, state, now, ok)
-    local expiry = expires_at(spec, state)
-    if expiry > now then
-      redis.call("SET", KEYS[i], encode(spec, state), "PXAT", string.format("%.17g", expiry))
-    else
-      redis.call("DEL", KEYS[i])
+local key_at = 0
+local at = 2
+for _ = 1, tonumber(ARGV[1]) do
+  local now = ARGV[at]
+  if now == "" then
+    if server_now == nil then
+      local time = redis.call("TIME")
+      server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
     end
+    now = server_now
+  else
+    now = tonumber(now)
   end
-  describe(out, spec, state, now, ok)
+  local n = tonumber(ARGV[at + 1])
+  at = at + 2
+  local specs = {}
+  local admitted = true
+  for i = 1, n do
+    local window = ARGV[at + 2]
+    local spec = {
+      algorithm = ARGV[at],
+      limit = tonumber(ARGV[at + 1]),
+      cost = tonumber(ARGV[at + 3]),
+      observe = ARGV[at + 4] == "o",
+    }
+    if string.byte(window, 1) == 109 then -- "m"
+      spec.months = tonumber(string.sub(window, 2))
+    else
+      spec.ms = tonumber(window)
+    end
+    at = at + 5
+    locate(spec, now)
+    load(spec, redis.call("GET", KEYS[key_at + i]))
+    local ok = allows(spec, now)
+    spec.ok = ok
+    if not ok and not spec.observe then admitted = false end
+    specs[i] = spec
+  end
+  for i = 1, n do
+    local spec = specs[i]
+    local ok = spec.ok
+    -- Refused requests count only on the enforcing counters that refused them.
+    if admitted or not ok or spec.observe then
+      local encoded, expiry = count_request(spec, now, ok)
+      if expiry > now then
+        redis.call("SET", KEYS[key_at + i], encoded, "PXAT", expiry)
+      else
+        redis.call("DEL", KEYS[key_at + i])
+      end
+    end
+    describe(out, spec, now, ok)
+  end
+  key_at = key_at + n
 end
 return out
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "5ecbdae861a68c822ddd6cc7d000ea5cbacde826";
+export const APPLY_COUNTERS_SHA = "da1cf55872ecd62e1a7102c0c299d45d42c8184e";

@@ -52,8 +52,10 @@ describe("exactness under concurrency, one gateway", () => {
         "within-limit": 100,
         "over-limit": 900,
       });
-      // Every request reached Redis once: one round trip per request, never more.
-      expect(store.roundTrips - before).toBe(1000);
+      // Requests of the same tick share a script call: never more than one per request.
+      const roundTrips = store.roundTrips - before;
+      expect(roundTrips).toBeGreaterThan(0);
+      expect(roundTrips).toBeLessThanOrEqual(1000);
     });
   }
 });

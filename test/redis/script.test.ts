@@ -214,6 +214,37 @@ describe("Lua and TypeScript algorithms", () => {
   });
 });
 
+describe("batched requests", () => {
+  it("apply in arrival order, each all-or-nothing, as the memory store would one by one", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "batch:", clock: "caller" });
+    await store.ready();
+    const memory = new MemoryStore();
+    try {
+      const now = Date.now() + 86_400_000;
+      const shared = counter("ip:198.51.100.9", "shared", "sliding-window", 40, { ms: 60_000 });
+      const requests = Array.from({ length: 200 }, (_, index) => [
+        shared,
+        counter(
+          "ip:198.51.100.9",
+          `own${index % 3}`,
+          "token-bucket",
+          20,
+          { ms: 60_000 },
+          1 + (index % 2),
+        ),
+      ]);
+      const before = store.roundTrips;
+      const fromRedis = await Promise.all(requests.map((request) => store.apply(request, now)));
+      const fromMemory = requests.map((request) => memory.applySync(request, now));
+      expect(fromRedis.map(plain)).toEqual(fromMemory.map(plain));
+      // 200 requests in one tick: a handful of script calls of at most 64 requests each.
+      expect(store.roundTrips - before).toBe(Math.ceil(200 / 64));
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe("redis URLs", () => {
   it("understand redis://host:port/db and redis+cluster://host:port,host:port", async () => {
     const single = createRedisClient(`redis://127.0.0.1:${server.port}/3`);
