@@ -82,8 +82,13 @@ export function nodeRateLimit(options: NodeRateLimitOptions) {
 
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */
 export function toWebRequest(request: IncomingMessage): Request {
-  const host = request.headers.host ?? "localhost";
-  const url = new URL(request.url ?? "/", `http://${host}`);
+  let url: URL;
+  try {
+    url = new URL(request.url ?? "/", `http://${request.headers.host ?? "localhost"}`);
+  } catch {
+    // A Host header that is not a host name must not break the page.
+    url = new URL(request.url ?? "/", "http://localhost");
+  }
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined) continue;

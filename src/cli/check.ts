@@ -4,16 +4,26 @@ import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 
-/** `edgelimit check FILE [--json]`: validates a policy and prints the rules it resolves to. */
+const TARGETS = ["any", "cloudflare"] as const;
+
+/**
+ * `edgelimit check FILE [--json] [--target cloudflare]`: validates a policy and prints the rules
+ * it resolves to. A target adds that platform's own limits (the Workers binding counts over 10
+ * or 60 s only).
+ */
 export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { json: { type: "boolean", default: false } },
+    options: {
+      json: { type: "boolean", default: false },
+      target: { type: "string", default: "any" },
+    },
   });
   const file = positionals[0];
-  if (file === undefined || positionals.length > 1) {
-    process.stderr.write("Usage: edgelimit check FILE [--json]\n");
+  const target = values.target as (typeof TARGETS)[number];
+  if (file === undefined || positionals.length > 1 || !TARGETS.includes(target)) {
+    process.stderr.write(`Usage: edgelimit check FILE [--json] [--target ${TARGETS.join("|")}]\n`);
     return 2;
   }
   let policy: ResolvedPolicy;
@@ -27,6 +37,15 @@ export async function run(argv: string[]): Promise<number> {
       return 1;
     }
     throw error;
+  }
+  if (target === "cloudflare") {
+    const { checkCloudflarePolicy } = await import("../adapters/cloudflare/check.js");
+    const issues = checkCloudflarePolicy(policy);
+    if (issues.length > 0) {
+      process.stderr.write(`${file}: not runnable on Cloudflare\n`);
+      for (const issue of issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+      return 1;
+    }
   }
   if (values.json) {
     process.stdout.write(`${JSON.stringify(policy, null, 2)}\n`);

@@ -1,10 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Readable } from "node:stream";
 import { type Logger, pino } from "pino";
+import { toWebRequest, writeWebResponse } from "../adapters/node.js";
 import { formatWindow } from "../core/duration.js";
 import { IpResolver } from "../core/identity.js";
-import { subjectKey } from "../core/keys.js";
 import { type AddressList, createLimiter, type Limiter } from "../core/limiter.js";
 import { matchesPrefix, normalizePath } from "../core/path.js";
 import type { Action, ChallengeHandler, Store, Verdict } from "../core/types.js";
@@ -350,59 +349,20 @@ export class Gateway {
     req: IncomingMessage,
     res: ServerResponse,
   ): Promise<void> {
-    const resolved = this.#ipResolver.resolve({
+    const description = {
       ip: req.socket.remoteAddress,
       path: req.url ?? "/",
       headers: req.headers,
-    });
+    };
+    const resolved = this.#ipResolver.resolve(description);
+    // The pass is bound to the subject the limiter counts: the user when the token verifies.
     const client = {
       ip: resolved.address?.toString() ?? plainAddress(req.socket.remoteAddress),
-      subject: subjectKey("ip", resolved.subject),
+      subject: await this.#limiter.subjectOf(description),
     };
     const response = await challenge.handle(toWebRequest(req), client);
     await writeWebResponse(res, response);
   }
-}
-
-function toWebRequest(req: IncomingMessage): Request {
-  let url: URL;
-  try {
-    url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
-  } catch {
-    url = new URL(req.url ?? "/", "http://localhost");
-  }
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
-    else headers.set(name, value);
-  }
-  const method = req.method ?? "GET";
-  const hasBody = method !== "GET" && method !== "HEAD";
-  const init: RequestInit & { duplex?: "half" } = { method, headers };
-  if (hasBody) {
-    init.body = Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>;
-    init.duplex = "half";
-  }
-  return new Request(url, init);
-}
-
-async function writeWebResponse(res: ServerResponse, response: Response): Promise<void> {
-  const headers: Record<string, string | string[]> = {};
-  response.headers.forEach((value, name) => {
-    if (name !== "set-cookie") headers[name] = value;
-  });
-  const cookies = response.headers.getSetCookie();
-  if (cookies.length > 0) headers["set-cookie"] = cookies;
-  res.writeHead(response.status, headers);
-  if (response.body === null) {
-    res.end();
-    return;
-  }
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-    if (!res.write(chunk)) await new Promise((resolve) => res.once("drain", resolve));
-  }
-  res.end();
 }
 
 function summarize(policy: ResolvedPolicy): PolicySummary {
