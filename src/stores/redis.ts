@@ -302,13 +302,15 @@ export interface RedisConnectionTuning {
 /**
  * ioredis options for a rate limiter: no offline queue (a command on a dead connection fails
  * at once instead of queueing without bound), one retry per command, a connect and a command
- * timeout, quick reconnection, and auto-pipelining (concurrent requests share one write).
+ * timeout, quick reconnection. No auto-pipelining on a single node: the store already sends a
+ * tick's requests as one call, and a second layer of deferral only costs time. A Cluster
+ * client turns it on, since the store does not batch across slots.
  */
 export function redisClientOptions(tuning: RedisConnectionTuning = {}) {
   const maxReconnectDelayMs = tuning.maxReconnectDelayMs ?? 200;
   return {
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
+    enableAutoPipelining: false,
     maxRetriesPerRequest: 1,
     connectTimeout: tuning.connectTimeoutMs ?? 1000,
     commandTimeout: tuning.commandTimeoutMs ?? 1000,
@@ -337,7 +339,7 @@ export function createRedisClient(url: string, tuning: RedisConnectionTuning = {
         `redis cluster URL must list at least one node, as in redis+cluster://10.0.0.1:6379,10.0.0.2:6379; got "${url}"`,
       );
     }
-    const { retryStrategy, enableOfflineQueue, ...perNode } = options;
+    const { retryStrategy, enableOfflineQueue, enableAutoPipelining: _, ...perNode } = options;
     return new Cluster(nodes, {
       enableOfflineQueue,
       enableAutoPipelining: true,
