@@ -74,7 +74,7 @@ end
 -- Loads a counter's state, already rolled into the current window, onto the spec.
 local function load(spec, raw)
   if spec.algorithm == "t" then
-    spec.tat = raw and tonumber(raw) or nil
+    spec.tat = raw and tonumber(raw) or false
     return
   end
   spec.count, spec.previous = 0, 0
@@ -92,7 +92,7 @@ end
 local function allows(spec, now)
   if spec.algorithm == "t" then
     local tat = spec.tat
-    if tat == nil or tat < now then tat = now end
+    if not tat or tat < now then tat = now end
     local length = spec.finish - spec.start
     return tat + spec.cost * (length / spec.limit) - now <= length + EPSILON
   end
@@ -107,7 +107,7 @@ end
 local function count_request(spec, now, ok)
   if spec.algorithm == "t" then
     local tat = spec.tat
-    if tat == nil or tat < now then tat = now end
+    if not tat or tat < now then tat = now end
     if ok then tat = tat + spec.cost * ((spec.finish - spec.start) / spec.limit) end
     spec.tat = tat
     return string.format("%.17g", tat), math.ceil(tat)
@@ -139,7 +139,7 @@ local function describe(out, spec, now, ok)
   if spec.algorithm == "t" then
     local step = length / spec.limit
     local tat = spec.tat
-    if tat == nil or tat < now then tat = now end
+    if not tat or tat < now then tat = now end
     local in_use = (tat - now) / step
     local retry = 0
     if not ok then
@@ -190,11 +190,15 @@ for _ = 1, tonumber(ARGV[1]) do
   local admitted = true
   for i = 1, n do
     local window = ARGV[at + 2]
+    -- Every field up front: a table that grows field by field rehashes several times.
     local spec = {
       algorithm = ARGV[at],
       limit = tonumber(ARGV[at + 1]),
       cost = tonumber(ARGV[at + 3]),
       observe = ARGV[at + 4] == "o",
+      ms = false, months = false,
+      index = 0, start = 0, finish = 0,
+      count = 0, previous = 0, tat = false, ok = false,
     }
     if string.byte(window, 1) == 109 then -- "m"
       spec.months = tonumber(string.sub(window, 2))
@@ -229,4 +233,4 @@ return out
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "da1cf55872ecd62e1a7102c0c299d45d42c8184e";
+export const APPLY_COUNTERS_SHA = "8bcc86ab031490f23de4dbb5e0dde7c365afe556";
