@@ -94,6 +94,20 @@ export class RedisStore implements Store {
       );
     }
     this.#maxBatch = this.#isCluster ? 1 : maxBatch;
+    // After every (re)connection, cache the script before traffic asks for it: a restarted
+    // server would otherwise answer NOSCRIPT to each of the first calls.
+    this.client.on("ready", this.#onReady);
+  }
+
+  readonly #onReady = (): void => {
+    this.#loadScript().catch(() => {
+      // The first call falls back to EVAL instead.
+    });
+  };
+
+  async #loadScript(): Promise<void> {
+    const masters = this.client instanceof Cluster ? this.client.nodes("master") : [this.client];
+    await Promise.all(masters.map((node) => node.script("LOAD", APPLY_COUNTERS_LUA)));
   }
 
   /**
@@ -103,8 +117,7 @@ export class RedisStore implements Store {
    */
   async ready(): Promise<void> {
     await this.#connected();
-    const masters = this.client instanceof Cluster ? this.client.nodes("master") : [this.client];
-    await Promise.all(masters.map((node) => node.script("LOAD", APPLY_COUNTERS_LUA)));
+    await this.#loadScript();
   }
 
   #connected(): Promise<void> {
@@ -153,6 +166,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.client.off("ready", this.#onReady);
     if (!this.#ownsClient) return;
     try {
       await this.client.quit();

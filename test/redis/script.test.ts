@@ -84,6 +84,27 @@ describe("the apply-counters script", () => {
     }
   });
 
+  it("caches the script again after every reconnection, before traffic needs it", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "reload:" });
+    await store.ready();
+    try {
+      await admin.script("FLUSH");
+      const reconnected = new Promise((resolve) => store.client.once("ready", resolve));
+      store.client.disconnect(true);
+      await reconnected;
+      const deadline = Date.now() + 2000;
+      while (((await admin.script("EXISTS", APPLY_COUNTERS_SHA)) as number[])[0] !== 1) {
+        if (Date.now() > deadline) throw new Error("script was not loaded after reconnecting");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const spec = [counter("ip:198.51.100.2", "global", "fixed-window", 5, { ms: 60_000 })];
+      await store.apply(spec, Date.now());
+      expect(store.roundTrips).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("stores each counter under its subject's hash tag and expires it with the window", async () => {
     const store = new RedisStore({ client: server.url, prefix: "layout:" });
     await store.ready();
