@@ -1,5 +1,6 @@
 /**
- * `edgelimit/redis`: counters in Redis or Redis Cluster (ioredis), one Lua call per request.
+ * `edgelimit/redis`: counters in Redis or Redis Cluster (ioredis): one Lua script call applies
+ * all of a request's counters (and, on a single node, all requests of the same tick).
  */
 import { Cluster, Redis } from "ioredis";
 import { EdgelimitError } from "../core/errors.js";
@@ -73,11 +74,16 @@ export class RedisStore implements Store {
   #queue: QueuedRequest[] = [];
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
+  /** The last connection error of a client the store owns (for health pages). */
+  lastConnectionError: string | undefined;
 
   constructor(options: RedisStoreOptions) {
     if (typeof options.client === "string") {
       this.client = createRedisClient(options.client);
       this.#ownsClient = true;
+      // Connection errors surface as failed calls (and the rules' fail modes); without a
+      // listener ioredis would also print each reconnection attempt's error.
+      this.client.on("error", this.#onClientError);
     } else {
       this.client = options.client;
       this.#ownsClient = false;
@@ -98,6 +104,10 @@ export class RedisStore implements Store {
     // server would otherwise answer NOSCRIPT to each of the first calls.
     this.client.on("ready", this.#onReady);
   }
+
+  readonly #onClientError = (error: Error): void => {
+    this.lastConnectionError = error.message;
+  };
 
   readonly #onReady = (): void => {
     this.#loadScript().catch(() => {
@@ -168,6 +178,7 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     this.client.off("ready", this.#onReady);
     if (!this.#ownsClient) return;
+    this.client.off("error", this.#onClientError);
     try {
       await this.client.quit();
     } catch {
