@@ -45,6 +45,13 @@ export interface CloudFrontResponseEvent {
   }[];
 }
 
+/**
+ * The request header that carries the client's rate-limit headers from the viewer-request step
+ * to the viewer-response step (CloudFront hands the viewer-response function the request as
+ * the viewer-request function left it). A client-sent value is always removed first.
+ */
+export const HANDOVER_HEADER = "x-edgelimit-response-headers";
+
 /** Canonical spellings for the headers edgelimit writes; others are title-cased. */
 const SPELLING: Record<string, string> = {
   "x-ratelimit-limit": "X-RateLimit-Limit",

@@ -6,12 +6,12 @@ export {
   type CloudFrontResponse,
   type CloudFrontResponseEvent,
   type CloudFrontResultResponse,
+  HANDOVER_HEADER,
   toCloudFrontHeaders,
 } from "./events.js";
 export { type EmfOptions, emfRecorder } from "./metrics.js";
 export {
   createViewerRequestHandler,
-  HANDOVER_HEADER,
   type ViewerRequestHandler,
   type ViewerRequestOptions,
 } from "./viewer-request.js";

@@ -7,17 +7,11 @@ import {
   type CloudFrontRequest,
   type CloudFrontRequestEvent,
   type CloudFrontResultResponse,
+  HANDOVER_HEADER,
   setHeader,
   toCloudFrontHeaders,
 } from "./events.js";
 import { type EmfOptions, emfRecorder } from "./metrics.js";
-
-/**
- * The request header that carries the client's rate-limit headers from the viewer-request step
- * to the viewer-response step (CloudFront hands the viewer-response function the request as
- * the viewer-request function left it). A client-sent value is always removed first.
- */
-export const HANDOVER_HEADER = "x-edgelimit-response-headers";
 
 export interface ViewerRequestOptions extends SecretContext {
   readonly policy: ResolvedPolicy;

@@ -1,5 +1,9 @@
-import { type CloudFrontResponse, type CloudFrontResponseEvent, setHeader } from "./events.js";
-import { HANDOVER_HEADER } from "./viewer-request.js";
+import {
+  type CloudFrontResponse,
+  type CloudFrontResponseEvent,
+  HANDOVER_HEADER,
+  setHeader,
+} from "./events.js";
 
 /** Only these may be copied onto the response, whatever the handover header says. */
 const DISCLOSED = new Set([

@@ -1,0 +1,207 @@
+/**
+ * Lambda@Edge bundle size and cold start: edgelimit's viewer-request bundle (built by
+ * `edgelimit build lambda-edge`) against a seed-style bundle of the same job written with the
+ * full AWS SDK v3 (`@aws-sdk/client-dynamodb` + `@aws-sdk/lib-dynamodb`), both minified by
+ * esbuild. Cold start = a fresh node process: module load, then the first invocation against a
+ * dynalite server on loopback. Run: npx tsx bench/lambda-edge.bench.ts [runs]
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { Server } from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { deflateRawSync } from "node:zlib";
+import * as esbuild from "esbuild";
+import { buildLambdaEdge } from "../src/cli/build.js";
+import { loadPolicy } from "../src/policy/load.js";
+import { DynamoDbHttpClient } from "../src/stores/dynamodb-client.js";
+
+const runs = Number(process.argv[2] ?? 9);
+const require = createRequire(import.meta.url);
+const work = mkdtempSync(join(tmpdir(), "edgelimit-bench-"));
+const credentials = { accessKeyId: "AKIDBENCH", secretAccessKey: "bench-secret" };
+
+const dynalite = require("dynalite") as (options: object) => Server;
+const server = dynalite({ createTableMs: 0 });
+await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+try {
+  const admin = new DynamoDbHttpClient({ region: "us-east-1", endpoint, credentials });
+  await admin.call("CreateTable", {
+    TableName: "rate-limits",
+    AttributeDefinitions: [
+      { AttributeName: "PK", AttributeType: "S" },
+      { AttributeName: "SK", AttributeType: "S" },
+    ],
+    KeySchema: [
+      { AttributeName: "PK", KeyType: "HASH" },
+      { AttributeName: "SK", KeyType: "RANGE" },
+    ],
+    BillingMode: "PAY_PER_REQUEST",
+  });
+  admin.close();
+
+  const [ours] = await buildLambdaEdge({
+    policy: loadPolicy("examples/policies/cloudfront.yaml"),
+    store: { table: "rate-limits", region: "us-east-1", endpoint },
+    outDir: join(work, "ours"),
+    env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
+  });
+  if (ours === undefined) throw new Error("build produced nothing");
+
+  const seedEntry = join(work, "seed-entry.mjs");
+  writeFileSync(seedEntry, seedHandlerSource(endpoint));
+  const seedScript = join(work, "seed.js");
+  await esbuild.build({
+    entryPoints: [seedEntry],
+    outfile: seedScript,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    minify: true,
+    legalComments: "none",
+    nodePaths: [join(process.cwd(), "node_modules")],
+    logLevel: "silent",
+  });
+  const { statSync, readFileSync } = await import("node:fs");
+  const seedBytes = statSync(seedScript).size;
+  const seedZipped = deflateRawSync(readFileSync(seedScript), { level: 9 }).length + 100;
+
+  const ourTimes = await coldStarts(ours.script, runs);
+  const seedTimes = await coldStarts(seedScript, runs);
+
+  const row = (name: string, bytes: number, zipped: number, times: ColdStart) =>
+    `| ${name} | ${(bytes / 1024).toFixed(1)} KB | ${(zipped / 1024).toFixed(1)} KB | ${times.load.toFixed(1)} ms | ${times.first.toFixed(1)} ms | ${(times.load + times.first).toFixed(1)} ms |`;
+  console.log(`runs per variant: ${runs} (medians), dynalite on ${endpoint}`);
+  console.log("| bundle | minified | zipped | module load | first invocation | to first answer |");
+  console.log("|---|---|---|---|---|---|");
+  console.log(row("edgelimit viewer-request", ours.minifiedBytes, ours.zippedBytes, ourTimes));
+  console.log(row("seed-style, AWS SDK v3", seedBytes, seedZipped, seedTimes));
+  const ratio = (seedTimes.load + seedTimes.first) / (ourTimes.load + ourTimes.first);
+  console.log(
+    `size ratio ${(seedBytes / ours.minifiedBytes).toFixed(1)}x smaller; first answer ${ratio.toFixed(1)}x faster`,
+  );
+} finally {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  rmSync(work, { recursive: true, force: true });
+}
+
+interface ColdStart {
+  readonly load: number;
+  readonly first: number;
+}
+
+/**
+ * Median module load and first invocation over `count` fresh processes. Asynchronous on
+ * purpose: dynalite runs in this process and must keep answering while a probe waits.
+ */
+async function coldStarts(script: string, count: number): Promise<ColdStart> {
+  const probe = `
+    const { performance } = require("node:perf_hooks");
+    const started = performance.now();
+    const { handler } = require(${JSON.stringify(script)});
+    const loaded = performance.now();
+    const event = { Records: [{ cf: { config: { eventType: "viewer-request" }, request: {
+      clientIp: "203.0.113.178", method: "GET", uri: "/api/search", querystring: "",
+      headers: { host: [{ key: "Host", value: "d111111abcdef8.cloudfront.net" }] } } } }] };
+    handler(event).then((result) => {
+      const answered = performance.now();
+      const counted = result.headers?.["x-ratelimit-remaining"] ?? result.headers?.["x-rate-limit-remaining"];
+      if (counted === undefined) throw new Error("not counted (failed open?): " + JSON.stringify(result));
+      console.log(JSON.stringify({ load: loaded - started, first: answered - loaded }));
+      process.exit(0);
+    });`;
+  const loads: number[] = [];
+  const firsts: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const result = await promisify(execFile)(process.execPath, ["-e", probe], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: {
+        PATH: process.env.PATH,
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+      },
+    });
+    const { load, first } = JSON.parse(
+      result.stdout.trim().split("\n").pop() as string,
+    ) as ColdStart;
+    loads.push(load);
+    firsts.push(first);
+  }
+  return { load: median(loads), first: median(firsts) };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+/** Seed 000's handler, as published, with the endpoint pointed at the local server. */
+function seedHandlerSource(localEndpoint: string): string {
+  return `
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { UpdateCommand, DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+const client = new DynamoDBClient({ region: process.env.AWS_REGION, endpoint: ${JSON.stringify(localEndpoint)} });
+const doc = DynamoDBDocumentClient.from(client);
+const TABLE = "rate-limits";
+const LIMITS = {
+  anonymous: { perMinute: 60, perPath: { "/api/reports": 5, "/api/export": 3, "/api/search": 30 } },
+  authenticated: { perMinute: 300, perPath: { "/api/reports": 30, "/api/export": 20, "/api/search": 120 } },
+};
+export const handler = async (event) => {
+  const request = event.Records[0].cf.request;
+  const ip = request.clientIp;
+  const uri = request.uri;
+  const userId = request.headers["x-user-id"]?.[0]?.value || null;
+  const tier = userId ? "authenticated" : "anonymous";
+  const identity = userId ? "USER#" + userId : "IP#" + ip;
+  const windowTs = Math.floor(Date.now() / 60000);
+  const windowKey = windowTs.toString();
+  const ttl = windowTs * 60 + 300;
+  const pathLimit = matchPathLimit(uri, LIMITS[tier]);
+  if (pathLimit) {
+    const result = await incrementAndCheck(identity + "#PATH#" + pathLimit.path, windowKey, pathLimit.limit, ttl);
+    if (!result.allowed) return rateLimitResponse(result, pathLimit.limit);
+  }
+  const globalResult = await incrementAndCheck(identity + "#PATH#global", windowKey, LIMITS[tier].perMinute, ttl);
+  if (!globalResult.allowed) return rateLimitResponse(globalResult, LIMITS[tier].perMinute);
+  request.headers["x-rate-limit-remaining"] = [{ key: "X-RateLimit-Remaining", value: String(globalResult.remaining) }];
+  return request;
+};
+async function incrementAndCheck(pk, sk, limit, ttl) {
+  try {
+    const result = await doc.send(new UpdateCommand({
+      TableName: TABLE, Key: { PK: pk, SK: sk },
+      UpdateExpression: "ADD #c :one SET #t = if_not_exists(#t, :ttl)",
+      ExpressionAttributeNames: { "#c": "count", "#t": "ttl" },
+      ExpressionAttributeValues: { ":one": 1, ":ttl": ttl },
+      ReturnValues: "UPDATED_NEW",
+    }));
+    const count = Number(result.Attributes?.count ?? 1);
+    return { allowed: count <= limit, count, remaining: Math.max(0, limit - count) };
+  } catch (err) {
+    console.error("Rate limit check failed:", err);
+    return { allowed: true, count: 0, remaining: limit };
+  }
+}
+function matchPathLimit(uri, limits) {
+  if (!limits.perPath) return null;
+  for (const [path, limit] of Object.entries(limits.perPath)) if (uri.startsWith(path)) return { path, limit };
+  return null;
+}
+function rateLimitResponse(result, limit) {
+  return { status: "429", statusDescription: "Too Many Requests", headers: {
+    "content-type": [{ key: "Content-Type", value: "application/json" }],
+    "retry-after": [{ key: "Retry-After", value: "60" }] },
+    body: JSON.stringify({ error: "rate_limit_exceeded", retry_after: 60 }) };
+}
+`;
+}

@@ -1,0 +1,194 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { zipFiles } from "../adapters/lambda-edge/zip.js";
+import { EdgelimitError } from "../core/errors.js";
+import { formatIssue, loadPolicy } from "../policy/load.js";
+import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
+import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
+
+export interface LambdaEdgeBuildOptions {
+  readonly policy: ResolvedPolicy;
+  readonly store: DynamoDbStoreOptions;
+  readonly outDir: string;
+  /** Secrets named `{ env: NAME }` in the policy are read from here at build time. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly minify?: boolean;
+}
+
+export interface BuiltFunction {
+  readonly name: "viewer-request" | "viewer-response";
+  /** The bundled `index.js` and the deployable zip holding it. */
+  readonly script: string;
+  readonly zip: string;
+  readonly minifiedBytes: number;
+  readonly zippedBytes: number;
+}
+
+const USAGE =
+  "Usage: edgelimit build lambda-edge --policy FILE --store dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2] --out DIR [--no-minify]\n";
+
+/** `edgelimit build lambda-edge ...`: bundles the policy and store settings into two zips. */
+export async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      policy: { type: "string" },
+      store: { type: "string" },
+      out: { type: "string" },
+      "no-minify": { type: "boolean", default: false },
+    },
+  });
+  if (
+    positionals[0] !== "lambda-edge" ||
+    values.policy === undefined ||
+    values.store === undefined ||
+    values.out === undefined
+  ) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  try {
+    const built = await buildLambdaEdge({
+      policy: loadPolicy(values.policy),
+      store: parseDynamodbUrl(values.store),
+      outDir: values.out,
+      minify: !values["no-minify"],
+    });
+    for (const fn of built) {
+      process.stdout.write(
+        `${fn.name}: ${fn.zip} (${fn.minifiedBytes} bytes minified, ${fn.zippedBytes} bytes zipped)\n`,
+      );
+    }
+    return 0;
+  } catch (error) {
+    if (error instanceof EdgelimitError) {
+      process.stderr.write(`edgelimit build: ${error.message} (${error.code})\n`);
+      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+/**
+ * Lambda@Edge has no environment variables, so everything a function needs is bundled: the
+ * resolved policy as JSON (never the YAML/zod loader), its secrets read now from `env`, and the
+ * store settings. Each function is one esbuild bundle in its own zip.
+ */
+export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<BuiltFunction[]> {
+  const policy = bakeSecrets(options.policy, options.env ?? process.env);
+  const sources = sourceLayout();
+  const outDir = resolve(options.outDir);
+  mkdirSync(outDir, { recursive: true });
+  const usesLists = (policy.lists ?? []).length > 0;
+  const entries: Record<BuiltFunction["name"], string> = {
+    "viewer-request": [
+      `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
+      `import { bundledStoreOptions } from ${JSON.stringify(sources.adapter("bundled"))};`,
+      `import { DynamoDbStore } from ${JSON.stringify(sources.store)};`,
+      usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
+      `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
+      `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
+      usesLists ? "const lists = edgeLists(policy);" : "",
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""} });`,
+    ].join("\n"),
+    "viewer-response": [
+      `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,
+      "export const handler = createViewerResponseHandler();",
+    ].join("\n"),
+  };
+  const esbuild = await loadEsbuild();
+  const built: BuiltFunction[] = [];
+  for (const name of ["viewer-request", "viewer-response"] as const) {
+    const result = await esbuild.build({
+      stdin: {
+        contents: entries[name],
+        resolveDir: sources.root,
+        sourcefile: `${name}.entry.js`,
+        loader: "js",
+      },
+      bundle: true,
+      platform: "node",
+      target: "node20",
+      format: "cjs",
+      minify: options.minify ?? true,
+      legalComments: "none",
+      write: false,
+      logLevel: "silent",
+    });
+    const code = result.outputFiles[0]?.contents ?? new Uint8Array();
+    const dir = join(outDir, name);
+    mkdirSync(dir, { recursive: true });
+    const script = join(dir, "index.js");
+    writeFileSync(script, code);
+    const zipped = zipFiles([{ name: "index.js", data: code }]);
+    const zip = join(outDir, `${name}.zip`);
+    writeFileSync(zip, zipped);
+    built.push({ name, script, zip, minifiedBytes: code.length, zippedBytes: zipped.length });
+  }
+  writeFileSync(
+    join(outDir, "manifest.json"),
+    `${JSON.stringify({ store: { ...options.store, credentials: undefined }, functions: built.map(({ name, minifiedBytes, zippedBytes }) => ({ name, file: `${name}.zip`, minifiedBytes, zippedBytes })) }, null, 2)}\n`,
+  );
+  return built;
+}
+
+/** Replaces `{ env: NAME }` and `{ file: PATH }` secrets with their values, read now. */
+export function bakeSecrets(
+  policy: ResolvedPolicy,
+  env: Readonly<Record<string, string | undefined>>,
+): ResolvedPolicy {
+  const jwt = policy.identity.jwt;
+  if (jwt === undefined) return policy;
+  const bake = (source: SecretSource | undefined, field: string): SecretSource | undefined => {
+    if (source === undefined || "value" in source) return source;
+    if ("env" in source) {
+      const value = env[source.env];
+      if (value === undefined || value === "") {
+        throw new EdgelimitError(
+          "EL_POLICY_SECRET_MISSING",
+          `${field}: Lambda@Edge has no environment variables, so ${source.env} is read at build time; set it (export ${source.env}=...) and build again`,
+        );
+      }
+      return { value };
+    }
+    return { value: readFileSync(source.file, "utf8") };
+  };
+  return {
+    ...policy,
+    identity: {
+      ...policy.identity,
+      jwt: {
+        ...jwt,
+        secret: bake(jwt.secret, "identity.user.jwt.secret"),
+        publicKey: bake(jwt.publicKey, "identity.user.jwt.publicKey"),
+      },
+    },
+  };
+}
+
+/** Where the adapter sources are: `src/**.ts` under tsx, `dist/**.js` once compiled. */
+function sourceLayout(): { root: string; store: string; adapter: (name: string) => string } {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const root = resolve(here, "..");
+  const extension = existsSync(join(root, "stores", "dynamodb.ts")) ? ".ts" : ".js";
+  return {
+    root,
+    store: join(root, "stores", `dynamodb${extension}`),
+    adapter: (name) => join(root, "adapters", "lambda-edge", `${name}${extension}`),
+  };
+}
+
+async function loadEsbuild(): Promise<typeof import("esbuild")> {
+  try {
+    return await import("esbuild");
+  } catch {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      "edgelimit build needs esbuild: install it next to edgelimit (npm install --save-dev esbuild)",
+    );
+  }
+}
