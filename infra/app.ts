@@ -1,0 +1,46 @@
+/**
+ * The CDK app: `npx cdk synth` (or deploy) from the repository root with infra/cdk.json.
+ * Context: `-c policy=FILE` (default the seed's cloudfront.yaml), `-c origin=DOMAIN`,
+ * `-c replicas=eu-west-1,ap-southeast-1,sa-east-1` (`-c replicas=` for a single region).
+ * EDGELIMIT_JWT_SECRET must be set: Lambda@Edge has no environment variables, so the secret is
+ * bundled at build time (see docs/aws.md for the Secrets Manager alternative).
+ */
+import { join } from "node:path";
+import { App } from "aws-cdk-lib";
+import { buildLambdaEdge } from "../src/cli/build.js";
+import { loadPolicy } from "../src/policy/load.js";
+import { DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "./stack.js";
+
+const app = new App();
+const policyFile =
+  (app.node.tryGetContext("policy") as string | undefined) ?? "examples/policies/cloudfront.yaml";
+const replicasContext = app.node.tryGetContext("replicas") as string | undefined;
+const replicaRegions =
+  replicasContext === undefined
+    ? [...DEFAULT_REPLICA_REGIONS]
+    : replicasContext
+        .split(",")
+        .map((region) => region.trim())
+        .filter(Boolean);
+const tableName = (app.node.tryGetContext("table") as string | undefined) ?? "rate-limits";
+const bundleDir = join(app.outdir, "edgelimit-functions");
+
+const built = await buildLambdaEdge({
+  policy: loadPolicy(policyFile),
+  store: {
+    table: tableName,
+    region: "us-east-1",
+    ...(replicaRegions.length > 0 ? { globalRegions: ["us-east-1", ...replicaRegions] } : {}),
+  },
+  outDir: bundleDir,
+});
+const zipOf = (name: string) => built.find((fn) => fn.name === name)?.zip as string;
+
+new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
+  viewerRequestZip: zipOf("viewer-request"),
+  viewerResponseZip: zipOf("viewer-response"),
+  tableName,
+  replicaRegions,
+  originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
+});
+app.synth();

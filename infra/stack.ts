@@ -1,0 +1,136 @@
+import { RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import * as cloudfront from "aws-cdk-lib/aws-cloudfront";
+import * as origins from "aws-cdk-lib/aws-cloudfront-origins";
+import { AttributeType, Billing, TableV2 } from "aws-cdk-lib/aws-dynamodb";
+import { PolicyStatement } from "aws-cdk-lib/aws-iam";
+import * as lambda from "aws-cdk-lib/aws-lambda";
+import { Construct } from "constructs";
+
+export const DEFAULT_REPLICA_REGIONS = ["eu-west-1", "ap-southeast-1", "sa-east-1"] as const;
+
+/** The only item operations the store issues (UpdateItem always; GetItem and Query for sliding windows, token buckets and the per-region sums). */
+export const STORE_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"] as const;
+
+export interface RateLimitFunctionsProps {
+  /** Zips built by `edgelimit build lambda-edge`. */
+  readonly viewerRequestZip: string;
+  readonly viewerResponseZip: string;
+  readonly table: TableV2;
+  /** Regions whose replica the functions may write (the table's own region included). */
+  readonly tableRegions: readonly string[];
+}
+
+/**
+ * The two Lambda@Edge functions (always created in us-east-1, as CloudFront requires) and the
+ * least privilege they need: the viewer-request function may run only the store's item
+ * operations, only on the rate-limit table and its replicas; the viewer-response function
+ * touches no AWS service at all.
+ */
+export class RateLimitFunctions extends Construct {
+  readonly viewerRequest: cloudfront.experimental.EdgeFunction;
+  readonly viewerResponse: cloudfront.experimental.EdgeFunction;
+
+  constructor(scope: Construct, id: string, props: RateLimitFunctionsProps) {
+    super(scope, id);
+    const common = {
+      runtime: lambda.Runtime.NODEJS_20_X,
+      handler: "index.handler",
+      memorySize: 128,
+    };
+    this.viewerRequest = new cloudfront.experimental.EdgeFunction(this, "ViewerRequest", {
+      ...common,
+      code: lambda.Code.fromAsset(props.viewerRequestZip),
+      description:
+        "edgelimit viewer-request: counts in DynamoDB and answers 429/302/503 at the edge",
+    });
+    this.viewerResponse = new cloudfront.experimental.EdgeFunction(this, "ViewerResponse", {
+      ...common,
+      code: lambda.Code.fromAsset(props.viewerResponseZip),
+      description: "edgelimit viewer-response: adds the rate-limit headers",
+    });
+    const stack = Stack.of(this);
+    this.viewerRequest.addToRolePolicy(
+      new PolicyStatement({
+        actions: [...STORE_ACTIONS],
+        resources: props.tableRegions.map((region) =>
+          stack.formatArn({
+            service: "dynamodb",
+            region,
+            resource: "table",
+            resourceName: props.table.tableName,
+          }),
+        ),
+      }),
+    );
+  }
+
+  /** The associations for a behavior of an existing distribution. */
+  edgeLambdas(): cloudfront.EdgeLambda[] {
+    return [
+      {
+        functionVersion: this.viewerRequest.currentVersion,
+        eventType: cloudfront.LambdaEdgeEventType.VIEWER_REQUEST,
+      },
+      {
+        functionVersion: this.viewerResponse.currentVersion,
+        eventType: cloudfront.LambdaEdgeEventType.VIEWER_RESPONSE,
+      },
+    ];
+  }
+}
+
+export interface EdgeRateLimitStackProps extends StackProps {
+  readonly viewerRequestZip: string;
+  readonly viewerResponseZip: string;
+  readonly tableName?: string;
+  /** Replica regions besides us-east-1 (default eu-west-1, ap-southeast-1, sa-east-1; [] for one region). */
+  readonly replicaRegions?: readonly string[];
+  /** The origin the new distribution fronts. Omit `originDomain` and use `functions.edgeLambdas()` to attach to an existing one. */
+  readonly originDomain?: string;
+}
+
+/**
+ * Seed 000's infrastructure: the `rate-limits` table (PK/SK, TTL on `ttl`, on-demand, Global
+ * Tables replicas), both functions, and a CloudFront distribution that runs them.
+ */
+export class EdgeRateLimitStack extends Stack {
+  readonly table: TableV2;
+  readonly functions: RateLimitFunctions;
+  readonly distribution: cloudfront.Distribution | undefined;
+
+  constructor(scope: Construct, id: string, props: EdgeRateLimitStackProps) {
+    super(scope, id, { ...props, env: { ...props.env, region: "us-east-1" } });
+    const replicaRegions = props.replicaRegions ?? DEFAULT_REPLICA_REGIONS;
+    this.table = new TableV2(this, "RateLimitTable", {
+      tableName: props.tableName ?? "rate-limits",
+      partitionKey: { name: "PK", type: AttributeType.STRING },
+      sortKey: { name: "SK", type: AttributeType.STRING },
+      timeToLiveAttribute: "ttl",
+      billing: Billing.onDemand(),
+      replicas: replicaRegions.map((region) => ({ region })),
+      // Counters are disposable: a redeploy may start them from zero.
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.functions = new RateLimitFunctions(this, "Functions", {
+      viewerRequestZip: props.viewerRequestZip,
+      viewerResponseZip: props.viewerResponseZip,
+      table: this.table,
+      tableRegions: ["us-east-1", ...replicaRegions],
+    });
+    this.distribution =
+      props.originDomain === undefined
+        ? undefined
+        : new cloudfront.Distribution(this, "Distribution", {
+            comment: "edgelimit rate-limited distribution",
+            defaultBehavior: {
+              origin: new origins.HttpOrigin(props.originDomain),
+              viewerProtocolPolicy: cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
+              allowedMethods: cloudfront.AllowedMethods.ALLOW_ALL,
+              // Rate-limited responses carry per-client headers: never serve them from cache.
+              cachePolicy: cloudfront.CachePolicy.CACHING_DISABLED,
+              originRequestPolicy: cloudfront.OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
+              edgeLambdas: this.functions.edgeLambdas(),
+            },
+          });
+  }
+}
