@@ -33,7 +33,8 @@ export class RateLimitFunctions extends Construct {
   constructor(scope: Construct, id: string, props: RateLimitFunctionsProps) {
     super(scope, id);
     const common = {
-      runtime: lambda.Runtime.NODEJS_20_X,
+      // nodejs20.x can no longer be created (AWS blocked it on 2026-08-31); the bundle targets Node 20 syntax.
+      runtime: lambda.Runtime.NODEJS_22_X,
       handler: "index.handler",
       memorySize: 128,
     };

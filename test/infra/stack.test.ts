@@ -55,12 +55,12 @@ describe("the CDK stack synthesises offline", () => {
     });
   });
 
-  it("creates both functions on Node 20 with index.handler", () => {
+  it("creates both functions on Node 22 with index.handler", () => {
     const functions = template.findResources("AWS::Lambda::Function");
     expect(Object.keys(functions)).toHaveLength(2);
     for (const fn of Object.values(functions)) {
       expect(fn.Properties).toMatchObject({
-        Runtime: "nodejs20.x",
+        Runtime: "nodejs22.x",
         Handler: "index.handler",
         MemorySize: 128,
       });
