@@ -1,0 +1,128 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bundledStoreOptions } from "../../src/adapters/lambda-edge/bundled.js";
+import type {
+  CloudFrontRequest,
+  CloudFrontRequestEvent,
+} from "../../src/adapters/lambda-edge/events.js";
+import { buildLambdaEdge, run } from "../../src/cli/build.js";
+import { loadPolicy } from "../../src/policy/load.js";
+import {
+  createRateLimitTable,
+  type LocalDynamo,
+  startDynalite,
+  TEST_CREDENTIALS,
+} from "../dynamodb/harness.js";
+
+const require = createRequire(import.meta.url);
+const work = mkdtempSync(join(tmpdir(), "edgelimit-build-"));
+let dynamo: LocalDynamo;
+
+beforeAll(async () => {
+  dynamo = await startDynalite();
+  await createRateLimitTable(dynamo.client, "rate-limits");
+});
+
+afterAll(async () => {
+  await dynamo?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+function event(uri: string): CloudFrontRequestEvent {
+  return {
+    Records: [
+      {
+        cf: {
+          config: { eventType: "viewer-request" },
+          request: {
+            clientIp: "203.0.113.178",
+            method: "GET",
+            uri,
+            querystring: "",
+            headers: { host: [{ key: "Host", value: "d111111abcdef8.cloudfront.net" }] },
+          },
+        },
+      },
+    ],
+  };
+}
+
+describe("edgelimit build lambda-edge", () => {
+  it("bundles policy, secret and store settings into zips whose handler counts in DynamoDB", async () => {
+    const built = await buildLambdaEdge({
+      policy: loadPolicy("examples/policies/cloudfront.yaml"),
+      store: { table: "rate-limits", region: "us-east-1", endpoint: dynamo.endpoint },
+      outDir: join(work, "out"),
+      env: { EDGELIMIT_JWT_SECRET: "bundled-secret" },
+    });
+    expect(built.map((fn) => fn.name)).toEqual(["viewer-request", "viewer-response"]);
+    for (const fn of built) {
+      expect(execFileSync("unzip", ["-t", fn.zip], { encoding: "utf8" })).toContain(
+        "No errors detected",
+      );
+      expect(execFileSync("unzip", ["-Z1", fn.zip], { encoding: "utf8" }).trim()).toBe("index.js");
+    }
+    const request = built[0] as (typeof built)[number];
+    const code = readFileSync(request.script, "utf8");
+    expect(code).toContain("bundled-secret");
+    // The YAML/zod loader stays out of the edge bundle.
+    expect(code).not.toMatch(/YAMLParseError|ZodError/);
+    expect(request.minifiedBytes).toBeLessThan(70 * 1024);
+    expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
+
+    const previous = { ...process.env };
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+    });
+    try {
+      const { handler } = require(request.script) as {
+        handler: (event: CloudFrontRequestEvent) => Promise<CloudFrontRequest>;
+      };
+      const first = await handler(event("/api/export"));
+      expect(first.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("2");
+      const second = await handler(event("/api/export"));
+      expect(second.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("1");
+      await (
+        handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+      ).limiter.store.close();
+    } finally {
+      process.env = previous;
+    }
+  });
+
+  it("refuses to build without the JWT secret, naming the variable", async () => {
+    await expect(
+      buildLambdaEdge({
+        policy: loadPolicy("examples/policies/cloudfront.yaml"),
+        store: { table: "rate-limits", region: "us-east-1" },
+        outDir: join(work, "no-secret"),
+        env: {},
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_POLICY_SECRET_MISSING",
+      message: expect.stringMatching(/EDGELIMIT_JWT_SECRET/),
+    });
+  });
+
+  it("prints usage for a wrong command line", async () => {
+    expect(await run(["lambda-edge", "--policy", "x.yaml"])).toBe(2);
+  });
+
+  it("writes to the nearest replica when the function runs in a replica region", () => {
+    const settings = {
+      table: "rate-limits",
+      region: "us-east-1",
+      globalRegions: ["us-east-1", "eu-west-1"],
+    };
+    expect(bundledStoreOptions(settings, "eu-west-1").region).toBe("eu-west-1");
+    expect(bundledStoreOptions(settings, "ap-northeast-1").region).toBe("us-east-1");
+    expect(bundledStoreOptions({ table: "t", region: "us-east-1" }, "eu-west-1").region).toBe(
+      "us-east-1",
+    );
+  });
+});
