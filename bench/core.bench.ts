@@ -12,7 +12,9 @@
  * And the full policy check: `limiter.check()` with the seed's policy (identity from the
  * socket address, a per-path rule and the global rule, headers built).
  */
+import { spawnSync } from "node:child_process";
 import { cpus } from "node:os";
+import { fileURLToPath } from "node:url";
 import { MemoryStore as ExpressMemoryStore } from "express-rate-limit";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { createLimiter } from "../src/core/limiter.js";
@@ -171,14 +173,31 @@ const all = [
   rateLimiterFlexible(),
   fullPolicyCheck(),
 ];
+
+const child = process.env.BENCH_CONTENDER;
+if (child !== undefined) {
+  // One contender in a fresh process: warm up, measure once, print the rate.
+  const contender = all.find((candidate) => candidate.name === child);
+  if (contender === undefined) throw new Error(`unknown contender ${child}`);
+  await contender.run(KEYS * 3);
+  await contender.run(KEYS * 30);
+  process.stdout.write(`${await measure(contender)}\n`);
+  process.exit(0);
+}
+
+// Each contender runs in its own process, rounds interleaved: one contender's garbage or
+// JIT feedback cannot slow the next, and load from other jobs spreads over all of them.
 const only = process.env.BENCH_ONLY;
 const contenders = only === undefined ? all : all.filter((c) => c.name.includes(only));
 const results = new Map<string, number[]>();
-// Warm up every contender (JIT, and every key inserted) before measuring.
-for (const contender of contenders) await contender.run(KEYS * 3);
 for (let round = 0; round < ROUNDS; round++) {
   for (const contender of contenders) {
-    const rate = await measure(contender);
+    const run = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url)], {
+      env: { ...process.env, BENCH_CONTENDER: contender.name },
+      encoding: "utf8",
+    });
+    if (run.status !== 0) throw new Error(`${contender.name} failed: ${run.stderr}`);
+    const rate = Number(run.stdout.trim());
     results.set(contender.name, [...(results.get(contender.name) ?? []), rate]);
   }
 }
@@ -189,7 +208,9 @@ const rate = (name: string) => median(results.get(name) ?? [0]);
 const express = rate("express-rate-limit MemoryStore");
 const flexible = rate("rate-limiter-flexible RateLimiterMemory");
 console.log(`machine: ${cpus().length} cores, ${cpus()[0]?.model}, node ${process.version}`);
-console.log(`${KEYS} keys, ${ROUNDS} rounds of ${ROUND_MS} ms, median decisions/s (one core):\n`);
+console.log(
+  `${KEYS} keys, ${ROUNDS} interleaved rounds of ${ROUND_MS} ms, each contender in its own process; median decisions/s (one core):\n`,
+);
 console.log("| contender | decisions/s | vs express-rate-limit | vs rate-limiter-flexible |");
 console.log("|---|---:|---:|---:|");
 for (const contender of contenders) {

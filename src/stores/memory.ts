@@ -90,12 +90,12 @@ export class MemoryStore implements Store {
         const state = algorithm.count(entry?.state, now, spec, ok);
         const expiresAt = algorithm.expiresAt(state, now, spec);
         if (entry === undefined) {
-          entry = { state, expiresAt, referenced: false, hot: false };
+          entry = { state: { ...state }, expiresAt, referenced: false, hot: false };
           this.#insert(spec.key, entry, now);
         } else {
           // Write into the state object the entry already holds: replacing it would promote
           // a fresh object to the old generation on every request to a busy key.
-          Object.assign(entry.state, state);
+          algorithm.assign(entry.state, state);
           entry.expiresAt = expiresAt;
           this.#touch(spec.key, entry);
         }
@@ -105,6 +105,13 @@ export class MemoryStore implements Store {
     return results;
   }
 
+  /*
+   * New entries keep a copy of the algorithm's state, never the object `count` returned: V8
+   * pretenures an allocation site whose objects survive, and `count`'s objects must stay
+   * short-lived (existing entries copy them with the algorithm's assign) or every request would allocate
+   * in the old generation.
+   */
+
   /** One counter: the same three phases without the bookkeeping arrays. */
   #applyOne(spec: CounterSpec, now: number): CounterState {
     const algorithm = ALGORITHMS[spec.algorithm];
@@ -113,10 +120,10 @@ export class MemoryStore implements Store {
     const state = algorithm.count(entry?.state, now, spec, ok);
     const expiresAt = algorithm.expiresAt(state, now, spec);
     if (entry === undefined) {
-      entry = { state, expiresAt, referenced: false, hot: false };
+      entry = { state: { ...state }, expiresAt, referenced: false, hot: false };
       this.#insert(spec.key, entry, now);
     } else {
-      Object.assign(entry.state, state);
+      algorithm.assign(entry.state, state);
       entry.expiresAt = expiresAt;
       this.#touch(spec.key, entry);
     }

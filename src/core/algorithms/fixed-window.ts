@@ -3,9 +3,16 @@ import type { Algorithm } from "./types.js";
 
 /** Count in the window `index`; `previous` is the count of window `index - 1` (sliding window). */
 export interface WindowedState {
-  readonly index: number;
-  readonly count: number;
-  readonly previous: number;
+  index: number;
+  count: number;
+  previous: number;
+}
+
+/** Shared by the two windowed algorithms. */
+export function assignWindowed(target: WindowedState, source: WindowedState): void {
+  target.index = source.index;
+  target.count = source.count;
+  target.previous = source.previous;
 }
 
 /** Moves a state into the window that contains `now`, carrying the previous count if adjacent. */
@@ -54,6 +61,8 @@ export const fixedWindow: Algorithm<WindowedState> = {
       retryAfterMs: allowed ? 0 : end - now,
     };
   },
+
+  assign: assignWindowed,
 
   expiresAt(state, _now, rule) {
     return windowEndOf(rule.window, state.index);

@@ -1,5 +1,5 @@
 import { windowAt, windowEndOf, windowIndexAt } from "../windows.js";
-import { rollWindow, type WindowedState } from "./fixed-window.js";
+import { assignWindowed, rollWindow, type WindowedState } from "./fixed-window.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
 /**
@@ -48,6 +48,8 @@ export const slidingWindow: Algorithm<WindowedState> = {
       retryAfterMs: allowed ? 0 : retryAfter(count, previous, now, end, length, rule),
     };
   },
+
+  assign: assignWindowed,
 
   expiresAt(state, _now, rule) {
     // The count stays relevant through the next window, where it is the weighted "previous".

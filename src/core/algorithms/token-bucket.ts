@@ -3,7 +3,7 @@ import type { Algorithm, CounterRule } from "./types.js";
 
 /** Generic cell rate algorithm: one timestamp per key, the theoretical arrival time. */
 export interface TokenBucketState {
-  readonly tat: number;
+  tat: number;
 }
 
 // Float slack for emission intervals such as 60000/7 ms.
@@ -46,6 +46,10 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
       resetAt: Math.ceil(tat),
       retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil(tat + rule.cost * step - length - now)),
     };
+  },
+
+  assign(target, source) {
+    target.tat = source.tat;
   },
 
   expiresAt(state) {
