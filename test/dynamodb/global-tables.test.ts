@@ -188,16 +188,17 @@ describe("Global Tables with last-writer-wins replication between two regions", 
           ),
         );
         admitted += results.filter(([state]) => state?.allowed).length;
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await new Promise((resolve) => setTimeout(resolve, 20));
       }
     } finally {
       await replicator.stop();
     }
     const totals = await Promise.all(servers.map((server) => totalIn(server.client, table)));
     expect(totals).toEqual([160, 160]);
-    // Admission can overshoot only by what was in flight within one replication lag.
+    // Admission can overshoot only by what was in flight within a replication lag (a few
+    // bursts of ten here); the seed's design overshoots by every lost increment as well.
     expect(admitted).toBeGreaterThanOrEqual(spec.limit);
-    expect(admitted).toBeLessThanOrEqual(spec.limit + 20);
+    expect(admitted).toBeLessThanOrEqual(spec.limit + 30);
     // Once replicated, both regions see the whole count and refuse.
     for (const store of regional) {
       const [state] = await store.apply([spec], T0 + 100);
