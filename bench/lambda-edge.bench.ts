@@ -72,6 +72,11 @@ try {
   const seedBytes = statSync(seedScript).size;
   const seedZipped = deflateRawSync(readFileSync(seedScript), { level: 9 }).length + 100;
 
+  // The floor: one unsigned UpdateItem over bare node:http, no library, no decision.
+  const floorScript = join(work, "floor.js");
+  writeFileSync(floorScript, floorHandlerSource(endpoint));
+
+  const floorTimes = await coldStarts(floorScript, runs);
   const ourTimes = await coldStarts(ours.script, runs);
   const seedTimes = await coldStarts(seedScript, runs);
 
@@ -82,6 +87,7 @@ try {
   console.log("|---|---|---|---|---|---|");
   console.log(row("edgelimit viewer-request", ours.minifiedBytes, ours.zippedBytes, ourTimes));
   console.log(row("seed-style, AWS SDK v3", seedBytes, seedZipped, seedTimes));
+  console.log(row("floor: bare node:http UpdateItem", statSync(floorScript).size, 0, floorTimes));
   const ratio = (seedTimes.load + seedTimes.first) / (ourTimes.load + ourTimes.first);
   console.log(
     `size ratio ${(seedBytes / ours.minifiedBytes).toFixed(1)}x smaller; first answer ${ratio.toFixed(1)}x faster`,
@@ -142,6 +148,31 @@ async function coldStarts(script: string, count: number): Promise<ColdStart> {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+function floorHandlerSource(localEndpoint: string): string {
+  const { hostname, port } = new URL(localEndpoint);
+  return `
+const http = require("node:http");
+exports.handler = (event) => new Promise((resolve, reject) => {
+  const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },
+    UpdateExpression: "ADD #c :one", ExpressionAttributeNames: { "#c": "count" },
+    ExpressionAttributeValues: { ":one": { N: "1" } }, ReturnValues: "UPDATED_NEW" });
+  const request = http.request({ host: ${JSON.stringify(hostname)}, port: ${port}, method: "POST", path: "/",
+    headers: { "content-type": "application/x-amz-json-1.0", "x-amz-target": "DynamoDB_20120810.UpdateItem",
+      authorization: "AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x",
+      "x-amz-date": "20260101T000000Z" } }, (response) => {
+    response.resume();
+    response.on("end", () => {
+      const forwarded = event.Records[0].cf.request;
+      forwarded.headers["x-ratelimit-remaining"] = [{ key: "X-RateLimit-Remaining", value: "0" }];
+      resolve(forwarded);
+    });
+  });
+  request.on("error", reject);
+  request.end(body);
+});
+`;
 }
 
 /** Seed 000's handler, as published, with the endpoint pointed at the local server. */
