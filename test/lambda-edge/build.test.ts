@@ -10,7 +10,7 @@ import type {
   CloudFrontRequestEvent,
 } from "../../src/adapters/lambda-edge/events.js";
 import { buildLambdaEdge, run } from "../../src/cli/build.js";
-import { loadPolicy } from "../../src/policy/load.js";
+import { definePolicy, loadPolicy } from "../../src/policy/load.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -87,6 +87,67 @@ describe("edgelimit build lambda-edge", () => {
       expect(first.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("2");
       const second = await handler(event("/api/export"));
       expect(second.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("1");
+      await (
+        handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+      ).limiter.store.close();
+    } finally {
+      process.env = previous;
+    }
+  });
+
+  it("wires the policy's refreshing allowlist into the bundle without delaying the first request", async () => {
+    await dynamo.client.call("PutItem", {
+      TableName: "rate-limits",
+      Item: { PK: { S: "allowlist" }, SK: { S: "partners" }, ips: { SS: ["198.51.100.0/24"] } },
+    });
+    const policy = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: 1 } },
+      lists: [
+        {
+          name: "partners",
+          kind: "allow",
+          dynamodb: {
+            table: "rate-limits",
+            region: "us-east-1",
+            key: { PK: "allowlist", SK: "partners" },
+            attribute: "ips",
+            endpoint: dynamo.endpoint,
+          },
+        },
+      ],
+    });
+    const [request] = await buildLambdaEdge({
+      policy,
+      store: { table: "rate-limits", region: "us-east-1", endpoint: dynamo.endpoint },
+      outDir: join(work, "lists"),
+      env: {},
+    });
+    const previous = { ...process.env };
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+    });
+    try {
+      const { handler } = require(request?.script as string) as {
+        handler: (
+          event: CloudFrontRequestEvent,
+        ) => Promise<CloudFrontRequest & { status?: string }>;
+      };
+      const from = (clientIp: string) => {
+        const viewerEvent = event("/");
+        (viewerEvent.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request.clientIp =
+          clientIp;
+        return viewerEvent;
+      };
+      // The list loads in the background; wait for it, then the partner is never limited.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const outcomes: string[] = [];
+      for (let i = 0; i < 3; i++)
+        outcomes.push((await handler(from("198.51.100.7"))).status ?? "forwarded");
+      expect(outcomes).toEqual(["forwarded", "forwarded", "forwarded"]);
+      const stranger = [await handler(from("192.0.2.201")), await handler(from("192.0.2.201"))];
+      expect(stranger.map((result) => result.status ?? "forwarded")).toEqual(["forwarded", "429"]);
       await (
         handler as unknown as { limiter: { store: { close(): Promise<void> } } }
       ).limiter.store.close();
