@@ -7,6 +7,7 @@ import type {
 } from "../policy/types.js";
 import { EdgelimitError } from "./errors.js";
 import { type Address, CidrSet, ipSubject, parseIp } from "./ip.js";
+import { subjectKey } from "./keys.js";
 import type { RequestDescription } from "./types.js";
 
 /** Reads one header from either a plain record or a `Headers` object, case-insensitively. */
@@ -42,9 +43,27 @@ export interface ClientAddress {
   readonly address: Address | undefined;
   /** The counted subject: the address, or its IPv6 prefix. "unknown" without an address. */
   readonly subject: string;
+  /** The subject as a key part: `ip:203.0.113.7` (see keys.ts). */
+  readonly subjectKey: string;
   /** Whether the socket peer is one of the trusted proxies. */
   readonly peerTrusted: boolean;
 }
+
+/** What one address text resolves to; cached, since the same clients come back. */
+interface ParsedAddress {
+  readonly address: Address | undefined;
+  readonly subject: string;
+  readonly subjectKey: string;
+  readonly trusted: boolean;
+}
+
+const MAX_CACHED_ADDRESSES = 10_000;
+const UNPARSED: ParsedAddress = {
+  address: undefined,
+  subject: "unknown",
+  subjectKey: subjectKey("ip", "unknown"),
+  trusted: false,
+};
 
 /**
  * Finds the client's address using only what is trustworthy: the socket peer, a header that
@@ -55,6 +74,7 @@ export interface ClientAddress {
 export class IpResolver {
   readonly #config: IpIdentity;
   readonly #trusted: CidrSet;
+  readonly #cache = new Map<string, ParsedAddress>();
 
   constructor(config: IpIdentity) {
     this.#config = config;
@@ -62,36 +82,60 @@ export class IpResolver {
   }
 
   resolve(request: RequestDescription): ClientAddress {
-    const peer = parseIp(request.ip);
-    const peerTrusted = this.#trusted.has(peer);
-    let address = peer;
+    const peer = this.#parse(request.ip);
+    let client = peer;
     const { source } = this.#config;
     if (source === "header" && this.#config.header !== undefined) {
-      const fromHeader = parseIp(readHeader(request.headers, this.#config.header));
-      if (fromHeader !== undefined) address = fromHeader;
-    } else if (source === "x-forwarded-for" && peerTrusted) {
-      address = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for"), peer);
+      const fromHeader = this.#parse(readHeader(request.headers, this.#config.header));
+      if (fromHeader.address !== undefined) client = fromHeader;
+    } else if (source === "x-forwarded-for" && peer.trusted) {
+      client = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for"), peer);
     }
-    const subject = address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
-    return { address, subject, peerTrusted };
+    return {
+      address: client.address,
+      subject: client.subject,
+      subjectKey: client.subjectKey,
+      peerTrusted: peer.trusted,
+    };
   }
 
   isTrusted(address: Address | undefined): boolean {
     return this.#trusted.has(address);
   }
 
-  #walkForwardedFor(header: string | undefined, peer: Address | undefined): Address | undefined {
+  #walkForwardedFor(header: string | undefined, peer: ParsedAddress): ParsedAddress {
     if (header === undefined || header === "") return peer;
     const hops = header.split(",");
     let client = peer;
     for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = parseIp(hops[i]);
+      const hop = this.#parse((hops[i] as string).trim());
       // A malformed entry was written by an untrusted party: stop at the last hop we trust.
-      if (hop === undefined) return client;
+      if (hop.address === undefined) return client;
       client = hop;
-      if (!this.#trusted.has(hop)) return hop;
+      if (!hop.trusted) return hop;
     }
     return client;
+  }
+
+  /** Parses an address text once; later requests from the same client reuse the result. */
+  #parse(text: string | undefined): ParsedAddress {
+    if (text === undefined) return UNPARSED;
+    const cached = this.#cache.get(text);
+    if (cached !== undefined) return cached;
+    const address = parseIp(text);
+    const subject = address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
+    const parsed: ParsedAddress = {
+      address,
+      subject,
+      subjectKey: subjectKey("ip", subject),
+      trusted: this.#trusted.has(address),
+    };
+    if (this.#cache.size >= MAX_CACHED_ADDRESSES) {
+      const oldest = this.#cache.keys().next();
+      if (!oldest.done) this.#cache.delete(oldest.value);
+    }
+    this.#cache.set(text, parsed);
+    return parsed;
   }
 }
 
@@ -135,6 +179,7 @@ function defaultEnv(): Record<string, string | undefined> {
   return maybeProcess?.env ?? {};
 }
 
+export const NOT_CACHED: unique symbol = Symbol("not cached");
 const MAX_CACHED_TOKENS = 10_000;
 const MAX_CACHED_TOKEN_LENGTH = 4096;
 
@@ -194,6 +239,15 @@ export class JwtVerifier {
     if (header === undefined || header.length < 8) return undefined;
     if (header.slice(0, 7).toLowerCase() !== "bearer ") return undefined;
     return header.slice(7).trim();
+  }
+
+  /**
+   * The cached outcome for a token checked before (a user, or undefined for a bad token), or
+   * `NOT_CACHED`: lets a returning client be identified without waiting for anything.
+   */
+  cached(token: string, nowMs: number): VerifiedUser | undefined | typeof NOT_CACHED {
+    const cached = this.#cache.get(token);
+    return cached !== undefined && cached.until > nowMs ? cached.user : NOT_CACHED;
   }
 
   async verify(token: string, nowMs: number): Promise<VerifiedUser | undefined> {

@@ -2,6 +2,8 @@ import {
   type Disclosed,
   forbiddenBody,
   rateLimitHeaders,
+  rateLimitPolicyItem,
+  sfString,
   tooManyRequestsBody,
   unavailableBody,
 } from "../http/headers.js";
@@ -9,8 +11,10 @@ import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { BlockCache } from "./block-cache.js";
 import { EdgelimitError } from "./errors.js";
 import {
+  type ClientAddress,
   IpResolver,
   JwtVerifier,
+  NOT_CACHED,
   type SecretContext,
   userFromTrustedHeader,
   type VerifiedUser,
@@ -57,8 +61,13 @@ export interface LimiterOptions extends SecretContext {
 
 interface CompiledRule {
   readonly rule: ResolvedRule;
+  /** Position in the policy, indexing per-subject key caches. */
+  readonly ordinal: number;
   /** `|namespace|scope`, appended to the subject. */
   readonly keySuffix: string;
+  /** Header fragments that do not change per request (months vary: computed then). */
+  readonly quotedId: string;
+  readonly policyItem: string | undefined;
   readonly methods: ReadonlySet<string> | undefined;
   readonly plans: ReadonlySet<string> | undefined;
 }
@@ -72,6 +81,8 @@ interface Compiled {
   readonly plans: ReadonlySet<string>;
   readonly allow: CidrSet;
   readonly deny: CidrSet;
+  /** Counter keys of recent subjects, by rule ordinal (see counterKeyOf). */
+  readonly keyCache: Map<string, (string | undefined)[]>;
 }
 
 interface Identity {
@@ -140,7 +151,8 @@ export class Limiter {
     const started = this.#clock();
     const compiled = this.#compiled;
     const path = normalizePath(request.path);
-    const identity = await this.#identify(compiled, request, started);
+    const found = this.#identify(compiled, request, started);
+    const identity = found instanceof Promise ? await found : found;
 
     if (this.#listed(compiled.deny, this.#options.denylists, identity.address)) {
       return this.#finish(
@@ -182,7 +194,7 @@ export class Limiter {
       passVerified = await passes.verify(request, primarySubject(identity), started);
     }
     const counters = rules.map((compiledRule) =>
-      toCounter(compiledRule, identity, request.cost, passVerified),
+      toCounter(compiled, compiledRule, identity, request.cost, passVerified),
     );
 
     const cachedUntil = this.#blockCache?.blockedUntil(counters, started);
@@ -195,7 +207,12 @@ export class Limiter {
 
     let states: CounterState[];
     try {
-      states = await this.#apply(compiled, counters, started);
+      // The in-process store answers at once: no promise, no timer.
+      const applySync = this.#store.applySync;
+      states =
+        applySync !== undefined
+          ? applySync.call(this.#store, counters, started)
+          : await this.#apply(compiled, counters, started);
     } catch {
       return this.#finish(request, this.#failed(compiled, identity, path, rules, started));
     }
@@ -215,38 +232,26 @@ export class Limiter {
     );
   }
 
-  async #identify(compiled: Compiled, request: RequestDescription, now: number): Promise<Identity> {
+  /** Synchronous unless a token must be verified for the first time. */
+  #identify(
+    compiled: Compiled,
+    request: RequestDescription,
+    now: number,
+  ): Identity | Promise<Identity> {
     const client = compiled.ip.resolve(request);
-    let user: VerifiedUser | undefined;
-    if (compiled.jwt !== undefined) {
-      const token = compiled.jwt.token(request);
-      if (token !== undefined) user = await compiled.jwt.verify(token, now);
+    const jwt = compiled.jwt;
+    if (jwt !== undefined) {
+      const token = jwt.token(request);
+      if (token !== undefined) {
+        const known = jwt.cached(token, now);
+        if (known === NOT_CACHED) {
+          return jwt.verify(token, now).then((user) => identityOf(compiled, request, client, user));
+        }
+        return identityOf(compiled, request, client, known);
+      }
     }
-    const trustedHeader = compiled.policy.identity.trustedHeader;
-    if (user === undefined && trustedHeader !== undefined) {
-      user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
-    }
-    const ipSubject = subjectKey("ip", client.subject);
-    if (user === undefined) {
-      return {
-        tier: "anonymous",
-        plan: undefined,
-        ipSubject,
-        userSubject: undefined,
-        address: client.address,
-      };
-    }
-    let plan = user.plan;
-    if (plan !== undefined && !compiled.plans.has(plan)) plan = compiled.policy.plans.default;
-    return {
-      tier: "authenticated",
-      plan,
-      ipSubject,
-      userSubject: subjectKey("user", user.id),
-      address: client.address,
-    };
+    return identityOf(compiled, request, client, undefined);
   }
-
   #listed(
     own: CidrSet,
     extra: readonly AddressList[] | undefined,
@@ -330,7 +335,8 @@ export class Limiter {
     let hardBlock = false;
 
     for (let i = 0; i < rules.length; i++) {
-      const { rule } = rules[i] as CompiledRule;
+      const compiledRule = rules[i] as CompiledRule;
+      const { rule } = compiledRule;
       const counter = counters[i] as CounterSpec;
       const state = states[i] as CounterState;
       const outcome: RuleOutcome = {
@@ -346,7 +352,12 @@ export class Limiter {
         if (!state.allowed) shadowed.push(rule.id);
         continue;
       }
-      const entry = { rule, outcome };
+      const entry: Disclosed = {
+        rule,
+        outcome,
+        policyItem: compiledRule.policyItem,
+        quotedId: compiledRule.quotedId,
+      };
       if (rule.disclose) disclosed.push(entry);
       if (state.allowed) continue;
 
@@ -536,11 +547,45 @@ export class Limiter {
   }
 }
 
+/** The identity of a request once its user (if any) is known. */
+function identityOf(
+  compiled: Compiled,
+  request: RequestDescription,
+  client: ClientAddress,
+  verified: VerifiedUser | undefined,
+): Identity {
+  let user = verified;
+  const trustedHeader = compiled.policy.identity.trustedHeader;
+  if (user === undefined && trustedHeader !== undefined) {
+    user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
+  }
+  const ipSubject = client.subjectKey;
+  if (user === undefined) {
+    return {
+      tier: "anonymous",
+      plan: undefined,
+      ipSubject,
+      userSubject: undefined,
+      address: client.address,
+    };
+  }
+  let plan = user.plan;
+  if (plan !== undefined && !compiled.plans.has(plan)) plan = compiled.policy.plans.default;
+  return {
+    tier: "authenticated",
+    plan,
+    ipSubject,
+    userSubject: subjectKey("user", user.id),
+    address: client.address,
+  };
+}
+
 function primarySubject(identity: Identity): string {
   return identity.userSubject ?? identity.ipSubject;
 }
 
 function toCounter(
+  compiled: Compiled,
   compiledRule: CompiledRule,
   identity: Identity,
   requestCost: number | undefined,
@@ -554,7 +599,7 @@ function toCounter(
       ? Math.floor(rule.limit * rule.challengeBand)
       : rule.limit;
   return {
-    key: subject + compiledRule.keySuffix,
+    key: counterKeyOf(compiled, subject, compiledRule),
     subject,
     algorithm: rule.algorithm,
     limit: threshold,
@@ -565,6 +610,32 @@ function toCounter(
     namespace: rule.namespace,
     backend: rule.backend,
   };
+}
+
+const MAX_CACHED_SUBJECTS = 10_000;
+
+/**
+ * The counter key of a subject under a rule. Keys of recent subjects are kept (bounded), so a
+ * returning client's keys are the same string objects and the store's hash lookups reuse
+ * their cached hashes instead of hashing a fresh concatenation on every request.
+ */
+function counterKeyOf(compiled: Compiled, subject: string, compiledRule: CompiledRule): string {
+  const cache = compiled.keyCache;
+  let keys = cache.get(subject);
+  if (keys === undefined) {
+    if (cache.size >= MAX_CACHED_SUBJECTS) {
+      const oldest = cache.keys().next();
+      if (!oldest.done) cache.delete(oldest.value);
+    }
+    keys = new Array(compiled.policy.rules.length);
+    cache.set(subject, keys);
+  }
+  let key = keys[compiledRule.ordinal];
+  if (key === undefined) {
+    key = subject + compiledRule.keySuffix;
+    keys[compiledRule.ordinal] = key;
+  }
+  return key;
 }
 
 /** The parts of a verdict that a decision sets; the rest comes from the identity. */
@@ -626,10 +697,14 @@ export function challengeLocation(challengePath: string, path: string, rawPath: 
 
 function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
   const byGroup = new Map<string, CompiledRule[]>();
+  let ordinal = 0;
   for (const rule of policy.rules) {
     const compiledRule: CompiledRule = {
       rule,
+      ordinal: ordinal++,
       keySuffix: `|${escapeKeyPart(rule.namespace)}|${escapeKeyPart(rule.scope)}`,
+      quotedId: sfString(rule.id),
+      policyItem: "ms" in rule.window ? rateLimitPolicyItem(rule, 0) : undefined,
       methods: rule.methods === undefined ? undefined : new Set(rule.methods),
       plans: rule.plans === undefined ? undefined : new Set(rule.plans),
     };
@@ -654,6 +729,7 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     plans: new Set(policy.plans.names),
     allow: new CidrSet(policy.allowlist),
     deny: new CidrSet(policy.denylist),
+    keyCache: new Map(),
   };
 }
 

@@ -9,10 +9,10 @@ const UNRESERVED = /%(2[DdEe]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9
  */
 export function normalizePath(raw: string): string {
   if (raw.length === 0) return "/";
-  if (!NEEDS_WORK.test(raw) && raw.charCodeAt(0) === 47) return raw;
   let path = raw;
   const cut = path.search(/[?#]/);
   if (cut !== -1) path = path.slice(0, cut);
+  if (!NEEDS_WORK.test(path) && path.charCodeAt(0) === 47) return path;
   path = path.replace(/\\/g, "/");
   // Decode only unreserved characters: an encoded "/" (%2F) stays a different path.
   path = path.replace(UNRESERVED, (encoded) =>

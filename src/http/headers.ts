@@ -7,10 +7,13 @@ import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 export interface Disclosed {
   readonly rule: ResolvedRule;
   readonly outcome: RuleOutcome;
+  /** Precomputed `rateLimitPolicyItem(rule)` and `sfString(rule.id)`, when the caller has them. */
+  readonly policyItem?: string;
+  readonly quotedId?: string;
 }
 
 /** A structured-field string (RFC 9651): quoted, with `\` and `"` escaped. */
-function sfString(text: string): string {
+export function sfString(text: string): string {
   return `"${text.replace(/[\\"]/g, (char) => `\\${char}`)}"`;
 }
 
@@ -35,14 +38,21 @@ export function rateLimitHeaders(
     headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
   }
   if (policy.headers.draft) {
-    headers["ratelimit-policy"] = disclosed
-      .map(({ rule }) => {
-        const seconds = Math.round(windowLengthMs(rule.window, now) / 1000);
-        return `${sfString(rule.id)};q=${rule.limit};w=${seconds}`;
-      })
-      .join(", ");
-    headers.ratelimit = `${sfString(deciding.rule.id)};r=${state.remaining};t=${resetSeconds}`;
+    let policyField = "";
+    for (const entry of disclosed) {
+      const item = entry.policyItem ?? rateLimitPolicyItem(entry.rule, now);
+      policyField = policyField === "" ? item : `${policyField}, ${item}`;
+    }
+    headers["ratelimit-policy"] = policyField;
+    const id = deciding.quotedId ?? sfString(deciding.rule.id);
+    headers.ratelimit = `${id};r=${state.remaining};t=${resetSeconds}`;
   }
+}
+
+/** One rule's item in `RateLimit-Policy`: `"anonymous.global";q=60;w=60`. */
+export function rateLimitPolicyItem(rule: ResolvedRule, now: number): string {
+  const seconds = Math.round(windowLengthMs(rule.window, now) / 1000);
+  return `${sfString(rule.id)};q=${rule.limit};w=${seconds}`;
 }
 
 export interface RefusalBody {
