@@ -71,6 +71,8 @@ export class RateLimitFunctions extends Construct {
       {
         functionVersion: this.viewerRequest.currentVersion,
         eventType: cloudfront.LambdaEdgeEventType.VIEWER_REQUEST,
+        // The challenge's verification is a form POST answered at the edge.
+        includeBody: true,
       },
       {
         functionVersion: this.viewerResponse.currentVersion,

@@ -51,8 +51,11 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   try {
+    const policy = loadPolicy(values.policy);
+    for (const warning of edgeWarnings(policy))
+      process.stderr.write(`edgelimit build: warning: ${warning}\n`);
     const built = await buildLambdaEdge({
-      policy: loadPolicy(values.policy),
+      policy,
       store: parseDynamodbUrl(values.store),
       outDir: values.out,
       minify: !values["no-minify"],
@@ -84,16 +87,18 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   const outDir = resolve(options.outDir);
   mkdirSync(outDir, { recursive: true });
   const usesLists = (policy.lists ?? []).length > 0;
+  const challenges = policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow);
   const entries: Record<BuiltFunction["name"], string> = {
     "viewer-request": [
       `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
       `import { bundledStoreOptions } from ${JSON.stringify(sources.adapter("bundled"))};`,
       `import { DynamoDbStore } from ${JSON.stringify(sources.store)};`,
       usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
+      challenges ? `import { createChallenge } from ${JSON.stringify(sources.challenge)};` : "",
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
       `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
       usesLists ? "const lists = edgeLists(policy);" : "",
-      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""} });`,
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge: createChallenge(policy, { env: {} })" : ""} });`,
     ].join("\n"),
     "viewer-response": [
       `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,
@@ -141,8 +146,6 @@ export function bakeSecrets(
   policy: ResolvedPolicy,
   env: Readonly<Record<string, string | undefined>>,
 ): ResolvedPolicy {
-  const jwt = policy.identity.jwt;
-  if (jwt === undefined) return policy;
   const bake = (source: SecretSource | undefined, field: string): SecretSource | undefined => {
     if (source === undefined || "value" in source) return source;
     if ("env" in source) {
@@ -157,27 +160,65 @@ export function bakeSecrets(
     }
     return { value: readFileSync(source.file, "utf8") };
   };
+  const jwt = policy.identity.jwt;
+  const challenge = policy.challenge;
+  const provider = challenge.provider;
   return {
     ...policy,
     identity: {
       ...policy.identity,
-      jwt: {
-        ...jwt,
-        secret: bake(jwt.secret, "identity.user.jwt.secret"),
-        publicKey: bake(jwt.publicKey, "identity.user.jwt.publicKey"),
-      },
+      jwt:
+        jwt === undefined
+          ? undefined
+          : {
+              ...jwt,
+              secret: bake(jwt.secret, "identity.user.jwt.secret"),
+              publicKey: bake(jwt.publicKey, "identity.user.jwt.publicKey"),
+            },
+    },
+    challenge: {
+      ...challenge,
+      secret: bake(challenge.secret, "challenge.secret"),
+      previousSecret: bake(challenge.previousSecret, "challenge.previousSecret"),
+      provider:
+        provider.kind === "pow"
+          ? provider
+          : {
+              ...provider,
+              secret: bake(provider.secret, "challenge.provider.secret") as SecretSource,
+            },
     },
   };
 }
 
+/**
+ * Problems that do not stop a build but break something at the edge: every Lambda@Edge
+ * instance would sign passes with its own random key without `challenge.secret`.
+ */
+export function edgeWarnings(policy: ResolvedPolicy): string[] {
+  const challenges = policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow);
+  if (challenges && policy.challenge.secret === undefined) {
+    return [
+      "challenge.secret is not set: each Lambda@Edge instance will sign passes with its own random key, so a pass works only on the instance that issued it; set challenge.secret (for example { env: EDGELIMIT_CHALLENGE_SECRET })",
+    ];
+  }
+  return [];
+}
+
 /** Where the adapter sources are: `src/**.ts` under tsx, `dist/**.js` once compiled. */
-function sourceLayout(): { root: string; store: string; adapter: (name: string) => string } {
+function sourceLayout(): {
+  root: string;
+  store: string;
+  challenge: string;
+  adapter: (name: string) => string;
+} {
   const here = dirname(fileURLToPath(import.meta.url));
   const root = resolve(here, "..");
   const extension = existsSync(join(root, "stores", "dynamodb.ts")) ? ".ts" : ".js";
   return {
     root,
     store: join(root, "stores", `dynamodb${extension}`),
+    challenge: join(root, "challenge", `index${extension}`),
     adapter: (name) => join(root, "adapters", "lambda-edge", `${name}${extension}`),
   };
 }

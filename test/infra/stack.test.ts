@@ -72,7 +72,7 @@ describe("the CDK stack synthesises offline", () => {
       DistributionConfig: Match.objectLike({
         DefaultCacheBehavior: Match.objectLike({
           LambdaFunctionAssociations: [
-            Match.objectLike({ EventType: "viewer-request" }),
+            Match.objectLike({ EventType: "viewer-request", IncludeBody: true }),
             Match.objectLike({ EventType: "viewer-response" }),
           ],
         }),

@@ -9,7 +9,7 @@ import type {
   CloudFrontRequest,
   CloudFrontRequestEvent,
 } from "../../src/adapters/lambda-edge/events.js";
-import { buildLambdaEdge, run } from "../../src/cli/build.js";
+import { bakeSecrets, buildLambdaEdge, edgeWarnings, run } from "../../src/cli/build.js";
 import { definePolicy, loadPolicy } from "../../src/policy/load.js";
 import {
   createRateLimitTable,
@@ -71,7 +71,8 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).toContain("bundled-secret");
     // The YAML/zod loader stays out of the edge bundle.
     expect(code).not.toMatch(/YAMLParseError|ZodError/);
-    expect(request.minifiedBytes).toBeLessThan(70 * 1024);
+    // The seed policy challenges, so the challenge page is served at the edge too.
+    expect(request.minifiedBytes).toBeLessThan(85 * 1024);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
 
     const previous = { ...process.env };
@@ -168,6 +169,23 @@ describe("edgelimit build lambda-edge", () => {
       code: "EL_POLICY_SECRET_MISSING",
       message: expect.stringMatching(/EDGELIMIT_JWT_SECRET/),
     });
+  });
+
+  it("bakes the challenge secret too, and warns when a challenging policy has none", async () => {
+    const challenging = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
+      challenge: { secret: { env: "EDGELIMIT_CHALLENGE_SECRET" } },
+    });
+    const baked = bakeSecrets(challenging, { EDGELIMIT_CHALLENGE_SECRET: "challenge-key" });
+    expect(baked.challenge.secret).toEqual({ value: "challenge-key" });
+    expect(() => bakeSecrets(challenging, {})).toThrow(/EDGELIMIT_CHALLENGE_SECRET/);
+    expect(edgeWarnings(challenging)).toEqual([]);
+    const unsigned = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
+    });
+    expect(edgeWarnings(unsigned)[0]).toMatch(/challenge\.secret/);
   });
 
   it("prints usage for a wrong command line", async () => {

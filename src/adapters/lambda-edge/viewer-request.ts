@@ -1,6 +1,13 @@
 import type { SecretContext } from "../../core/identity.js";
 import { type AddressList, createLimiter, type Limiter } from "../../core/limiter.js";
-import type { PassVerifier, RequestDescription, Store, Verdict } from "../../core/types.js";
+import { matchesPrefix, normalizePath } from "../../core/path.js";
+import type {
+  ChallengeHandler,
+  PassVerifier,
+  RequestDescription,
+  Store,
+  Verdict,
+} from "../../core/types.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import {
   type CloudFrontHeaders,
@@ -17,7 +24,13 @@ export interface ViewerRequestOptions extends SecretContext {
   readonly policy: ResolvedPolicy;
   readonly store: Store;
   readonly clock?: () => number;
+  /** Verifies challenge passes (default: the challenge's own). */
   readonly passes?: PassVerifier;
+  /**
+   * Serves the challenge page and its verification under its path at the edge (the CloudFront
+   * association needs `includeBody` for the verification POST).
+   */
+  readonly challenge?: ChallengeHandler;
   /** Refreshing allowlist sources (S3 JSON, a DynamoDB item), consulted after the policy's own. */
   readonly allowlists?: readonly AddressList[];
   readonly denylists?: readonly AddressList[];
@@ -31,7 +44,10 @@ export type ViewerRequestHandler = ((
 ) => Promise<CloudFrontRequest | CloudFrontResultResponse>) & { readonly limiter: Limiter };
 
 const STATUS_TEXT: Record<number, string> = {
+  200: "OK",
   302: "Found",
+  303: "See Other",
+  400: "Bad Request",
   403: "Forbidden",
   429: "Too Many Requests",
   503: "Service Unavailable",
@@ -50,7 +66,7 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
     policy: options.policy,
     store: options.store,
     clock: options.clock,
-    passes: options.passes,
+    passes: options.passes ?? options.challenge?.passes,
     allowlists: options.allowlists,
     denylists: options.denylists,
     env: options.env,
@@ -64,13 +80,23 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
           },
   });
   const originHeader = options.policy.headers.origin.toLowerCase();
+  const challenge = options.challenge;
 
   const handler = async (event: CloudFrontRequestEvent) => {
     const request = (event.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request;
     // Whatever the client wrote in the headers we own must not reach the origin or the response.
     delete request.headers[HANDOVER_HEADER];
     delete request.headers[originHeader];
-    const verdict = await limiter.check(describe(request));
+    const description = describe(request);
+    if (challenge !== undefined && matchesPrefix(normalizePath(request.uri), challenge.path)) {
+      const subject = await limiter.subjectOf(description);
+      const answer = await challenge.handle(toWebRequest(request), {
+        ip: request.clientIp,
+        subject,
+      });
+      return fromWebResponse(answer);
+    }
+    const verdict = await limiter.check(description);
     if (verdict.action !== "allow") return refusal(verdict);
     for (const name in verdict.originHeaders) {
       setHeader(request.headers, name, verdict.originHeaders[name] as string);
@@ -108,6 +134,48 @@ function flatten(headers: CloudFrontHeaders): Record<string, string> {
         : values.map((entry) => entry.value).join(", ");
   }
   return flat;
+}
+
+interface CloudFrontBody {
+  readonly data?: string;
+  readonly encoding?: "base64" | "text";
+}
+
+function toWebRequest(request: CloudFrontRequest): Request {
+  const host = request.headers.host?.[0]?.value ?? "localhost";
+  const url = `https://${host}${request.uri}${request.querystring ? `?${request.querystring}` : ""}`;
+  const headers = new Headers();
+  for (const name in request.headers) {
+    for (const entry of request.headers[name] ?? []) headers.append(name, entry.value);
+  }
+  const body = request.body as CloudFrontBody | undefined;
+  const method = request.method.toUpperCase();
+  const hasBody = method !== "GET" && method !== "HEAD" && body?.data !== undefined;
+  return new Request(url, {
+    method,
+    headers,
+    body: hasBody
+      ? Buffer.from(body?.data ?? "", body?.encoding === "base64" ? "base64" : "utf8")
+      : undefined,
+  });
+}
+
+async function fromWebResponse(response: Response): Promise<CloudFrontResultResponse> {
+  const headers: CloudFrontHeaders = {};
+  response.headers.forEach((value, name) => {
+    if (name !== "set-cookie") setHeader(headers, name, value);
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0)
+    headers["set-cookie"] = cookies.map((value) => ({ key: "Set-Cookie", value }));
+  const result: CloudFrontResultResponse = {
+    status: String(response.status),
+    statusDescription: STATUS_TEXT[response.status] ?? (response.statusText || "OK"),
+    headers,
+  };
+  const text = await response.text();
+  if (text !== "") result.body = text;
+  return result;
 }
 
 function refusal(verdict: Verdict): CloudFrontResultResponse {

@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CloudFrontRequest,
+  type CloudFrontRequestEvent,
+  type CloudFrontResultResponse,
+  createViewerRequestHandler,
+} from "../../src/adapters/lambda-edge/index.js";
+import { createChallenge, solveProofOfWork } from "../../src/challenge/index.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { DynamoDbStore } from "../../src/stores/dynamodb.js";
+import {
+  createRateLimitTable,
+  type LocalDynamo,
+  startDynalite,
+  TEST_CREDENTIALS,
+} from "../dynamodb/harness.js";
+
+const T0 = Date.UTC(2026, 1, 14, 14, 30, 5);
+const policy = definePolicy({
+  version: 1,
+  budget: "5s",
+  tiers: { anonymous: { global: { limit: 2, action: "challenge", challengeBand: 3 } } },
+  challenge: {
+    path: "/captcha",
+    secret: { value: "edge-challenge-secret-0123456789" },
+    difficulty: 4,
+  },
+});
+
+function viewerRequest(
+  uri: string,
+  options: { method?: string; querystring?: string; cookie?: string; form?: string } = {},
+): CloudFrontRequestEvent {
+  const headers: CloudFrontRequest["headers"] = {
+    host: [{ key: "Host", value: "d111111abcdef8.cloudfront.net" }],
+  };
+  if (options.cookie !== undefined) headers.cookie = [{ key: "Cookie", value: options.cookie }];
+  if (options.form !== undefined) {
+    headers["content-type"] = [{ key: "Content-Type", value: "application/x-www-form-urlencoded" }];
+  }
+  const request: CloudFrontRequest = {
+    clientIp: "203.0.113.178",
+    method: options.method ?? "GET",
+    uri,
+    querystring: options.querystring ?? "",
+    headers,
+  };
+  if (options.form !== undefined) {
+    // As CloudFront sends it with "include body" on the association.
+    request.body = {
+      inputTruncated: false,
+      action: "read-only",
+      encoding: "base64",
+      data: Buffer.from(options.form).toString("base64"),
+    };
+  }
+  return { Records: [{ cf: { config: { eventType: "viewer-request" }, request } }] };
+}
+
+let dynamo: LocalDynamo;
+let store: DynamoDbStore;
+
+beforeAll(async () => {
+  dynamo = await startDynalite();
+  await createRateLimitTable(dynamo.client, "rate-limits");
+  store = new DynamoDbStore({
+    region: "us-east-1",
+    endpoint: dynamo.endpoint,
+    credentials: TEST_CREDENTIALS,
+  });
+});
+
+afterAll(async () => {
+  await store?.close();
+  await dynamo?.close();
+});
+
+describe("the challenge at the edge", () => {
+  it("redirects to the page, serves it, grants a pass for a solution, and honours the pass", async () => {
+    const challenge = createChallenge(policy, { clock: () => T0 });
+    const handler = createViewerRequestHandler({
+      policy,
+      store,
+      challenge,
+      clock: () => T0,
+      metrics: false,
+    });
+    const status = async (event: CloudFrontRequestEvent) => {
+      const result = await handler(event);
+      return "clientIp" in result ? "forwarded" : (result as CloudFrontResultResponse).status;
+    };
+    expect([
+      await status(viewerRequest("/reports")),
+      await status(viewerRequest("/reports")),
+    ]).toEqual(["forwarded", "forwarded"]);
+    const redirected = (await handler(
+      viewerRequest("/reports", { querystring: "x=1" }),
+    )) as CloudFrontResultResponse;
+    expect(redirected.status).toBe("302");
+    const location = redirected.headers?.location?.[0]?.value as string;
+    expect(location).toBe("/captcha?redirect=%2Freports%3Fx%3D1");
+
+    const page = (await handler(
+      viewerRequest("/captcha", { querystring: location.split("?")[1] }),
+    )) as CloudFrontResultResponse;
+    expect(page.status).toBe("200");
+    expect(page.headers?.["content-type"]?.[0]?.value).toMatch(/^text\/html/);
+    const token = /name="challenge" value="([^"]+)"/.exec(page.body ?? "")?.[1] as string;
+    expect(token).toBeDefined();
+
+    const wrong = (await handler(
+      viewerRequest("/captcha/verify", {
+        method: "POST",
+        form: `challenge=${encodeURIComponent(token)}&solution=1&redirect=%2Freports`,
+      }),
+    )) as CloudFrontResultResponse;
+    expect(wrong.status).toBe("403");
+
+    const solution = await solveProofOfWork(token, 4);
+    const verified = (await handler(
+      viewerRequest("/captcha/verify", {
+        method: "POST",
+        form: `challenge=${encodeURIComponent(token)}&solution=${solution}&redirect=${encodeURIComponent("/reports?x=1")}`,
+      }),
+    )) as CloudFrontResultResponse;
+    expect(verified.status).toBe("303");
+    expect(verified.headers?.location?.[0]?.value).toBe("/reports?x=1");
+    const setCookie = verified.headers?.["set-cookie"]?.[0]?.value as string;
+    expect(setCookie).toMatch(/^edgelimit_pass=/);
+    const cookie = setCookie.split(";")[0] as string;
+
+    // With the pass the band is lifted up to the hard limit (3x2 = 6), never beyond.
+    const withPass: string[] = [];
+    for (let i = 0; i < 4; i++) withPass.push(await status(viewerRequest("/reports", { cookie })));
+    expect(withPass).toEqual(["forwarded", "forwarded", "forwarded", "429"]);
+    expect(
+      await status(viewerRequest("/reports", { cookie: "edgelimit_pass=1.forged.AAAA" })),
+    ).toBe("429");
+  });
+});
