@@ -91,14 +91,14 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   const entries: Record<BuiltFunction["name"], string> = {
     "viewer-request": [
       `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
-      `import { bundledStoreOptions } from ${JSON.stringify(sources.adapter("bundled"))};`,
+      `import { bundledStoreOptions, lazyChallenge } from ${JSON.stringify(sources.adapter("bundled"))};`,
       `import { DynamoDbStore } from ${JSON.stringify(sources.store)};`,
       usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
       challenges ? `import { createChallenge } from ${JSON.stringify(sources.challenge)};` : "",
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
       `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
       usesLists ? "const lists = edgeLists(policy);" : "",
-      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge: createChallenge(policy, { env: {} })" : ""} });`,
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge: lazyChallenge(policy, () => createChallenge(policy, { env: {} }))" : ""} });`,
     ].join("\n"),
     "viewer-response": [
       `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,

@@ -4,6 +4,7 @@ import {
   type CloudFrontRequestEvent,
   type CloudFrontResultResponse,
   createViewerRequestHandler,
+  lazyChallenge,
 } from "../../src/adapters/lambda-edge/index.js";
 import { createChallenge, solveProofOfWork } from "../../src/challenge/index.js";
 import { definePolicy } from "../../src/policy/load.js";
@@ -77,7 +78,11 @@ afterAll(async () => {
 
 describe("the challenge at the edge", () => {
   it("redirects to the page, serves it, grants a pass for a solution, and honours the pass", async () => {
-    const challenge = createChallenge(policy, { clock: () => T0 });
+    let built = 0;
+    const challenge = lazyChallenge(policy, () => {
+      built++;
+      return createChallenge(policy, { clock: () => T0 });
+    });
     const handler = createViewerRequestHandler({
       policy,
       store,
@@ -98,6 +103,8 @@ describe("the challenge at the edge", () => {
     )) as CloudFrontResultResponse;
     expect(redirected.status).toBe("302");
     const location = redirected.headers?.location?.[0]?.value as string;
+    // Nothing so far needed the challenge: the cold start did not pay for building it.
+    expect(built).toBe(0);
     expect(location).toBe("/captcha?redirect=%2Freports%3Fx%3D1");
 
     const page = (await handler(

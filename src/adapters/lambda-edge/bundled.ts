@@ -1,3 +1,7 @@
+import { EdgelimitError } from "../../core/errors.js";
+import { readHeader } from "../../core/identity.js";
+import type { ChallengeHandler } from "../../core/types.js";
+import type { ResolvedPolicy } from "../../policy/types.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
 
 /**
@@ -13,4 +17,39 @@ export function bundledStoreOptions(
   if (runningIn !== undefined && replicas.includes(runningIn))
     return { ...settings, region: runningIn };
   return settings;
+}
+
+/**
+ * Defers building the challenge (its keys, the policy hash) until a request needs it: one that
+ * carries the pass cookie or asks for the challenge page. Most requests carry neither, so the
+ * cold start does not pay for it.
+ */
+export function lazyChallenge(
+  policy: ResolvedPolicy,
+  create: () => ChallengeHandler | undefined,
+): ChallengeHandler | undefined {
+  if (!policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow)) return undefined;
+  let built: ChallengeHandler | undefined;
+  const get = (): ChallengeHandler => {
+    built ??= create();
+    if (built === undefined)
+      throw new EdgelimitError("EL_BAD_ARGUMENT", "the policy's challenge could not be built");
+    return built;
+  };
+  const cookiePrefix = `${policy.challenge.cookie.name}=`;
+  return {
+    path: policy.challenge.path,
+    passes: {
+      verify(request, subject, now) {
+        if (
+          built === undefined &&
+          !(readHeader(request.headers, "cookie") ?? "").includes(cookiePrefix)
+        ) {
+          return false;
+        }
+        return get().passes.verify(request, subject, now);
+      },
+    },
+    handle: (request, client) => get().handle(request, client),
+  };
 }

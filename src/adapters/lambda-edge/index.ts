@@ -1,4 +1,4 @@
-export { bundledStoreOptions } from "./bundled.js";
+export { bundledStoreOptions, lazyChallenge } from "./bundled.js";
 export {
   type CloudFrontHeaders,
   type CloudFrontRequest,
