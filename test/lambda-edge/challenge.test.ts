@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type CloudFrontRequest,
@@ -17,6 +18,14 @@ import {
 } from "../dynamodb/harness.js";
 
 const T0 = Date.UTC(2026, 1, 14, 14, 30, 5);
+
+/** An answer that certainly misses 4 bits of proof of work (any fixed guess passes 1 time in 16). */
+function wrongSolution(challenge: string): string {
+  for (let counter = 0; ; counter++) {
+    const digest = createHash("sha256").update(`${challenge}:${counter}`).digest();
+    if ((digest[0] as number) >> 4 !== 0) return String(counter);
+  }
+}
 const policy = definePolicy({
   version: 1,
   budget: "5s",
@@ -118,7 +127,7 @@ describe("the challenge at the edge", () => {
     const wrong = (await handler(
       viewerRequest("/captcha/verify", {
         method: "POST",
-        form: `challenge=${encodeURIComponent(token)}&solution=1&redirect=%2Freports`,
+        form: `challenge=${encodeURIComponent(token)}&solution=${wrongSolution(token)}&redirect=%2Freports`,
       }),
     )) as CloudFrontResultResponse;
     expect(wrong.status).toBe("403");
