@@ -3,6 +3,7 @@ import {
   forbiddenBody,
   rateLimitHeaders,
   rateLimitPolicyItem,
+  rateLimitPolicyOnly,
   sfString,
   tooManyRequestsBody,
   unavailableBody,
@@ -381,8 +382,10 @@ export class Limiter {
     const headers: Record<string, string> = {};
 
     if (refusing === undefined) {
+      // The most restrictive rule whose count is known decides what the client is told.
       let deciding: Disclosed | undefined;
       for (const entry of disclosed) {
+        if (entry.outcome.state.approximate === true) continue;
         if (
           deciding === undefined ||
           entry.outcome.state.remaining < deciding.outcome.state.remaining
@@ -394,6 +397,9 @@ export class Limiter {
       if (deciding !== undefined) {
         rateLimitHeaders(headers, policy, deciding, disclosed, now);
         originHeaders[policy.headers.origin] = String(deciding.outcome.state.remaining);
+      } else if (disclosed.length > 0) {
+        // Only approximate rules matched: the quotas can be told, the counts cannot.
+        rateLimitPolicyOnly(headers, policy, disclosed, now);
       }
       return makeVerdict(identity, path, {
         action: "allow",

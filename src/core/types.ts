@@ -51,6 +51,12 @@ export interface CounterState {
   readonly resetAt: number;
   /** Milliseconds until a request of the same cost could pass (0 when allowed). */
   readonly retryAfterMs: number;
+  /**
+   * True when the store knows only whether the request passed (the Workers `ratelimits`
+   * binding): `count` and `remaining` are then placeholders, never disclosed to clients or the
+   * origin, and `resetAt` is the end of the store's period as far as it can tell.
+   */
+  readonly approximate?: boolean;
 }
 
 /**

@@ -31,22 +31,50 @@ export function rateLimitHeaders(
   now: number,
 ): void {
   const { state } = deciding.outcome;
-  const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+  // An approximate store (the Workers binding) knows the limit, not the count.
+  const countKnown = state.approximate !== true;
   if (policy.headers.legacy) {
     headers["x-ratelimit-limit"] = String(deciding.rule.limit);
-    headers["x-ratelimit-remaining"] = String(state.remaining);
-    headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
+    if (countKnown) {
+      headers["x-ratelimit-remaining"] = String(state.remaining);
+      headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
+    }
   }
   if (policy.headers.draft) {
-    let policyField = "";
-    for (const entry of disclosed) {
-      const item = entry.policyItem ?? rateLimitPolicyItem(entry.rule, now);
-      policyField = policyField === "" ? item : `${policyField}, ${item}`;
+    headers["ratelimit-policy"] = policyField(disclosed, now);
+    if (countKnown) {
+      const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+      const id = deciding.quotedId ?? sfString(deciding.rule.id);
+      headers.ratelimit = `${id};r=${state.remaining};t=${resetSeconds}`;
     }
-    headers["ratelimit-policy"] = policyField;
-    const id = deciding.quotedId ?? sfString(deciding.rule.id);
-    headers.ratelimit = `${id};r=${state.remaining};t=${resetSeconds}`;
   }
+}
+
+/**
+ * The quotas alone (the smallest limit and `RateLimit-Policy`), for a response where no matched
+ * rule's count is known.
+ */
+export function rateLimitPolicyOnly(
+  headers: Record<string, string>,
+  policy: ResolvedPolicy,
+  disclosed: readonly Disclosed[],
+  now: number,
+): void {
+  if (policy.headers.legacy) {
+    let limit = Number.POSITIVE_INFINITY;
+    for (const entry of disclosed) limit = Math.min(limit, entry.rule.limit);
+    headers["x-ratelimit-limit"] = String(limit);
+  }
+  if (policy.headers.draft) headers["ratelimit-policy"] = policyField(disclosed, now);
+}
+
+function policyField(disclosed: readonly Disclosed[], now: number): string {
+  let field = "";
+  for (const entry of disclosed) {
+    const item = entry.policyItem ?? rateLimitPolicyItem(entry.rule, now);
+    field = field === "" ? item : `${field}, ${item}`;
+  }
+  return field;
 }
 
 /** One rule's item in `RateLimit-Policy`: `"anonymous.global";q=60;w=60`. */

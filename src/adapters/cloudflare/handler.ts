@@ -3,7 +3,7 @@ import { createLimiter, type Limiter, type LimiterOptions } from "../../core/lim
 import type { RequestDescription, Verdict } from "../../core/types.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
-import { backendOf, checkCloudflarePolicy } from "./check.js";
+import { checkCloudflarePolicy } from "./check.js";
 import { CloudflareStore } from "./store.js";
 
 export const DEFAULT_COUNTER_BINDING = "EDGELIMIT_COUNTER";
@@ -32,7 +32,6 @@ export interface CloudflareLimiterOptions {
 interface Prepared {
   readonly limiter: Limiter;
   /** Rules counted by the binding, whose remaining count is unknown. */
-  readonly approximateRules: ReadonlySet<string>;
   readonly originHeader: string;
 }
 
@@ -67,15 +66,13 @@ export class CloudflareLimiter {
   ): Promise<Response> {
     const prepared = this.#prepare(env);
     const verdict = await prepared.limiter.check(describe(request));
-    const headers = clientHeaders(verdict, prepared);
+    const headers = verdict.headers;
     if (verdict.action !== "allow") {
       return new Response(verdict.body ?? null, { status: verdict.status, headers });
     }
     const forwarded = new Headers(request.headers);
     forwarded.delete(prepared.originHeader);
-    if (verdict.rule === undefined || !prepared.approximateRules.has(verdict.rule)) {
-      for (const [name, value] of Object.entries(verdict.originHeaders)) forwarded.set(name, value);
-    }
+    for (const [name, value] of Object.entries(verdict.originHeaders)) forwarded.set(name, value);
     const upstream = await next(new Request(request, { headers: forwarded }));
     const response = new Response(upstream.body, upstream);
     for (const [name, value] of Object.entries(headers)) response.headers.set(name, value);
@@ -102,10 +99,7 @@ export class CloudflareLimiter {
       ...(options.onDecision === undefined ? {} : { onDecision: options.onDecision }),
       ...(options.blockCache === undefined ? {} : { blockCache: options.blockCache }),
     });
-    const approximateRules = new Set(
-      policy.rules.filter((rule) => backendOf(rule) === "approximate").map((rule) => rule.id),
-    );
-    const prepared = { limiter, approximateRules, originHeader: policy.headers.origin };
+    const prepared = { limiter, originHeader: policy.headers.origin };
     this.#prepared.set(env, prepared);
     return prepared;
   }
@@ -141,20 +135,6 @@ function stringsOf(env: WorkerEnv): Record<string, string> {
   for (const [name, value] of Object.entries(env))
     if (typeof value === "string") strings[name] = value;
   return strings;
-}
-
-/**
- * The verdict's headers, minus the counts a binding cannot know: when a binding rule decided,
- * there is no remaining count to report (the limit and the policy stay; Retry-After and the
- * reset are the end of the binding's period).
- */
-function clientHeaders(verdict: Verdict, prepared: Prepared): Record<string, string> {
-  const headers = { ...verdict.headers };
-  if (verdict.rule !== undefined && prepared.approximateRules.has(verdict.rule)) {
-    delete headers["x-ratelimit-remaining"];
-    delete headers.ratelimit;
-  }
-  return headers;
 }
 
 export function cloudflareLimiter(options: CloudflareLimiterOptions): CloudflareLimiter {

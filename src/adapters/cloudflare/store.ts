@@ -19,13 +19,6 @@ export interface CloudflareStoreOptions {
   readonly counter: string;
 }
 
-/**
- * The binding never reports a count. This stands for "unknown, not the constraint": the limiter
- * picks the rule with the fewest remaining units for its headers, so an exact rule always wins
- * over a binding that admitted, and the handler strips the count when a binding rule decides.
- */
-export const UNKNOWN_REMAINING = Number.MAX_SAFE_INTEGER;
-
 const OBJECT_ORIGIN = "https://edgelimit-counter";
 
 /**
@@ -170,14 +163,36 @@ export function bindingKey(spec: Pick<CounterSpec, "key" | "subject" | "namespac
 function bindingState(spec: CounterSpec, success: boolean, now: number): CounterState {
   const { end } = windowAt(spec.window, now);
   if (success) {
-    return { allowed: true, count: 0, remaining: UNKNOWN_REMAINING, resetAt: end, retryAfterMs: 0 };
+    return {
+      allowed: true,
+      count: 0,
+      remaining: 0,
+      resetAt: end,
+      retryAfterMs: 0,
+      approximate: true,
+    };
   }
-  return { allowed: false, count: spec.limit, remaining: 0, resetAt: end, retryAfterMs: end - now };
+  // The binding never reports a count: the state says so, and the limiter discloses none.
+  return {
+    allowed: false,
+    count: spec.limit,
+    remaining: 0,
+    resetAt: end,
+    retryAfterMs: end - now,
+    approximate: true,
+  };
 }
 
 /** An exact counter the request never reached, because a binding refused it first. */
 function notConsulted(now: number): CounterState {
-  return { allowed: true, count: 0, remaining: UNKNOWN_REMAINING, resetAt: now, retryAfterMs: 0 };
+  return {
+    allowed: true,
+    count: 0,
+    remaining: 0,
+    resetAt: now,
+    retryAfterMs: 0,
+    approximate: true,
+  };
 }
 
 export function cloudflareStore(options: CloudflareStoreOptions): CloudflareStore {
