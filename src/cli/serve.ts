@@ -3,13 +3,15 @@ import { basename, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type Logger, pino } from "pino";
+import { createChallenge } from "../challenge/index.js";
 import { EdgelimitError } from "../core/errors.js";
-import type { ChallengeHandler, Store } from "../core/types.js";
+import type { Store } from "../core/types.js";
 import { type DemoOrigin, demoSecret, startDemoOrigin } from "../gateway/demo-origin.js";
-import { createGateway, type Gateway, type GatewayLists } from "../gateway/server.js";
+import { createGateway, type Gateway } from "../gateway/server.js";
+import { createLists } from "../lists/index.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
-import { isModuleMissing, redact, storeFromUrl } from "../stores/from-url.js";
+import { redact, storeFromUrl } from "../stores/from-url.js";
 
 const USAGE = `Usage: edgelimit serve --policy FILE --upstream URL [options]
 
@@ -109,8 +111,8 @@ export async function run(argv: string[]): Promise<number> {
         originHeader: policy.headers.origin,
       });
     }
-    const challenge = await optionalChallenge(policy, env, readFile, logger);
-    const lists = await optionalLists(policy, env, readFile, logger);
+    const challenge = createChallenge(policy, { env, readFile });
+    const lists = policy.lists.length > 0 ? await createLists(policy, { env, logger }) : undefined;
     gateway = createGateway({
       policy,
       store,
@@ -229,46 +231,6 @@ function watchPolicy(file: string, onChange: () => void, logger: Logger): FSWatc
   } catch (error) {
     logger.warn({ msg: "cannot watch the policy file; SIGHUP still reloads", err: error });
     return undefined;
-  }
-}
-
-type Env = Record<string, string | undefined>;
-
-async function optionalChallenge(
-  policy: ResolvedPolicy,
-  env: Env,
-  readFile: (path: string) => string,
-  logger: Logger,
-): Promise<ChallengeHandler | undefined> {
-  const module = await optionalModule("../challenge/index.js", logger);
-  const create = module?.createChallenge;
-  if (typeof create !== "function") return undefined;
-  return (await create(policy, { env, readFile })) as ChallengeHandler | undefined;
-}
-
-async function optionalLists(
-  policy: ResolvedPolicy,
-  env: Env,
-  readFile: (path: string) => string,
-  logger: Logger,
-): Promise<GatewayLists | undefined> {
-  const module = await optionalModule("../lists/index.js", logger);
-  const create = module?.createLists;
-  if (typeof create !== "function") return undefined;
-  return (await create(policy, { env, readFile, logger })) as GatewayLists | undefined;
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: modules written by other areas, loaded if present.
-type LooseModule = Record<string, any>;
-
-/** A module another area provides; undefined (quietly) while it does not exist yet. */
-async function optionalModule(specifier: string, logger: Logger): Promise<LooseModule | undefined> {
-  try {
-    return (await import(specifier)) as LooseModule;
-  } catch (error) {
-    if (isModuleMissing(error, specifier)) return undefined;
-    logger.error({ msg: `cannot load ${specifier}`, err: error });
-    throw error;
   }
 }
 
