@@ -8,6 +8,7 @@ export type ErrorCode =
   | "EL_POLICY_FILE"
   | "EL_POLICY_SECRET_MISSING"
   | "EL_BAD_ARGUMENT"
+  | "EL_LIST_SOURCE"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 

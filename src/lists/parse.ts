@@ -15,7 +15,7 @@ export function parseListBody(body: string, origin: string): CidrSet {
       entries = JSON.parse(trimmed);
     } catch (error) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_LIST_SOURCE",
         `${origin}: not valid JSON (${(error as Error).message})`,
       );
     }
@@ -35,19 +35,19 @@ export function cidrSetOf(entries: unknown, origin: string): CidrSet {
       : entries;
   if (!Array.isArray(list)) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_LIST_SOURCE",
       `${origin}: expected a JSON array of addresses, an object with a "cidrs" array, or one address per line`,
     );
   }
   for (const [index, entry] of list.entries()) {
     if (typeof entry !== "string") {
-      throw new EdgelimitError("EL_BAD_ARGUMENT", `${origin}: entry ${index} is not a string`);
+      throw new EdgelimitError("EL_LIST_SOURCE", `${origin}: entry ${index} is not a string`);
     }
     try {
       parseCidr(entry);
     } catch {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_LIST_SOURCE",
         `${origin}: entry ${index} ${JSON.stringify(entry)} is not an address or range such as 203.0.113.0/24`,
       );
     }

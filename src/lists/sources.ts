@@ -37,7 +37,7 @@ async function readOk(response: Response, description: string): Promise<string> 
   const body = await response.text();
   if (!response.ok) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_LIST_SOURCE",
       `${description} answered HTTP ${response.status}: ${body.slice(0, 200)}`,
     );
   }
@@ -136,7 +136,7 @@ export function dynamoDbListSource(options: DynamoDbListOptions): ListSource {
       if (item === undefined) {
         // A missing item is an error, not an empty list: a typo in the key must not silently
         // turn a deny list off.
-        throw new EdgelimitError("EL_BAD_ARGUMENT", `${description}: no such item`);
+        throw new EdgelimitError("EL_LIST_SOURCE", `${description}: no such item`);
       }
       const value = item[options.attribute];
       if (value?.SS !== undefined) return cidrSetOf(value.SS, description);
@@ -147,7 +147,7 @@ export function dynamoDbListSource(options: DynamoDbListOptions): ListSource {
         );
       if (value?.S !== undefined) return parseListBody(value.S, description);
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_LIST_SOURCE",
         `${description}: attribute ${options.attribute} is missing or not a string set, list or string`,
       );
     },
