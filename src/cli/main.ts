@@ -13,11 +13,12 @@ const COMMANDS: Record<
   },
   serve: {
     summary:
-      "serve --policy FILE --upstream URL [--port 8080] [--admin-port 9090] [--store memory|redis://HOST:PORT|dynamodb://TABLE?region=R&endpoint=URL]",
+      "serve --policy FILE --upstream URL [--port 8080] [--admin-port 9090] [--store memory|redis://HOST:PORT|redis+cluster://H:P,H:P|dynamodb://TABLE?region=R&endpoint=URL] [--demo]",
     load: () => import("./serve.js"),
   },
   build: {
-    summary: "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R --out DIR",
+    summary:
+      "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2] --out DIR",
     load: () => import("./build.js"),
   },
 };
