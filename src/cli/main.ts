@@ -8,7 +8,8 @@ const COMMANDS: Record<
   { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }
 > = {
   check: {
-    summary: "check FILE                validate a policy and print the rules it resolves to",
+    summary:
+      "check FILE [--json] [--target cloudflare]   validate a policy and print the rules it resolves to",
     load: () => import("./check.js"),
   },
   serve: {
