@@ -38,22 +38,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
   const userConfigured =
     spec.identity?.user?.jwt !== undefined || spec.identity?.user?.trustedHeader !== undefined;
 
-  const add = (
-    rule: Omit<
-      ResolvedRule,
-      | "window"
-      | "algorithm"
-      | "action"
-      | "challengeBand"
-      | "failMode"
-      | "disclose"
-      | "shadow"
-      | "cost"
-      | "backend"
-    >,
-    options: RuleOptions,
-    path: (string | number)[],
-  ) => {
+  const add: AddRule = (rule, options, path) => {
     const merged = { ...defaults, ...stripUndefined(options) };
     const window = parseWindow(merged.window);
     if ("months" in window && merged.algorithm !== "fixed-window") {
@@ -247,22 +232,21 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
   };
 }
 
-type AddRule = (
-  rule: Omit<
-    ResolvedRule,
-    | "window"
-    | "algorithm"
-    | "action"
-    | "challengeBand"
-    | "failMode"
-    | "disclose"
-    | "shadow"
-    | "cost"
-    | "backend"
-  >,
-  options: RuleOptions,
-  path: (string | number)[],
-) => void;
+/** What a rule is before the options (its own, its tier's or namespace's, the defaults) apply. */
+type RuleShape = Omit<
+  ResolvedRule,
+  | "window"
+  | "algorithm"
+  | "action"
+  | "challengeBand"
+  | "failMode"
+  | "disclose"
+  | "shadow"
+  | "cost"
+  | "backend"
+>;
+
+type AddRule = (rule: RuleShape, options: RuleOptions, path: (string | number)[]) => void;
 
 function resolveTier(tier: Tier, spec: TierSpec, add: AddRule, planNames: Set<string>): void {
   const key = spec.key ?? (tier === "anonymous" ? "ip" : "user");
