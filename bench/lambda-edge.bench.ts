@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { deflateRawSync } from "node:zlib";
 import * as esbuild from "esbuild";
@@ -104,14 +105,16 @@ interface ColdStart {
 }
 
 /**
- * Median module load and first invocation over `count` fresh processes. Asynchronous on
+ * Median module load and first invocation over `count` fresh processes. Each bundle is loaded
+ * as Lambda's Node runtime loads a handler: `require` for `.js`, `import()` for `.mjs`. Asynchronous on
  * purpose: dynalite runs in this process and must keep answering while a probe waits.
  */
 async function coldStarts(script: string, count: number): Promise<ColdStart> {
   const probe = `
     const { performance } = require("node:perf_hooks");
+    (async () => {
     const started = performance.now();
-    const { handler } = require(${JSON.stringify(script)});
+    const { handler } = ${script.endsWith(".mjs") ? `await import(${JSON.stringify(pathToFileURL(script).href)})` : `require(${JSON.stringify(script)})`};
     const loaded = performance.now();
     const event = { Records: [{ cf: { config: { eventType: "viewer-request" }, request: {
       clientIp: "203.0.113.178", method: "GET", uri: "/api/search", querystring: "",
@@ -122,7 +125,8 @@ async function coldStarts(script: string, count: number): Promise<ColdStart> {
       if (counted === undefined) throw new Error("not counted (failed open?): " + JSON.stringify(result));
       console.log(JSON.stringify({ load: loaded - started, first: answered - loaded }));
       process.exit(0);
-    });`;
+    });
+    })();`;
   const loads: number[] = [];
   const firsts: number[] = [];
   for (let i = 0; i < count; i++) {

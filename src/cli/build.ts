@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import type { Metafile, Plugin } from "esbuild";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
 import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
@@ -19,11 +20,19 @@ export interface LambdaEdgeBuildOptions {
 
 export interface BuiltFunction {
   readonly name: "viewer-request" | "viewer-response";
-  /** The bundled `index.js` and the deployable zip holding it. */
+  /** The bundled entry module (`index.mjs`, the handler `index.handler`) and the deployable zip. */
   readonly script: string;
   readonly zip: string;
+  /**
+   * What every cold start loads: the entry and the chunks it imports statically. Code needed
+   * only sometimes (the challenge page, jose for a token) is in chunks loaded on first use.
+   */
   readonly minifiedBytes: number;
+  /** Every file in the zip, the lazily loaded chunks included. */
+  readonly totalBytes: number;
   readonly zippedBytes: number;
+  /** The file names in the zip, the entry first. */
+  readonly files: readonly string[];
 }
 
 const USAGE =
@@ -62,7 +71,7 @@ export async function run(argv: string[]): Promise<number> {
     });
     for (const fn of built) {
       process.stdout.write(
-        `${fn.name}: ${fn.zip} (${fn.minifiedBytes} bytes minified, ${fn.zippedBytes} bytes zipped)\n`,
+        `${fn.name}: ${fn.zip} (${fn.minifiedBytes} bytes minified loaded at cold start, ${fn.totalBytes} in ${fn.files.length} files, ${fn.zippedBytes} bytes zipped)\n`,
       );
     }
     return 0;
@@ -94,11 +103,14 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       `import { bundledStoreOptions, lazyChallenge } from ${JSON.stringify(sources.adapter("bundled"))};`,
       `import { DynamoDbStore } from ${JSON.stringify(sources.store)};`,
       usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
-      challenges ? `import { createChallenge } from ${JSON.stringify(sources.challenge)};` : "",
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
       `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
       usesLists ? "const lists = edgeLists(policy);" : "",
-      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge: lazyChallenge(policy, () => createChallenge(policy, { env: {} }))" : ""} });`,
+      // The challenge is a chunk of its own: imported by the first request that needs it.
+      challenges
+        ? `const challenge = lazyChallenge(policy, () => import(${JSON.stringify(sources.challenge)}).then((module) => module.createChallenge(policy, { env: {} })));`
+        : "",
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge" : ""} });`,
     ].join("\n"),
     "viewer-response": [
       `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,
@@ -108,37 +120,111 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   const esbuild = await loadEsbuild();
   const built: BuiltFunction[] = [];
   for (const name of ["viewer-request", "viewer-response"] as const) {
+    const dir = join(outDir, name);
     const result = await esbuild.build({
-      stdin: {
-        contents: entries[name],
-        resolveDir: sources.root,
-        sourcefile: `${name}.entry.js`,
-        loader: "js",
-      },
+      entryPoints: { index: `${ENTRY_PREFIX}${name}` },
+      plugins: [
+        entryPlugin(entries, sources.root),
+        lazyJosePlugin(sources.adapter("lazy-jose"), sources.adapter("jose-parts")),
+      ],
       bundle: true,
+      // ESM, because only ESM splits: what a request needs only sometimes becomes a chunk that
+      // `import()` loads on first use. Lambda runs `.mjs` handlers as ES modules (Node 18+).
+      format: "esm",
+      splitting: true,
+      outdir: dir,
+      outExtension: { ".js": ".mjs" },
+      chunkNames: "[name]-[hash]",
       platform: "node",
       target: "node20",
-      format: "cjs",
       minify: options.minify ?? true,
       legalComments: "none",
+      metafile: true,
       write: false,
       logLevel: "silent",
     });
-    const code = result.outputFiles[0]?.contents ?? new Uint8Array();
-    const dir = join(outDir, name);
+    const outputs = result.outputFiles
+      .map((file) => ({ name: relative(dir, file.path), data: file.contents }))
+      .sort((a, b) => (a.name === "index.mjs" ? -1 : b.name === "index.mjs" ? 1 : 0));
+    rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
-    const script = join(dir, "index.js");
-    writeFileSync(script, code);
-    const zipped = zipFiles([{ name: "index.js", data: code }]);
+    for (const file of outputs) writeFileSync(join(dir, file.name), file.data);
+    const zipped = zipFiles(outputs);
     const zip = join(outDir, `${name}.zip`);
     writeFileSync(zip, zipped);
-    built.push({ name, script, zip, minifiedBytes: code.length, zippedBytes: zipped.length });
+    const sizes = new Map(outputs.map((file) => [file.name, file.data.length]));
+    const startup = staticClosure(result.metafile, dir, "index.mjs");
+    built.push({
+      name,
+      script: join(dir, "index.mjs"),
+      zip,
+      minifiedBytes: startup.reduce((sum, file) => sum + (sizes.get(file) ?? 0), 0),
+      totalBytes: outputs.reduce((sum, file) => sum + file.data.length, 0),
+      zippedBytes: zipped.length,
+      files: outputs.map((file) => file.name),
+    });
   }
   writeFileSync(
     join(outDir, "manifest.json"),
-    `${JSON.stringify({ store: { ...options.store, credentials: undefined }, functions: built.map(({ name, minifiedBytes, zippedBytes }) => ({ name, file: `${name}.zip`, minifiedBytes, zippedBytes })) }, null, 2)}\n`,
+    `${JSON.stringify({ store: { ...options.store, credentials: undefined }, functions: built.map(({ name, minifiedBytes, totalBytes, zippedBytes, files }) => ({ name, file: `${name}.zip`, handler: "index.handler", minifiedBytes, totalBytes, zippedBytes, files })) }, null, 2)}\n`,
   );
   return built;
+}
+
+const ENTRY_PREFIX = "edgelimit-entry:";
+
+/** Serves the generated entry modules to esbuild, resolved from the source root. */
+function entryPlugin(entries: Record<string, string>, root: string): Plugin {
+  return {
+    name: "edgelimit-entries",
+    setup(build) {
+      build.onResolve({ filter: /^edgelimit-entry:/ }, (args) => ({
+        path: args.path.slice(ENTRY_PREFIX.length),
+        namespace: "edgelimit-entry",
+      }));
+      build.onLoad({ filter: /.*/, namespace: "edgelimit-entry" }, (args) => ({
+        contents: entries[args.path],
+        resolveDir: root,
+        loader: "js",
+      }));
+    },
+  };
+}
+
+/**
+ * Points the core's static `jose` import at a stand-in that imports jose on first use, so jose
+ * becomes a chunk that only a request carrying a token loads.
+ */
+function lazyJosePlugin(standIn: string, realJose: string): Plugin {
+  return {
+    name: "edgelimit-lazy-jose",
+    setup(build) {
+      build.onResolve({ filter: /^jose$/ }, (args) =>
+        args.importer !== realJose ? { path: standIn } : undefined,
+      );
+    },
+  };
+}
+
+/** The output files a module loads before it runs: itself and its static imports, transitively. */
+function staticClosure(metafile: Metafile, dir: string, entry: string): string[] {
+  const byName = new Map(
+    Object.entries(metafile.outputs).map(([path, output]) => [
+      relative(dir, resolve(path)),
+      output,
+    ]),
+  );
+  const seen = new Set<string>();
+  const visit = (name: string) => {
+    if (seen.has(name)) return;
+    seen.add(name);
+    for (const imported of byName.get(name)?.imports ?? []) {
+      if (imported.kind === "import-statement" && !imported.external)
+        visit(relative(dir, resolve(imported.path)));
+    }
+  };
+  visit(entry);
+  return [...seen];
 }
 
 /** Replaces `{ env: NAME }` and `{ file: PATH }` secrets with their values, read now. */

@@ -20,36 +20,42 @@ export function bundledStoreOptions(
 }
 
 /**
- * Defers building the challenge (its keys, the policy hash) until a request needs it: one that
+ * Defers building the challenge (its keys, the policy hash, and in a bundle its code: the page
+ * and its verification sit in a chunk loaded by `import()`) until a request needs it: one that
  * carries the pass cookie or asks for the challenge page. Most requests carry neither, so the
- * cold start does not pay for it.
+ * cold start pays for none of it.
  */
 export function lazyChallenge(
   policy: ResolvedPolicy,
-  create: () => ChallengeHandler | undefined,
+  create: () => ChallengeHandler | undefined | Promise<ChallengeHandler | undefined>,
 ): ChallengeHandler | undefined {
   if (!policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow)) return undefined;
   let built: ChallengeHandler | undefined;
-  const get = (): ChallengeHandler => {
-    built ??= create();
-    if (built === undefined)
-      throw new EdgelimitError("EL_BAD_ARGUMENT", "the policy's challenge could not be built");
-    return built;
+  let pending: Promise<ChallengeHandler> | undefined;
+  const get = (): Promise<ChallengeHandler> => {
+    pending ??= (async () => {
+      const handler = await create();
+      if (handler === undefined)
+        throw new EdgelimitError("EL_BAD_ARGUMENT", "the policy's challenge could not be built");
+      built = handler;
+      return handler;
+    })().catch((error: unknown) => {
+      // A failed load (a chunk that could not be read) is retried by the next request.
+      pending = undefined;
+      throw error;
+    });
+    return pending;
   };
   const cookiePrefix = `${policy.challenge.cookie.name}=`;
   return {
     path: policy.challenge.path,
     passes: {
       verify(request, subject, now) {
-        if (
-          built === undefined &&
-          !(readHeader(request.headers, "cookie") ?? "").includes(cookiePrefix)
-        ) {
-          return false;
-        }
-        return get().passes.verify(request, subject, now);
+        if (built !== undefined) return built.passes.verify(request, subject, now);
+        if (!(readHeader(request.headers, "cookie") ?? "").includes(cookiePrefix)) return false;
+        return get().then((handler) => handler.passes.verify(request, subject, now));
       },
     },
-    handle: (request, client) => get().handle(request, client),
+    handle: async (request, client) => (await get()).handle(request, client),
   };
 }
