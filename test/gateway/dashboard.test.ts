@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BrowserContext, chromium } from "playwright-core";
+import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../../src/gateway/server.js";
 import { loadPolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
+import { launchChromium } from "../support/chromium.js";
 import { capturingLogger, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /** The dashboard in Debian's Chromium, driven by playwright-core. */
@@ -35,19 +36,7 @@ beforeAll(async () => {
   base = started.url;
   adminUrl = started.adminUrl as string;
   // A fresh profile for every run: nothing from an earlier session leaks in.
-  browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: "/usr/bin/chromium",
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium(userDataDir);
 }, 60_000);
 
 afterAll(async () => {
