@@ -87,6 +87,14 @@ export class MemoryStore implements Store {
       const ok = allowed[i] as boolean;
       let entry = entries[i];
       if (admitted || !ok || spec.mode === "observe") {
+        if (entry !== undefined && algorithm.countInPlace !== undefined) {
+          // The return value is `allows` again; the answer stays the first phase's `ok`.
+          algorithm.countInPlace(entry.state, now, spec);
+          entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
+          this.#touch(spec.key, entry);
+          results[i] = algorithm.describe(entry.state, now, spec, ok);
+          continue;
+        }
         const state = algorithm.count(entry?.state, now, spec, ok);
         const expiresAt = algorithm.expiresAt(state, now, spec);
         if (entry === undefined) {
@@ -116,6 +124,13 @@ export class MemoryStore implements Store {
   #applyOne(spec: CounterSpec, now: number): CounterState {
     const algorithm = ALGORITHMS[spec.algorithm];
     let entry = this.#lookup(spec.key, now);
+    if (entry !== undefined && algorithm.countInPlace !== undefined) {
+      // A lone counter is always counted, so the three phases fold into one step in place.
+      const allowed = algorithm.countInPlace(entry.state, now, spec);
+      entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
+      this.#touch(spec.key, entry);
+      return algorithm.describe(entry.state, now, spec, allowed);
+    }
     const ok = algorithm.allows(entry?.state, now, spec);
     const state = algorithm.count(entry?.state, now, spec, ok);
     const expiresAt = algorithm.expiresAt(state, now, spec);

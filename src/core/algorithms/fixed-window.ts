@@ -64,6 +64,18 @@ export const fixedWindow: Algorithm<WindowedState> = {
 
   assign: assignWindowed,
 
+  countInPlace(state, now, rule) {
+    const index = windowIndexAt(rule.window, now);
+    if (state.index !== index) {
+      state.previous = state.index === index - 1 ? state.count : 0;
+      state.count = 0;
+      state.index = index;
+    }
+    const allowed = state.count + rule.cost <= rule.limit;
+    state.count += rule.cost;
+    return allowed;
+  },
+
   expiresAt(state, _now, rule) {
     return windowEndOf(rule.window, state.index);
   },
