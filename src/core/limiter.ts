@@ -148,13 +148,38 @@ export class Limiter {
     return primarySubject(await this.#identify(this.#compiled, request, this.#clock()));
   }
 
-  async check(request: RequestDescription): Promise<Verdict> {
+  check(request: RequestDescription): Promise<Verdict> {
+    try {
+      const verdict = this.decide(request);
+      return verdict instanceof Promise ? verdict : Promise.resolve(verdict);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * `check` without the promise when nothing has to wait: a cached (or absent) identity and
+   * the in-process store give the verdict synchronously. Callers on a hot path (the gateway)
+   * use it to skip a microtask turn per request; it may still return a promise.
+   */
+  decide(request: RequestDescription): Verdict | Promise<Verdict> {
     const started = this.#clock();
     const compiled = this.#compiled;
     const path = normalizePath(request.path);
     const found = this.#identify(compiled, request, started);
-    const identity = found instanceof Promise ? await found : found;
+    if (found instanceof Promise) {
+      return found.then((identity) => this.#decideFor(compiled, request, identity, path, started));
+    }
+    return this.#decideFor(compiled, request, found, path, started);
+  }
 
+  #decideFor(
+    compiled: Compiled,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    started: number,
+  ): Verdict | Promise<Verdict> {
     if (this.#listed(compiled.deny, this.#options.denylists, identity.address)) {
       return this.#finish(
         request,
@@ -185,15 +210,40 @@ export class Limiter {
       );
     }
 
-    let passVerified = request.passVerified === true;
     const passes = this.#options.passes;
     if (
-      !passVerified &&
+      request.passVerified !== true &&
       passes !== undefined &&
       rules.some(({ rule }) => rule.action === "challenge")
     ) {
-      passVerified = await passes.verify(request, primarySubject(identity), started);
+      const verified = passes.verify(request, primarySubject(identity), started);
+      if (verified instanceof Promise) {
+        return verified.then((valid) =>
+          this.#count(compiled, request, identity, path, rules, valid, started),
+        );
+      }
+      return this.#count(compiled, request, identity, path, rules, verified, started);
     }
+    return this.#count(
+      compiled,
+      request,
+      identity,
+      path,
+      rules,
+      request.passVerified === true,
+      started,
+    );
+  }
+
+  #count(
+    compiled: Compiled,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    rules: CompiledRule[],
+    passVerified: boolean,
+    started: number,
+  ): Verdict | Promise<Verdict> {
     const counters = rules.map((compiledRule) =>
       toCounter(compiled, compiledRule, identity, request.cost, passVerified),
     );
@@ -206,30 +256,47 @@ export class Limiter {
       );
     }
 
-    let states: CounterState[];
-    try {
+    const applySync = this.#store.applySync;
+    if (applySync !== undefined) {
       // The in-process store answers at once: no promise, no timer.
-      const applySync = this.#store.applySync;
-      states =
-        applySync !== undefined
-          ? applySync.call(this.#store, counters, started)
-          : await this.#apply(compiled, counters, started);
-    } catch {
-      return this.#finish(request, this.#failed(compiled, identity, path, rules, started));
-    }
-    return this.#finish(
-      request,
-      this.#decide(
-        compiled,
-        identity,
-        path,
+      let states: CounterState[];
+      try {
+        states = applySync.call(this.#store, counters, started);
+      } catch {
+        return this.#finish(request, this.#failed(compiled, identity, path, rules, started));
+      }
+      return this.#finish(
         request,
-        passVerified,
-        rules,
-        counters,
-        states,
-        started,
-      ),
+        this.#decide(
+          compiled,
+          identity,
+          path,
+          request,
+          passVerified,
+          rules,
+          counters,
+          states,
+          started,
+        ),
+      );
+    }
+    return this.#apply(compiled, counters, started).then(
+      (states) =>
+        this.#finish(
+          request,
+          this.#decide(
+            compiled,
+            identity,
+            path,
+            request,
+            passVerified,
+            rules,
+            counters,
+            states,
+            started,
+          ),
+        ),
+      () => this.#finish(request, this.#failed(compiled, identity, path, rules, started)),
     );
   }
 

@@ -36,6 +36,8 @@ export class GatewayMetrics {
   readonly #reloads: Counter<"result">;
   /** Rule id -> the path label its decisions carry. */
   #rulePaths = new Map<string, string>();
+  /** Labelled children of the decisions counter, by action, reason, tier and rule. */
+  #decisionChildren = new Map<string, { inc(): void }>();
 
   constructor(policy: ResolvedPolicy, sources: MetricsSources) {
     const registers = [this.registry];
@@ -118,17 +120,28 @@ export class GatewayMetrics {
     const rulePaths = new Map<string, string>();
     for (const rule of policy.rules) rulePaths.set(rule.id, rule.pathPrefix ?? "*");
     this.#rulePaths = rulePaths;
+    // A rule's path may change with the policy: children are looked up afresh.
+    this.#decisionChildren = new Map();
   }
 
   recordDecision(verdict: Verdict): void {
     const rule = verdict.rule ?? NO_RULE;
-    this.#decisions.inc({
-      action: verdict.action,
-      reason: verdict.reason,
-      tier: verdict.tier,
-      rule,
-      path: this.#rulePaths.get(rule) ?? "-",
-    });
+    // prom-client hashes a label object on every `inc`; the labelled child is looked up once
+    // per (action, reason, tier, rule) instead. Bounded: label values come from enums and the
+    // policy, and the map is rebuilt with each policy.
+    const childKey = `${verdict.action}\n${verdict.reason}\n${verdict.tier}\n${rule}`;
+    let child = this.#decisionChildren.get(childKey);
+    if (child === undefined) {
+      child = this.#decisions.labels({
+        action: verdict.action,
+        reason: verdict.reason,
+        tier: verdict.tier,
+        rule,
+        path: this.#rulePaths.get(rule) ?? "-",
+      });
+      this.#decisionChildren.set(childKey, child);
+    }
+    child.inc();
     this.#latency.observe(verdict.durationMs / 1000);
     if (verdict.reason === "store-failed-open") {
       this.#storeErrors.inc();

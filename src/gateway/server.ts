@@ -290,12 +290,15 @@ export class Gateway {
         await this.#proxy.forward(req, res, NO_HEADERS, NO_HEADERS, this.#onUpstreamFailure);
         return;
       }
-      const verdict = await this.#limiter.check({
+      // `decide` answers synchronously for the memory store and cached identities: no
+      // microtask turn between the request and its forwarding.
+      const decided = this.#limiter.decide({
         ip: req.socket.remoteAddress,
         method: req.method,
         path: rawPath,
         headers: req.headers,
       });
+      const verdict = decided instanceof Promise ? await decided : decided;
       this.#record(verdict, req.method);
       if (verdict.action === "allow") {
         await this.#proxy.forward(
