@@ -47,6 +47,12 @@ export interface ClientAddress {
   readonly subjectKey: string;
   /** Whether the socket peer is one of the trusted proxies. */
   readonly peerTrusted: boolean;
+  /**
+   * Scratch slots that live as long as this address stays in the resolver's bounded cache:
+   * the limiter keeps the subject's counter keys there, which saves it a map lookup per
+   * request. Use only when `address` is defined (the slots of "unknown" are shared, frozen).
+   */
+  readonly memo: (string | undefined)[];
 }
 
 /** What one address text resolves to; cached, since the same clients come back. */
@@ -55,6 +61,7 @@ interface ParsedAddress {
   readonly subject: string;
   readonly subjectKey: string;
   readonly trusted: boolean;
+  readonly memo: (string | undefined)[];
 }
 
 const MAX_CACHED_ADDRESSES = 10_000;
@@ -63,6 +70,8 @@ const UNPARSED: ParsedAddress = {
   subject: "unknown",
   subjectKey: subjectKey("ip", "unknown"),
   trusted: false,
+  // Shared across resolvers, so frozen: callers memoize only for a known address.
+  memo: Object.freeze([]) as unknown as (string | undefined)[],
 };
 
 /**
@@ -96,6 +105,7 @@ export class IpResolver {
       subject: client.subject,
       subjectKey: client.subjectKey,
       peerTrusted: peer.trusted,
+      memo: client.memo,
     };
   }
 
@@ -129,6 +139,7 @@ export class IpResolver {
       subject,
       subjectKey: subjectKey("ip", subject),
       trusted: this.#trusted.has(address),
+      memo: [],
     };
     if (this.#cache.size >= MAX_CACHED_ADDRESSES) {
       const oldest = this.#cache.keys().next();

@@ -92,6 +92,8 @@ interface Identity {
   readonly ipSubject: string;
   readonly userSubject: string | undefined;
   readonly address: Address | undefined;
+  /** Counter keys of `ipSubject` by rule ordinal; undefined without a known address. */
+  readonly ipKeys: (string | undefined)[] | undefined;
 }
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -633,6 +635,7 @@ function identityOf(
     user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
   }
   const ipSubject = client.subjectKey;
+  const ipKeys = client.address === undefined ? undefined : client.memo;
   if (user === undefined) {
     return {
       tier: "anonymous",
@@ -640,6 +643,7 @@ function identityOf(
       ipSubject,
       userSubject: undefined,
       address: client.address,
+      ipKeys,
     };
   }
   let plan = user.plan;
@@ -650,6 +654,7 @@ function identityOf(
     ipSubject,
     userSubject: subjectKey("user", user.id),
     address: client.address,
+    ipKeys,
   };
 }
 
@@ -667,12 +672,21 @@ function toCounter(
   const { rule } = compiledRule;
   const subject =
     rule.key === "ip" ? identity.ipSubject : (identity.userSubject ?? identity.ipSubject);
+  let key: string;
+  const ipKeys = identity.ipKeys;
+  if (subject === identity.ipSubject && ipKeys !== undefined) {
+    // The address's own cache slots: no lookup by subject (see ClientAddress.memo).
+    key = ipKeys[compiledRule.ordinal] ?? subject + compiledRule.keySuffix;
+    ipKeys[compiledRule.ordinal] = key;
+  } else {
+    key = counterKeyOf(compiled, subject, compiledRule);
+  }
   const threshold =
     passVerified && rule.action === "challenge"
       ? Math.floor(rule.limit * rule.challengeBand)
       : rule.limit;
   return {
-    key: counterKeyOf(compiled, subject, compiledRule),
+    key,
     subject,
     algorithm: rule.algorithm,
     limit: threshold,
