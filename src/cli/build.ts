@@ -1,8 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import type { Metafile, Plugin } from "esbuild";
+import type { Plugin } from "esbuild";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
 import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
@@ -20,12 +20,12 @@ export interface LambdaEdgeBuildOptions {
 
 export interface BuiltFunction {
   readonly name: "viewer-request" | "viewer-response";
-  /** The bundled entry module (`index.mjs`, the handler `index.handler`) and the deployable zip. */
+  /** The bundled entry (`index.js`, the handler `index.handler`) and the deployable zip. */
   readonly script: string;
   readonly zip: string;
   /**
-   * What every cold start loads: the entry and the chunks it imports statically. Code needed
-   * only sometimes (the challenge page, jose for a token) is in chunks loaded on first use.
+   * What every cold start loads: `index.js`. Code needed only sometimes (the challenge page,
+   * jose for a token) is in files of its own, required on first use.
    */
   readonly minifiedBytes: number;
   /** Every file in the zip, the lazily loaded chunks included. */
@@ -106,7 +106,7 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
       `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
       usesLists ? "const lists = edgeLists(policy);" : "",
-      // The challenge is a chunk of its own: imported by the first request that needs it.
+      // The challenge is a file of its own: loaded by the first request that needs it.
       challenges
         ? `const challenge = lazyChallenge(policy, () => import(${JSON.stringify(sources.challenge)}).then((module) => module.createChallenge(policy, { env: {} })));`
         : "",
@@ -118,47 +118,56 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
     ].join("\n"),
   };
   const esbuild = await loadEsbuild();
-  const built: BuiltFunction[] = [];
-  for (const name of ["viewer-request", "viewer-response"] as const) {
-    const dir = join(outDir, name);
+  // Code a request needs only sometimes is a file of its own, required on first use: the
+  // challenge (page, proof of work, pass signing) and jose (only a request with a token).
+  const lazyFiles: Record<string, string> = {
+    [sources.challenge]: "./challenge.js",
+    [sources.adapter("jose-parts")]: "./jose.js",
+  };
+  const bundle = async (entry: string) => {
     const result = await esbuild.build({
-      entryPoints: { index: `${ENTRY_PREFIX}${name}` },
+      entryPoints: [entry],
       plugins: [
         entryPlugin(entries, sources.root),
         lazyJosePlugin(sources.adapter("lazy-jose"), sources.adapter("jose-parts")),
+        lazyFilePlugin(lazyFiles, entry),
       ],
       bundle: true,
-      // ESM, because only ESM splits: what a request needs only sometimes becomes a chunk that
-      // `import()` loads on first use. Lambda runs `.mjs` handlers as ES modules (Node 18+).
-      format: "esm",
-      splitting: true,
-      outdir: dir,
-      outExtension: { ".js": ".mjs" },
-      chunkNames: "[name]-[hash]",
+      // CommonJS, not ESM with splitting: a fresh Node 20 process pays about 10 ms to start its
+      // ES module loader, more than the split saves (docs/aws.md). `import()` of a lazy file
+      // becomes a `require` of it.
+      format: "cjs",
+      supported: { "dynamic-import": false },
       platform: "node",
       target: "node20",
       minify: options.minify ?? true,
       legalComments: "none",
-      metafile: true,
       write: false,
       logLevel: "silent",
     });
-    const outputs = result.outputFiles
-      .map((file) => ({ name: relative(dir, file.path), data: file.contents }))
-      .sort((a, b) => (a.name === "index.mjs" ? -1 : b.name === "index.mjs" ? 1 : 0));
+    return result.outputFiles[0]?.contents ?? new Uint8Array();
+  };
+  const built: BuiltFunction[] = [];
+  for (const name of ["viewer-request", "viewer-response"] as const) {
+    const outputs = [{ name: "index.js", data: await bundle(`${ENTRY_PREFIX}${name}`) }];
+    if (name === "viewer-request") {
+      for (const [source, file] of Object.entries(lazyFiles)) {
+        if (source === sources.challenge && !challenges) continue;
+        outputs.push({ name: file.slice(2), data: await bundle(source) });
+      }
+    }
+    const dir = join(outDir, name);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     for (const file of outputs) writeFileSync(join(dir, file.name), file.data);
     const zipped = zipFiles(outputs);
     const zip = join(outDir, `${name}.zip`);
     writeFileSync(zip, zipped);
-    const sizes = new Map(outputs.map((file) => [file.name, file.data.length]));
-    const startup = staticClosure(result.metafile, dir, "index.mjs");
     built.push({
       name,
-      script: join(dir, "index.mjs"),
+      script: join(dir, "index.js"),
       zip,
-      minifiedBytes: startup.reduce((sum, file) => sum + (sizes.get(file) ?? 0), 0),
+      minifiedBytes: (outputs[0] as (typeof outputs)[number]).data.length,
       totalBytes: outputs.reduce((sum, file) => sum + file.data.length, 0),
       zippedBytes: zipped.length,
       files: outputs.map((file) => file.name),
@@ -206,25 +215,26 @@ function lazyJosePlugin(standIn: string, realJose: string): Plugin {
   };
 }
 
-/** The output files a module loads before it runs: itself and its static imports, transitively. */
-function staticClosure(metafile: Metafile, dir: string, entry: string): string[] {
-  const byName = new Map(
-    Object.entries(metafile.outputs).map(([path, output]) => [
-      relative(dir, resolve(path)),
-      output,
-    ]),
-  );
-  const seen = new Set<string>();
-  const visit = (name: string) => {
-    if (seen.has(name)) return;
-    seen.add(name);
-    for (const imported of byName.get(name)?.imports ?? []) {
-      if (imported.kind === "import-statement" && !imported.external)
-        visit(relative(dir, resolve(imported.path)));
-    }
+/**
+ * Leaves the lazily loaded sources out of every bundle but their own: a dynamic import of one
+ * becomes a `require` of its file, next to `index.js` in the zip.
+ */
+function lazyFilePlugin(files: Record<string, string>, ownEntry: string): Plugin {
+  return {
+    name: "edgelimit-lazy-files",
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind !== "dynamic-import") return undefined;
+        const target = resolve(args.resolveDir, args.path.replace(/\.js$/, ".ts"));
+        const candidates = [target, resolve(args.resolveDir, args.path)];
+        for (const candidate of candidates) {
+          const file = files[candidate];
+          if (file !== undefined && candidate !== ownEntry) return { path: file, external: true };
+        }
+        return undefined;
+      });
+    },
   };
-  visit(entry);
-  return [...seen];
 }
 
 /** Replaces `{ env: NAME }` and `{ file: PATH }` secrets with their values, read now. */
