@@ -38,6 +38,48 @@ export function readHeader(
   return Array.isArray(value) ? value.join(", ") : value;
 }
 
+/**
+ * A bounded cache for a stream of mostly new keys (one per client): two maps, the young one
+ * filled until it holds half the bound, then it becomes the old one and the previous old one
+ * is dropped whole. A hit in the old map is copied to the young one, so busy keys survive.
+ *
+ * Why not one Map evicting its oldest key: V8's Map leaves a hole for every deleted entry
+ * until its next rehash, and `keys().next()` walks over all of them, so first-in-first-out
+ * eviction costs time proportional to the bound on every insert (measured: 15x slower at
+ * 10,000 keys, the largest cost of a request from a new client).
+ */
+export class GenerationalCache<V> {
+  readonly #half: number;
+  #young = new Map<string, V>();
+  #old = new Map<string, V>();
+
+  /** `maxKeys`: most entries held across both generations. */
+  constructor(maxKeys: number) {
+    this.#half = Math.max(1, Math.floor(maxKeys / 2));
+  }
+
+  get(key: string): V | undefined {
+    const young = this.#young.get(key);
+    if (young !== undefined) return young;
+    const old = this.#old.get(key);
+    if (old !== undefined) this.set(key, old);
+    return old;
+  }
+
+  set(key: string, value: V): void {
+    if (this.#young.size >= this.#half) {
+      this.#old = this.#young;
+      this.#young = new Map();
+    }
+    this.#young.set(key, value);
+  }
+
+  /** Entries held, counting a key present in both generations twice (at most `maxKeys`). */
+  get size(): number {
+    return this.#young.size + this.#old.size;
+  }
+}
+
 export interface ClientAddress {
   /** The address the client is counted as, undefined when nothing valid was found. */
   readonly address: Address | undefined;
@@ -83,7 +125,7 @@ const UNPARSED: ParsedAddress = {
 export class IpResolver {
   readonly #config: IpIdentity;
   readonly #trusted: CidrSet;
-  readonly #cache = new Map<string, ParsedAddress>();
+  readonly #cache = new GenerationalCache<ParsedAddress>(MAX_CACHED_ADDRESSES);
 
   constructor(config: IpIdentity) {
     this.#config = config;
@@ -141,10 +183,6 @@ export class IpResolver {
       trusted: this.#trusted.has(address),
       memo: [],
     };
-    if (this.#cache.size >= MAX_CACHED_ADDRESSES) {
-      const oldest = this.#cache.keys().next();
-      if (!oldest.done) this.#cache.delete(oldest.value);
-    }
     this.#cache.set(text, parsed);
     return parsed;
   }

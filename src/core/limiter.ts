@@ -13,6 +13,7 @@ import { BlockCache } from "./block-cache.js";
 import { EdgelimitError } from "./errors.js";
 import {
   type ClientAddress,
+  GenerationalCache,
   IpResolver,
   JwtVerifier,
   NOT_CACHED,
@@ -83,7 +84,7 @@ interface Compiled {
   readonly allow: CidrSet;
   readonly deny: CidrSet;
   /** Counter keys of recent subjects, by rule ordinal (see counterKeyOf). */
-  readonly keyCache: Map<string, (string | undefined)[]>;
+  readonly keyCache: GenerationalCache<(string | undefined)[]>;
 }
 
 interface Identity {
@@ -710,10 +711,6 @@ function counterKeyOf(compiled: Compiled, subject: string, compiledRule: Compile
   const cache = compiled.keyCache;
   let keys = cache.get(subject);
   if (keys === undefined) {
-    if (cache.size >= MAX_CACHED_SUBJECTS) {
-      const oldest = cache.keys().next();
-      if (!oldest.done) cache.delete(oldest.value);
-    }
     keys = new Array(compiled.policy.rules.length);
     cache.set(subject, keys);
   }
@@ -816,7 +813,7 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     plans: new Set(policy.plans.names),
     allow: new CidrSet(policy.allowlist),
     deny: new CidrSet(policy.denylist),
-    keyCache: new Map(),
+    keyCache: new GenerationalCache(MAX_CACHED_SUBJECTS),
   };
 }
 
