@@ -40,8 +40,9 @@ export function readHeader(
 
 /**
  * A bounded cache for a stream of mostly new keys (one per client): two maps, the young one
- * filled until it holds half the bound, then it becomes the old one and the previous old one
- * is dropped whole. A hit in the old map is copied to the young one, so busy keys survive.
+ * filled until it holds `keysPerGeneration`, then it becomes the old one and the previous old
+ * one is dropped whole. A hit in the old map is copied to the young one, so busy keys survive;
+ * the last `keysPerGeneration` distinct keys are always held, and never more than twice that.
  *
  * Why not one Map evicting its oldest key: V8's Map leaves a hole for every deleted entry
  * until its next rehash, and `keys().next()` walks over all of them, so first-in-first-out
@@ -49,13 +50,12 @@ export function readHeader(
  * 10,000 keys, the largest cost of a request from a new client).
  */
 export class GenerationalCache<V> {
-  readonly #half: number;
+  readonly #keysPerGeneration: number;
   #young = new Map<string, V>();
   #old = new Map<string, V>();
 
-  /** `maxKeys`: most entries held across both generations. */
-  constructor(maxKeys: number) {
-    this.#half = Math.max(1, Math.floor(maxKeys / 2));
+  constructor(keysPerGeneration: number) {
+    this.#keysPerGeneration = Math.max(1, Math.floor(keysPerGeneration));
   }
 
   get(key: string): V | undefined {
@@ -67,14 +67,14 @@ export class GenerationalCache<V> {
   }
 
   set(key: string, value: V): void {
-    if (this.#young.size >= this.#half) {
+    if (this.#young.size >= this.#keysPerGeneration) {
       this.#old = this.#young;
       this.#young = new Map();
     }
     this.#young.set(key, value);
   }
 
-  /** Entries held, counting a key present in both generations twice (at most `maxKeys`). */
+  /** Entries held, a key present in both generations counted twice. */
   get size(): number {
     return this.#young.size + this.#old.size;
   }
@@ -106,7 +106,11 @@ interface ParsedAddress {
   readonly memo: (string | undefined)[];
 }
 
-const MAX_CACHED_ADDRESSES = 10_000;
+/**
+ * Addresses per cache generation (at most twice this many held): a working set of this size
+ * is answered from the young generation alone, with one lookup.
+ */
+const CACHED_ADDRESSES_PER_GENERATION = 16_384;
 const UNPARSED: ParsedAddress = {
   address: undefined,
   subject: "unknown",
@@ -125,7 +129,7 @@ const UNPARSED: ParsedAddress = {
 export class IpResolver {
   readonly #config: IpIdentity;
   readonly #trusted: CidrSet;
-  readonly #cache = new GenerationalCache<ParsedAddress>(MAX_CACHED_ADDRESSES);
+  readonly #cache = new GenerationalCache<ParsedAddress>(CACHED_ADDRESSES_PER_GENERATION);
 
   constructor(config: IpIdentity) {
     this.#config = config;

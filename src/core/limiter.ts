@@ -700,7 +700,8 @@ function toCounter(
   };
 }
 
-const MAX_CACHED_SUBJECTS = 10_000;
+/** Subjects per key-cache generation (at most twice this many held; see GenerationalCache). */
+const CACHED_SUBJECTS_PER_GENERATION = 16_384;
 
 /**
  * The counter key of a subject under a rule. Keys of recent subjects are kept (bounded), so a
@@ -813,7 +814,7 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     plans: new Set(policy.plans.names),
     allow: new CidrSet(policy.allowlist),
     deny: new CidrSet(policy.denylist),
-    keyCache: new GenerationalCache(MAX_CACHED_SUBJECTS),
+    keyCache: new GenerationalCache(CACHED_SUBJECTS_PER_GENERATION),
   };
 }
 
