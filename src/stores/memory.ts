@@ -1,6 +1,7 @@
 import { ALGORITHMS } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { CounterSpec, CounterState, Store } from "../core/types.js";
+import { Segment } from "./memory-segment.js";
 
 export interface MemoryStoreOptions {
   /** Most keys held at once (default 1,000,000, about 150 MB). */
@@ -15,6 +16,8 @@ interface Entry {
   referenced: boolean;
   /** In the protected segment (seen at least twice). */
   hot: boolean;
+  /** Position in its segment (see Segment). */
+  seq: number;
 }
 
 const DEFAULT_MAX_KEYS = 1_000_000;
@@ -37,8 +40,8 @@ export class MemoryStore implements Store {
   readonly local = true;
   readonly maxKeys: number;
   readonly #protectedCap: number;
-  readonly #probation = new Map<string, Entry>();
-  readonly #protected = new Map<string, Entry>();
+  readonly #probation = new Segment<Entry>();
+  readonly #protected = new Segment<Entry>();
   /** Evictions of unexpired counters since start: a sign that `maxKeys` is too small. */
   evictions = 0;
 
@@ -98,7 +101,7 @@ export class MemoryStore implements Store {
         const state = algorithm.count(entry?.state, now, spec, ok);
         const expiresAt = algorithm.expiresAt(state, now, spec);
         if (entry === undefined) {
-          entry = { state: { ...state }, expiresAt, referenced: false, hot: false };
+          entry = { state: { ...state }, expiresAt, referenced: false, hot: false, seq: 0 };
           this.#insert(spec.key, entry, now);
         } else {
           // Write into the state object the entry already holds: replacing it would promote
@@ -135,7 +138,7 @@ export class MemoryStore implements Store {
     const state = algorithm.count(entry?.state, now, spec, ok);
     const expiresAt = algorithm.expiresAt(state, now, spec);
     if (entry === undefined) {
-      entry = { state: { ...state }, expiresAt, referenced: false, hot: false };
+      entry = { state: { ...state }, expiresAt, referenced: false, hot: false, seq: 0 };
       this.#insert(spec.key, entry, now);
     } else {
       algorithm.assign(entry.state, state);
@@ -178,50 +181,51 @@ export class MemoryStore implements Store {
     // Second request: promote.
     entry.hot = true;
     this.#probation.delete(key);
-    this.#protected.set(key, entry);
+    this.#protected.append(key, entry);
     if (this.#protected.size > this.#protectedCap) this.#demote();
   }
 
   #insert(key: string, entry: Entry, now: number): void {
     this.#sweep(this.#probation, now);
     this.#sweep(this.#protected, now);
-    this.#probation.set(key, entry);
+    this.#probation.append(key, entry);
     while (this.size > this.maxKeys) this.#evictOne(now);
   }
 
   /** Drops a few expired entries from the old end of a segment. */
-  #sweep(segment: Map<string, Entry>, now: number): void {
-    let checked = 0;
-    for (const [key, entry] of segment) {
-      if (checked++ >= SWEEP_PER_INSERT || entry.expiresAt > now) return;
-      segment.delete(key);
+  #sweep(segment: Segment<Entry>, now: number): void {
+    for (let checked = 0; checked < SWEEP_PER_INSERT; checked++) {
+      const oldest = segment.oldest();
+      if (oldest === undefined || oldest.value.expiresAt > now) return;
+      segment.delete(oldest.key);
     }
   }
 
   /** Moves the protected entry the clock hand stops at into probation. */
   #demote(): void {
-    let scanned = 0;
-    for (const [key, entry] of this.#protected) {
+    for (let scanned = 0; ; scanned++) {
+      const oldest = this.#protected.oldest();
+      if (oldest === undefined) return;
+      const { key, value: entry } = oldest;
       this.#protected.delete(key);
-      if (entry.referenced && scanned++ < SECOND_CHANCE_SCAN) {
+      if (entry.referenced && scanned < SECOND_CHANCE_SCAN) {
         entry.referenced = false;
-        this.#protected.set(key, entry);
+        this.#protected.append(key, entry);
         continue;
       }
       entry.referenced = false;
       entry.hot = false;
-      this.#probation.set(key, entry);
+      this.#probation.append(key, entry);
       return;
     }
   }
 
   #evictOne(now: number): void {
     const segment = this.#probation.size > 0 ? this.#probation : this.#protected;
-    const oldest = segment.keys().next();
-    if (oldest.done) return;
-    const entry = segment.get(oldest.value);
-    if (entry !== undefined && entry.expiresAt > now) this.evictions++;
-    segment.delete(oldest.value);
+    const oldest = segment.oldest();
+    if (oldest === undefined) return;
+    if (oldest.value.expiresAt > now) this.evictions++;
+    segment.delete(oldest.key);
   }
 }
 
