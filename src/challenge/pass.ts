@@ -1,10 +1,12 @@
+import { GenerationalCache } from "../core/generational-cache.js";
 import { readHeader } from "../core/identity.js";
 import type { PassVerifier, RequestDescription } from "../core/types.js";
 import type { KeyRing } from "./crypto.js";
 
 const PASS_VERSION = "1";
 const MAX_PASS_LENGTH = 256;
-const MAX_CACHED_PASSES = 10_000;
+/** Verified passes per cache generation (at most twice this many remembered). */
+const CACHED_PASSES_PER_GENERATION = 8192;
 
 export interface PassOptions {
   readonly keys: KeyRing;
@@ -28,7 +30,7 @@ export class Passes implements PassVerifier {
    * request, and one Web Crypto HMAC costs some twenty times a whole memory-store decision.
    * Only successes are cached, so forged tokens cannot crowd the cache with answers.
    */
-  readonly #verified = new Map<string, number>();
+  readonly #verified = new GenerationalCache<number>(CACHED_PASSES_PER_GENERATION);
 
   constructor(options: PassOptions) {
     this.#options = options;
@@ -61,22 +63,14 @@ export class Passes implements PassVerifier {
     // A pass that claims to outlive its TTL was not issued by us (or the TTL was shortened).
     if (expiresMs > now + this.#options.ttlMs + 1000) return false;
     const cacheKey = `${subject}\n${token}`;
-    if (this.#verified.has(cacheKey)) return true;
+    // The expiry was checked above: a remembered pass is one whose MAC verified.
+    if (this.#verified.get(cacheKey) !== undefined) return true;
     const valid = await this.#options.keys.verify(await this.#message(subject, expires), mac);
-    if (valid) this.#remember(cacheKey, expiresMs, now);
+    if (valid) this.#remember(cacheKey, expiresMs);
     return valid;
   }
 
-  #remember(cacheKey: string, expiresMs: number, now: number): void {
-    if (this.#verified.size >= MAX_CACHED_PASSES) {
-      for (const [key, until] of this.#verified) {
-        if (until <= now) this.#verified.delete(key);
-      }
-      if (this.#verified.size >= MAX_CACHED_PASSES) {
-        const oldest = this.#verified.keys().next();
-        if (!oldest.done) this.#verified.delete(oldest.value);
-      }
-    }
+  #remember(cacheKey: string, expiresMs: number): void {
     this.#verified.set(cacheKey, expiresMs);
   }
 

@@ -1,3 +1,4 @@
+import { GenerationalCache } from "../core/generational-cache.js";
 import { type KeyRing, leadingZeroBits, randomToken, sha256 } from "./crypto.js";
 
 const MAX_SOLUTION_LENGTH = 16;
@@ -24,12 +25,12 @@ export type ProofResult = "ok" | "malformed" | "forged" | "expired" | "insuffici
 export class ProofOfWork {
   readonly #options: ProofOfWorkOptions;
   /** Spent challenges and when they expire anyway; insertion order is expiry order. */
-  readonly #spent = new Map<string, number>();
-  readonly #maxSpent: number;
+  /** Solved challenges until they expire; bounded (a forgotten one only buys its solver a pass again). */
+  readonly #spent: GenerationalCache<number>;
 
   constructor(options: ProofOfWorkOptions) {
     this.#options = options;
-    this.#maxSpent = options.maxSpent ?? 50_000;
+    this.#spent = new GenerationalCache(Math.max(1, Math.floor((options.maxSpent ?? 50_000) / 2)));
   }
 
   get difficulty(): number {
@@ -76,22 +77,10 @@ export class ProofOfWork {
     if (leadingZeroBits(await sha256(`${challenge}:${solution}`)) < Number(difficulty)) {
       return "insufficient";
     }
-    this.#forgetExpired(now);
-    if (this.#spent.has(challenge)) return "replayed";
-    if (this.#spent.size >= this.#maxSpent) {
-      const oldest = this.#spent.keys().next();
-      if (!oldest.done) this.#spent.delete(oldest.value);
-    }
+    const spentUntil = this.#spent.get(challenge);
+    if (spentUntil !== undefined && spentUntil > now) return "replayed";
     this.#spent.set(challenge, expiresMs);
     return "ok";
-  }
-
-  #forgetExpired(now: number): void {
-    for (const [challenge, expiresMs] of this.#spent) {
-      // All challenges share one TTL, so the first unexpired entry ends the sweep.
-      if (expiresMs > now) break;
-      this.#spent.delete(challenge);
-    }
   }
 
   async #message(

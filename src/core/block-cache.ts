@@ -1,4 +1,5 @@
 import type { ResolvedRule } from "../policy/types.js";
+import { GenerationalCache } from "./generational-cache.js";
 import type { CounterSpec, CounterState } from "./types.js";
 
 const DEFAULT_MAX_KEYS = 100_000;
@@ -7,15 +8,15 @@ const DEFAULT_MAX_KEYS = 100_000;
  * Remembers counters that are hard-blocked until a known time, so that an attacker who keeps
  * hammering a blocked key costs no store round trip (and, on DynamoDB, no write) until then.
  * Other processes' counts can only push the real unblock time later, so answering locally until
- * the remembered time is never more lenient than the store. Bounded: oldest entries go first.
+ * the remembered time is never more lenient than the store. Bounded (at most `maxKeys`): a
+ * forgotten block only costs one more round trip.
  */
 export class BlockCache {
-  readonly #until = new Map<string, number>();
-  readonly #maxKeys: number;
+  readonly #until: GenerationalCache<number>;
   hits = 0;
 
   constructor(maxKeys = DEFAULT_MAX_KEYS) {
-    this.#maxKeys = maxKeys;
+    this.#until = new GenerationalCache(Math.max(1, Math.floor(maxKeys / 2)));
   }
 
   get size(): number {
@@ -45,10 +46,6 @@ export class BlockCache {
     // A sliding challenge rule's retry time is for the limit, not the band: do not over-block.
     if (rule.action === "challenge" && rule.algorithm !== "fixed-window") return;
     if (state.retryAfterMs <= 0) return;
-    if (this.#until.size >= this.#maxKeys) {
-      const oldest = this.#until.keys().next();
-      if (!oldest.done) this.#until.delete(oldest.value);
-    }
     this.#until.set(counter.key, now + state.retryAfterMs);
   }
 }

@@ -11,9 +11,9 @@ import {
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { BlockCache } from "./block-cache.js";
 import { EdgelimitError } from "./errors.js";
+import { GenerationalCache } from "./generational-cache.js";
 import {
   type ClientAddress,
-  GenerationalCache,
   IpResolver,
   JwtVerifier,
   NOT_CACHED,

@@ -1,6 +1,7 @@
 import type { TokenBucketState, WindowedState } from "../core/algorithms/index.js";
 import { ALGORITHMS } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
+import { GenerationalCache } from "../core/generational-cache.js";
 import type { CounterSpec, CounterState, Store, WindowSpec } from "../core/types.js";
 import { windowAt, windowLengthMs } from "../core/windows.js";
 import {
@@ -94,9 +95,8 @@ export class DynamoDbStore implements Store {
   readonly #regionSuffix: string;
   readonly #remoteCacheMs: number;
   readonly #ttlGraceSeconds: number;
-  readonly #maxCachedKeys: number;
-  readonly #sums = new Map<string, { sum: number; until: number }>();
-  readonly #tatHints = new Map<string, number>();
+  readonly #sums: GenerationalCache<{ sum: number; until: number }>;
+  readonly #tatHints: GenerationalCache<number>;
   readonly #refunds = new Set<Promise<void>>();
   /** Refunds that failed: counts left one too high until their window ends (safe direction). */
   refundFailures = 0;
@@ -128,7 +128,10 @@ export class DynamoDbStore implements Store {
     this.#regionSuffix = this.#global ? `#${options.region}` : "";
     this.#remoteCacheMs = options.remoteCacheMs ?? 1000;
     this.#ttlGraceSeconds = options.ttlGraceSeconds ?? 300;
-    this.#maxCachedKeys = options.maxCachedKeys ?? 10_000;
+    // Bounded caches (at most maxCachedKeys each); see GenerationalCache for why not FIFO.
+    const perGeneration = Math.max(1, Math.floor((options.maxCachedKeys ?? 10_000) / 2));
+    this.#sums = new GenerationalCache(perGeneration);
+    this.#tatHints = new GenerationalCache(perGeneration);
   }
 
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
@@ -253,7 +256,7 @@ export class DynamoDbStore implements Store {
           },
         );
         const tat = numberOf(answer.Attributes?.tat);
-        this.#remember(this.#tatHints, spec.key, tat);
+        this.#tatHints.set(spec.key, tat);
         return {
           kind: "token",
           before: { tat: tat - step },
@@ -269,7 +272,7 @@ export class DynamoDbStore implements Store {
         const current = error.item ?? (await this.#readItem(item));
         const tat = current?.tat === undefined ? undefined : numberOf(current.tat);
         if (tat !== undefined && tat > latestTat) {
-          this.#remember(this.#tatHints, spec.key, tat);
+          this.#tatHints.set(spec.key, tat);
           return { kind: "token", before: { tat }, after: { tat }, allowed: false, taken: 0, item };
         }
         hint = tat;
@@ -329,7 +332,7 @@ export class DynamoDbStore implements Store {
       const found = await this.#readItem({ PK: { S: key }, SK: { S: windowKey } });
       sum = numberOf(found?.count);
     }
-    this.#remember(this.#sums, cacheKey, { sum, until: now + this.#remoteCacheMs });
+    this.#sums.set(cacheKey, { sum, until: now + this.#remoteCacheMs });
     return sum;
   }
 
@@ -339,7 +342,7 @@ export class DynamoDbStore implements Store {
     const cached = this.#sums.get(cacheKey);
     if (cached !== undefined && cached.until > now) return cached.sum;
     const sum = await this.#querySum(key, windowKey, windowKey + this.#regionSuffix);
-    this.#remember(this.#sums, cacheKey, { sum, until: now + this.#remoteCacheMs });
+    this.#sums.set(cacheKey, { sum, until: now + this.#remoteCacheMs });
     return sum;
   }
 
@@ -357,14 +360,6 @@ export class DynamoDbStore implements Store {
       sum += numberOf(found.count);
     }
     return sum;
-  }
-
-  #remember<V>(cache: Map<string, V>, key: string, value: V): void {
-    if (!cache.has(key) && cache.size >= this.#maxCachedKeys) {
-      const oldest = cache.keys().next();
-      if (!oldest.done) cache.delete(oldest.value);
-    }
-    cache.set(key, value);
   }
 }
 
