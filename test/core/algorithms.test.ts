@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Algorithm, CounterRule } from "../../src/core/algorithms/index.js";
 import { fixedWindow, slidingWindow, tokenBucket } from "../../src/core/algorithms/index.js";
@@ -141,5 +142,37 @@ describe("token bucket (GCRA)", () => {
   it("handles emission intervals that are not whole milliseconds", () => {
     const hit = drive(tokenBucket, { limit: 7, window: { ms: MINUTE }, cost: 1 });
     expect(burst(hit, T0, 20)).toBe(7);
+  });
+});
+
+describe("counting in place", () => {
+  it("fixed window: countInPlace gives the same answers and states as allows, count, assign", () => {
+    const countInPlace = fixedWindow.countInPlace;
+    if (countInPlace === undefined) throw new Error("fixed window counts in place");
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.array(fc.integer({ min: 0, max: 90_000 }), { minLength: 1, maxLength: 60 }),
+        (limit, cost, gaps) => {
+          const rule: CounterRule = { limit, window: { ms: 30_000 }, cost };
+          let now = T0;
+          let pure = fixedWindow.count(
+            undefined,
+            now,
+            rule,
+            fixedWindow.allows(undefined, now, rule),
+          );
+          const inPlace = { ...pure };
+          for (const gap of gaps) {
+            now += gap;
+            const allowed = fixedWindow.allows(pure, now, rule);
+            pure = fixedWindow.count(pure, now, rule, allowed);
+            expect(countInPlace(inPlace, now, rule)).toBe(allowed);
+            expect(inPlace).toEqual(pure);
+          }
+        },
+      ),
+    );
   });
 });

@@ -308,3 +308,21 @@ describe("rule options", () => {
     expect((await limiter.check({ ip: "198.51.100.16", path: "/" })).action).toBe("block");
   });
 });
+
+describe("decide", () => {
+  it("answers without a promise when the identity is known and the store is in-process", async () => {
+    const { limiter } = limiterFor({ tiers: { anonymous: { global: 2 } } });
+    const first = limiter.decide({ ip: "198.51.100.20", path: "/" });
+    expect(first).not.toBeInstanceOf(Promise);
+    expect((first as { action: string }).action).toBe("allow");
+    const remote = createLimiter({
+      policy: definePolicy({ tiers: { anonymous: { global: 2 } } }),
+      store: { name: "remote", apply: (counters) => memoryStore().apply(counters, T0) },
+      env,
+    });
+    expect(remote.decide({ ip: "198.51.100.20", path: "/" })).toBeInstanceOf(Promise);
+    // check() and decide() agree.
+    expect((await limiter.check({ ip: "198.51.100.20", path: "/" })).action).toBe("allow");
+    expect(await limiter.decide({ ip: "198.51.100.20", path: "/" })).toMatchObject({ status: 429 });
+  });
+});
