@@ -167,10 +167,19 @@ export async function run(argv: string[]): Promise<number> {
     rules: policy.rules.length,
   });
 
+  // Reloads run one at a time, in order: building a policy's lists is asynchronous.
+  let reloading: Promise<void> = Promise.resolve();
   const reload = (trigger: string) => {
+    reloading = reloading.then(() => applyReload(trigger));
+  };
+  const applyReload = async (trigger: string): Promise<void> => {
+    let lists: Awaited<ReturnType<typeof createLists>> | undefined;
     try {
       const next = loadPolicy(policyFile);
-      gateway.reload(next);
+      // The challenge and the lists come from the policy too: rebuild them with it.
+      const challenge = createChallenge(next, { env, readFile });
+      lists = next.lists.length > 0 ? await createLists(next, { env, logger }) : undefined;
+      gateway.reload(next, { challenge, lists });
       logger.info({
         msg: "policy reloaded; counters kept",
         trigger,
@@ -178,6 +187,7 @@ export async function run(argv: string[]): Promise<number> {
         rules: next.rules.length,
       });
     } catch (error) {
+      lists?.close();
       const issues = error instanceof EdgelimitError ? error.issues.map(formatIssue) : [];
       logger.error({
         msg: "policy reload refused; the running policy stays",

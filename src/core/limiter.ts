@@ -42,6 +42,13 @@ export interface AddressList {
   has(address: Address | undefined): boolean;
 }
 
+/** What the limiter consults beside the policy, built from it (see `Limiter.reload`). */
+export interface LimiterCompanions {
+  readonly passes?: PassVerifier | undefined;
+  readonly allowlists?: readonly AddressList[] | undefined;
+  readonly denylists?: readonly AddressList[] | undefined;
+}
+
 export interface LimiterOptions extends SecretContext {
   readonly policy: ResolvedPolicy;
   readonly store: Store;
@@ -110,11 +117,17 @@ export class Limiter {
   readonly #store: Store;
   readonly #clock: () => number;
   readonly #options: LimiterOptions;
+  #companions: LimiterCompanions;
   readonly #blockCache: BlockCache | undefined;
   #compiled: Compiled;
 
   constructor(options: LimiterOptions) {
     this.#options = options;
+    this.#companions = {
+      passes: options.passes,
+      allowlists: options.allowlists,
+      denylists: options.denylists,
+    };
     this.#store = options.store;
     this.#clock = options.clock ?? Date.now;
     this.#compiled = compile(options.policy, options);
@@ -139,8 +152,10 @@ export class Limiter {
    * Swaps the policy in place. Counters live in the store, so they survive; a policy that does
    * not compile throws and the running one stays.
    */
-  reload(policy: ResolvedPolicy): void {
+  reload(policy: ResolvedPolicy, companions?: LimiterCompanions): void {
     this.#compiled = compile(policy, this.#options);
+    // The policy's challenge settings and list sources may have changed with it.
+    if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
   }
 
   /**
@@ -183,7 +198,7 @@ export class Limiter {
     path: string,
     started: number,
   ): Verdict | Promise<Verdict> {
-    if (this.#listed(compiled.deny, this.#options.denylists, identity.address)) {
+    if (this.#listed(compiled.deny, this.#companions.denylists, identity.address)) {
       return this.#finish(
         request,
         makeVerdict(identity, path, {
@@ -198,7 +213,7 @@ export class Limiter {
         }),
       );
     }
-    if (this.#listed(compiled.allow, this.#options.allowlists, identity.address)) {
+    if (this.#listed(compiled.allow, this.#companions.allowlists, identity.address)) {
       return this.#finish(
         request,
         makeVerdict(identity, path, { action: "allow", reason: "allowlisted" }),
@@ -213,7 +228,7 @@ export class Limiter {
       );
     }
 
-    const passes = this.#options.passes;
+    const passes = this.#companions.passes;
     if (
       request.passVerified !== true &&
       passes !== undefined &&

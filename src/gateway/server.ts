@@ -116,6 +116,9 @@ export class Gateway {
   readonly #startedAt: number;
   #policyLoadedAt: number;
   #ipResolver: IpResolver;
+  /** Built from the policy, so replaced with it on reload. */
+  #challenge: ChallengeHandler | undefined;
+  #lists: GatewayLists | undefined;
   #server: Server | undefined;
   #admin: Server | undefined;
   #inFlight = 0;
@@ -129,6 +132,8 @@ export class Gateway {
     this.#logger = options.logger ?? pino({ base: undefined });
     this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
     this.#offenders = new SpaceSaving(options.topKeysCapacity ?? 100);
+    this.#challenge = options.challenge;
+    this.#lists = options.lists;
     this.#limiter = createLimiter({
       policy: options.policy,
       store: options.store,
@@ -147,7 +152,7 @@ export class Gateway {
     this.#ipResolver = new IpResolver(options.policy.identity.ip);
     this.metrics = new GatewayMetrics(options.policy, {
       blockCacheHits: () => this.#limiter.blockCacheHits,
-      listStats: () => options.lists?.stats() ?? [],
+      listStats: () => this.#lists?.stats() ?? [],
     });
     this.#startedAt = this.#clock();
     this.#policyLoadedAt = this.#startedAt;
@@ -200,12 +205,38 @@ export class Gateway {
    * Swaps the policy; counters live in the store and are kept. Throws (and keeps the running
    * policy) when the new one does not compile, for example a secret that is not set.
    */
-  reload(policy: ResolvedPolicy): void {
+  /**
+   * Applies a new policy; counters are kept. `companions` are what was built from the new
+   * policy (its challenge handler and lists); given, they replace the old ones, whose lists are
+   * closed. A policy that does not compile throws and everything running stays.
+   */
+  reload(
+    policy: ResolvedPolicy,
+    companions?: {
+      readonly challenge: ChallengeHandler | undefined;
+      readonly lists: GatewayLists | undefined;
+    },
+  ): void {
     try {
-      this.#limiter.reload(policy);
+      this.#limiter.reload(
+        policy,
+        companions === undefined
+          ? undefined
+          : {
+              passes: companions.challenge?.passes,
+              allowlists: companions.lists?.allow,
+              denylists: companions.lists?.deny,
+            },
+      );
     } catch (error) {
       this.metrics.recordReload("refused");
       throw error;
+    }
+    if (companions !== undefined) {
+      const previousLists = this.#lists;
+      this.#challenge = companions.challenge;
+      this.#lists = companions.lists;
+      if (previousLists !== companions.lists) previousLists?.close();
     }
     this.#ipResolver = new IpResolver(policy.identity.ip);
     this.#proxy.originHeaderName = policy.headers.origin;
@@ -228,7 +259,7 @@ export class Gateway {
       series: this.#series.samples(now),
       topOffenders: this.#offenders.top(10),
       blockCacheHits: this.#limiter.blockCacheHits,
-      lists: this.#options.lists?.stats() ?? [],
+      lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
     };
   }
@@ -268,7 +299,7 @@ export class Gateway {
       await stopped;
     }
     await this.#proxy.close().catch(() => this.#proxy.destroy());
-    this.#options.lists?.close();
+    this.#lists?.close();
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -281,7 +312,7 @@ export class Gateway {
     req.on("error", () => undefined);
     try {
       const rawPath = req.url ?? "/";
-      const challenge = this.#options.challenge;
+      const challenge = this.#challenge;
       if (challenge !== undefined && matchesPrefix(normalizePath(rawPath), challenge.path)) {
         await this.#serveChallenge(challenge, req, res);
         return;
