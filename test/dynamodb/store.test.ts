@@ -2,7 +2,7 @@ import { AwsV4Signer } from "aws4fetch";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbStore, parseDynamodbUrl } from "../../src/stores/dynamodb.js";
-import { signDynamoDbRequest } from "../../src/stores/dynamodb-client.js";
+import { DynamoDbHttpClient, signDynamoDbRequest } from "../../src/stores/dynamodb-client.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -193,6 +193,35 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
       allHeaders: true,
     }).sign();
     expect(ours.authorization).toBe(reference.headers.get("authorization"));
+  });
+
+  it("speaks TLS to an https endpoint (node:https is loaded on the first call)", async () => {
+    // dynalite answers plain HTTP: the same port reached as https must fail the TLS handshake,
+    // which proves the request did not go out over plain http.
+    const secure = new DynamoDbHttpClient({
+      region: "us-east-1",
+      endpoint: dynamo.endpoint.replace("http:", "https:"),
+      credentials: TEST_CREDENTIALS,
+    });
+    try {
+      const calls = [secure.call("ListTables", {}), secure.call("ListTables", {})];
+      for (const call of calls) {
+        await expect(call).rejects.toMatchObject({ code: "EL_STORE_FAILED" });
+      }
+      await expect(secure.call("ListTables", {})).rejects.toMatchObject({
+        code: "EL_STORE_FAILED",
+      });
+      const plain = await dynamo.client.call<{ TableNames: string[] }>("ListTables", {});
+      expect(Array.isArray(plain.TableNames)).toBe(true);
+    } finally {
+      secure.close();
+    }
+    const closedEarly = new DynamoDbHttpClient({
+      region: "us-east-1",
+      endpoint: dynamo.endpoint.replace("http:", "https:"),
+      credentials: TEST_CREDENTIALS,
+    });
+    closedEarly.close();
   });
 
   it("reads its settings from a dynamodb:// URL", () => {
