@@ -276,16 +276,28 @@ export class Limiter {
 
     const applySync = this.#store.applySync;
     if (applySync !== undefined) {
-      // The in-process store answers at once: no promise, no timer.
+      // The in-process store answers at once: no promise, no timer, no closure.
       let states: CounterState[];
       try {
         states = applySync.call(this.#store, counters, started);
       } catch {
         return this.#finish(request, this.#failed(compiled, identity, path, rules, started));
       }
-      return this.#finish(
+      return this.#conclude(
+        compiled,
+        identity,
+        path,
         request,
-        this.#decide(
+        passVerified,
+        rules,
+        counters,
+        states,
+        started,
+      );
+    }
+    return this.#apply(compiled, counters, started).then(
+      (states) =>
+        this.#conclude(
           compiled,
           identity,
           path,
@@ -296,25 +308,25 @@ export class Limiter {
           states,
           started,
         ),
-      );
-    }
-    return this.#apply(compiled, counters, started).then(
-      (states) =>
-        this.#finish(
-          request,
-          this.#decide(
-            compiled,
-            identity,
-            path,
-            request,
-            passVerified,
-            rules,
-            counters,
-            states,
-            started,
-          ),
-        ),
       () => this.#finish(request, this.#failed(compiled, identity, path, rules, started)),
+    );
+  }
+
+  /** The verdict for the counters' states, reported to the observer. */
+  #conclude(
+    compiled: Compiled,
+    identity: Identity,
+    path: string,
+    request: RequestDescription,
+    passVerified: boolean,
+    rules: CompiledRule[],
+    counters: CounterSpec[],
+    states: CounterState[],
+    now: number,
+  ): Verdict {
+    return this.#finish(
+      request,
+      this.#decide(compiled, identity, path, request, passVerified, rules, counters, states, now),
     );
   }
 

@@ -1,4 +1,4 @@
-import { ALGORITHMS } from "../core/algorithms/index.js";
+import { ALGORITHMS, type Algorithm } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { CounterSpec, CounterState, Store } from "../core/types.js";
 import { Segment } from "./memory-segment.js";
@@ -8,9 +8,11 @@ export interface MemoryStoreOptions {
   readonly maxKeys?: number;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: each algorithm's own state, opaque here.
+type EntryState = any;
+
 interface Entry {
-  // biome-ignore lint/suspicious/noExplicitAny: the algorithm's own state, opaque here.
-  state: any;
+  state: EntryState;
   expiresAt: number;
   /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
   referenced: boolean;
@@ -98,18 +100,7 @@ export class MemoryStore implements Store {
           results[i] = algorithm.describe(entry.state, now, spec, ok);
           continue;
         }
-        const state = algorithm.count(entry?.state, now, spec, ok);
-        const expiresAt = algorithm.expiresAt(state, now, spec);
-        if (entry === undefined) {
-          entry = { state: { ...state }, expiresAt, referenced: false, hot: false, seq: 0 };
-          this.#insert(spec.key, entry, now);
-        } else {
-          // Write into the state object the entry already holds: replacing it would promote
-          // a fresh object to the old generation on every request to a busy key.
-          algorithm.assign(entry.state, state);
-          entry.expiresAt = expiresAt;
-          this.#touch(spec.key, entry);
-        }
+        entry = this.#count(spec, algorithm, entry, ok, now);
       }
       results[i] = algorithm.describe(entry?.state, now, spec, ok);
     }
@@ -119,8 +110,8 @@ export class MemoryStore implements Store {
   /*
    * New entries keep a copy of the algorithm's state, never the object `count` returned: V8
    * pretenures an allocation site whose objects survive, and `count`'s objects must stay
-   * short-lived (existing entries copy them with the algorithm's assign) or every request would allocate
-   * in the old generation.
+   * short-lived (existing entries copy them with the algorithm's assign), or every request
+   * would allocate in the old generation.
    */
 
   /** One counter: the same three phases without the bookkeeping arrays. */
@@ -135,17 +126,39 @@ export class MemoryStore implements Store {
       return algorithm.describe(entry.state, now, spec, allowed);
     }
     const ok = algorithm.allows(entry?.state, now, spec);
-    const state = algorithm.count(entry?.state, now, spec, ok);
+    entry = this.#count(spec, algorithm, entry, ok, now);
+    return algorithm.describe(entry.state, now, spec, ok);
+  }
+
+  /**
+   * Counts a request with the algorithm's pure `count` and keeps the result: a new entry copies
+   * the state, an existing one has it written into the state object it already holds (replacing
+   * that object would promote a fresh one to the old generation on every request to a busy key).
+   */
+  #count(
+    spec: CounterSpec,
+    algorithm: Algorithm<EntryState>,
+    entry: Entry | undefined,
+    allowed: boolean,
+    now: number,
+  ): Entry {
+    const state = algorithm.count(entry?.state, now, spec, allowed);
     const expiresAt = algorithm.expiresAt(state, now, spec);
     if (entry === undefined) {
-      entry = { state: { ...state }, expiresAt, referenced: false, hot: false, seq: 0 };
-      this.#insert(spec.key, entry, now);
-    } else {
-      algorithm.assign(entry.state, state);
-      entry.expiresAt = expiresAt;
-      this.#touch(spec.key, entry);
+      const created: Entry = {
+        state: { ...state },
+        expiresAt,
+        referenced: false,
+        hot: false,
+        seq: 0,
+      };
+      this.#insert(spec.key, created, now);
+      return created;
     }
-    return algorithm.describe(entry.state, now, spec, ok);
+    algorithm.assign(entry.state, state);
+    entry.expiresAt = expiresAt;
+    this.#touch(spec.key, entry);
+    return entry;
   }
 
   /** Drops every counter (tests, and a policy reload that wants a clean slate). */
