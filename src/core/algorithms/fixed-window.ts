@@ -1,11 +1,29 @@
 import { windowEndOf, windowIndexAt } from "../windows.js";
-import type { Algorithm } from "./types.js";
+import type { Algorithm, CounterRule } from "./types.js";
 
 /** Count in the window `index`; `previous` is the count of window `index - 1` (sliding window). */
 export interface WindowedState {
   index: number;
   count: number;
   previous: number;
+}
+
+/**
+ * Counting is the same for both windowed algorithms: the request's cost is added to the window
+ * that contains `now` (they differ in how they read the count).
+ */
+export function countWindowed(
+  state: WindowedState | undefined,
+  now: number,
+  rule: CounterRule,
+): WindowedState {
+  const index = windowIndexAt(rule.window, now);
+  const current = rollWindow(state, index);
+  return {
+    index,
+    count: (current?.count ?? 0) + rule.cost,
+    previous: current?.previous ?? 0,
+  };
 }
 
 /** Shared by the two windowed algorithms. */
@@ -39,15 +57,7 @@ export const fixedWindow: Algorithm<WindowedState> = {
     return count + rule.cost <= rule.limit;
   },
 
-  count(state, now, rule) {
-    const index = windowIndexAt(rule.window, now);
-    const current = rollWindow(state, index);
-    return {
-      index,
-      count: (current?.count ?? 0) + rule.cost,
-      previous: current?.previous ?? 0,
-    };
-  },
+  count: countWindowed,
 
   describe(state, now, rule, allowed) {
     const index = windowIndexAt(rule.window, now);

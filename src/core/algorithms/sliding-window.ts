@@ -1,5 +1,5 @@
 import { windowAt, windowEndOf, windowIndexAt } from "../windows.js";
-import { assignWindowed, rollWindow, type WindowedState } from "./fixed-window.js";
+import { assignWindowed, countWindowed, rollWindow, type WindowedState } from "./fixed-window.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
 /**
@@ -22,15 +22,7 @@ export const slidingWindow: Algorithm<WindowedState> = {
     return estimate(current, now, rule) + rule.cost <= rule.limit;
   },
 
-  count(state, now, rule) {
-    const index = windowIndexAt(rule.window, now);
-    const current = rollWindow(state, index);
-    return {
-      index,
-      count: (current?.count ?? 0) + rule.cost,
-      previous: current?.previous ?? 0,
-    };
-  },
+  count: countWindowed,
 
   describe(state, now, rule, allowed) {
     const { index, start, end } = windowAt(rule.window, now);
