@@ -1,16 +1,9 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Verdict } from "../core/types.js";
+import type { ListStats } from "../lists/refreshing.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 
-/** What the gateway knows about a refreshing allow/deny list (see src/lists). */
-export interface ListStats {
-  readonly name: string;
-  readonly kind: "allow" | "deny";
-  readonly size: number;
-  readonly lastRefreshAt?: number;
-  readonly errors: number;
-  readonly lastError?: string;
-}
+export type { ListStats };
 
 export interface MetricsSources {
   blockCacheHits(): number;
