@@ -47,6 +47,8 @@ interface WindowedOutcome {
   readonly after: WindowedState;
   readonly allowed: boolean;
   readonly item: ItemKey;
+  /** The numeric attribute holding this counter in `item`. */
+  readonly attribute: string;
 }
 
 interface TokenOutcome {
@@ -67,18 +69,22 @@ interface ItemKey {
 }
 
 /**
- * Counters in DynamoDB, one item per counter and window: `PK` is the counter key (subject,
- * namespace and scope), `SK` the window (`60000ms:29512345`), `count` a number incremented with
- * `ADD`, `ttl` set once with `if_not_exists`.
+ * Counters in DynamoDB. The fixed-window counters of one subject and one window share an item:
+ * `PK` the subject (`ip:203.0.113.7`), `SK` the window (`60000ms:29512345`), one number per
+ * counter named by its namespace and scope (`default|global`), incremented with `ADD`, and
+ * `ttl` set once with `if_not_exists`. A request's path rule and global rule are then one
+ * `UpdateItem`, one write unit. Sliding windows keep one item per counter and window (`PK` the
+ * counter key, attribute `count`) so that the previous window reads alone; token buckets one
+ * item per counter (`SK` `tb`).
  *
- * One request is one round of parallel calls (its counters live in different items, which
- * DynamoDB cannot update together without a transaction at twice the price). Admission is
- * optimistic: every counter is incremented, each increment returns a count no other request
- * saw, so a single counter never admits more than its limit under any concurrency. When one
- * counter refuses, the increments on the counters that would have admitted are given back in
- * the background, so quotas the request never used are not spent; until that refund lands a
- * concurrent request may be refused by a count that is briefly one too high (never admitted by
- * one too low). See docs/aws.md for the full trade-off.
+ * One request is one round of parallel calls, one per item (items cannot be updated together
+ * without a transaction at twice the price). Admission is optimistic: every counter is
+ * incremented, each increment returns a count no other request saw, so a single counter never
+ * admits more than its limit under any concurrency. When one counter refuses, the increments on
+ * the counters that would have admitted are given back in the background (one call per item),
+ * so quotas the request never used are not spent; until that refund lands a concurrent request
+ * may be refused by a count that is briefly one too high (never admitted by one too low). See
+ * docs/aws.md for the full trade-off.
  *
  * Token buckets use a conditional `SET tat = tat + :step` (or `:fresh` on an idle key), one
  * call in the common case; a refused request writes nothing. Items are never trusted for being
@@ -96,6 +102,7 @@ export class DynamoDbStore implements Store {
   readonly #remoteCacheMs: number;
   readonly #ttlGraceSeconds: number;
   readonly #sums: GenerationalCache<{ sum: number; until: number }>;
+  readonly #remoteCounts: GenerationalCache<{ sums: Map<string, number>; until: number }>;
   readonly #tatHints: GenerationalCache<number>;
   readonly #refunds = new Set<Promise<void>>();
   /** Refunds that failed: counts left one too high until their window ends (safe direction). */
@@ -131,17 +138,44 @@ export class DynamoDbStore implements Store {
     // Bounded caches (at most maxCachedKeys each); see GenerationalCache for why not FIFO.
     const perGeneration = Math.max(1, Math.floor((options.maxCachedKeys ?? 10_000) / 2));
     this.#sums = new GenerationalCache(perGeneration);
+    this.#remoteCounts = new GenerationalCache(perGeneration);
     this.#tatHints = new GenerationalCache(perGeneration);
   }
 
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
-    const outcomes = await Promise.all(
-      counters.map((spec) =>
+    const outcomes: Outcome[] = new Array(counters.length);
+    const calls: Promise<void>[] = [];
+    // Fixed windows of one subject and one window share an item: one UpdateItem for them all.
+    const shared = new Map<string, number[]>();
+    counters.forEach((spec, i) => {
+      if (spec.algorithm === "fixed-window") {
+        const group = `${spec.subject}\u0000${windowKeyAt(spec.window, now)}`;
+        const members = shared.get(group);
+        if (members === undefined) shared.set(group, [i]);
+        else members.push(i);
+        return;
+      }
+      const pending =
         spec.algorithm === "token-bucket"
           ? this.#takeTokens(spec, now)
-          : this.#countWindow(spec, now),
-      ),
-    );
+          : this.#countSlidingWindow(spec, now);
+      calls.push(
+        pending.then((outcome) => {
+          outcomes[i] = outcome;
+        }),
+      );
+    });
+    for (const members of shared.values()) {
+      const specs = members.map((i) => counters[i] as CounterSpec);
+      calls.push(
+        this.#countFixedWindows(specs, now).then((found) => {
+          members.forEach((i, j) => {
+            outcomes[i] = found[j] as WindowedOutcome;
+          });
+        }),
+      );
+    }
+    await Promise.all(calls);
     let admitted = true;
     for (let i = 0; i < counters.length; i++) {
       if ((counters[i] as CounterSpec).mode === "enforce" && !(outcomes[i] as Outcome).allowed) {
@@ -149,16 +183,30 @@ export class DynamoDbStore implements Store {
       }
     }
     const states: CounterState[] = [];
+    const refunds = new Map<string, { item: ItemKey; amounts: Map<string, number> }>();
     for (let i = 0; i < counters.length; i++) {
       const spec = counters[i] as CounterSpec;
       const outcome = outcomes[i] as Outcome;
       const refund = !admitted && spec.mode === "enforce" && outcome.allowed;
-      if (refund) this.#refund(spec, outcome);
+      if (refund) {
+        const amount = outcome.kind === "windowed" ? spec.cost : outcome.taken;
+        const attribute = outcome.kind === "windowed" ? outcome.attribute : "tat";
+        if (amount !== 0) {
+          const itemId = `${outcome.item.PK.S}\u0000${outcome.item.SK.S}`;
+          let pending = refunds.get(itemId);
+          if (pending === undefined) {
+            pending = { item: outcome.item, amounts: new Map() };
+            refunds.set(itemId, pending);
+          }
+          pending.amounts.set(attribute, (pending.amounts.get(attribute) ?? 0) + amount);
+        }
+      }
       const algorithm = ALGORITHMS[spec.algorithm];
       states.push(
         algorithm.describe(refund ? outcome.before : outcome.after, now, spec, outcome.allowed),
       );
     }
+    for (const { item, amounts } of refunds.values()) this.#refund(item, amounts);
     return states;
   }
 
@@ -172,7 +220,59 @@ export class DynamoDbStore implements Store {
     this.client.close();
   }
 
-  async #countWindow(spec: CounterSpec, now: number): Promise<WindowedOutcome> {
+  /**
+   * Every fixed-window counter of one subject and one window, in one item (`PK` the subject,
+   * `SK` the window, one numeric attribute per counter) and one `UpdateItem`: `ADD` returns each
+   * counter's new count, which no other request saw, so each stays exact under any concurrency.
+   */
+  async #countFixedWindows(specs: readonly CounterSpec[], now: number): Promise<WindowedOutcome[]> {
+    const first = specs[0] as CounterSpec;
+    const { index, end } = windowAt(first.window, now);
+    const windowKey = windowKeyAt(first.window, now);
+    const item: ItemKey = {
+      PK: { S: first.subject },
+      SK: { S: windowKey + this.#regionSuffix },
+    };
+    const names: Record<string, string> = { "#ttl": "ttl" };
+    const values: Record<string, AttributeValue> = {
+      ":ttl": { N: String(Math.ceil(end / 1000) + this.#ttlGraceSeconds) },
+    };
+    const additions: string[] = [];
+    const attributes = specs.map((spec, i) => {
+      const attribute = counterAttribute(spec);
+      names[`#c${i}`] = attribute;
+      values[`:c${i}`] = { N: String(spec.cost) };
+      additions.push(`#c${i} :c${i}`);
+      return attribute;
+    });
+    const increment = this.client.call<{ Attributes?: Record<string, AttributeValue> }>(
+      "UpdateItem",
+      {
+        TableName: this.table,
+        Key: item,
+        UpdateExpression: `ADD ${additions.join(", ")} SET #ttl = if_not_exists(#ttl, :ttl)`,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
+        ReturnValues: "UPDATED_NEW",
+      },
+    );
+    const remote = this.#global
+      ? this.#remoteSums(first.subject, windowKey, now)
+      : Promise.resolve(undefined);
+    const [answer, remoteSums] = await Promise.all([increment, remote]);
+    return specs.map((spec, i) => {
+      const attribute = attributes[i] as string;
+      const own = numberOf(answer.Attributes?.[attribute]);
+      const remoteCount = remoteSums?.get(attribute) ?? 0;
+      const before: WindowedState = { index, count: own - spec.cost + remoteCount, previous: 0 };
+      const after: WindowedState = { index, count: own + remoteCount, previous: 0 };
+      const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
+      return { kind: "windowed", before, after, allowed, item, attribute };
+    });
+  }
+
+  /** A sliding window keeps one item per counter and window, so the previous one reads alone. */
+  async #countSlidingWindow(spec: CounterSpec, now: number): Promise<WindowedOutcome> {
     const { index } = windowAt(spec.window, now);
     const label = windowLabel(spec.window);
     const windowKey = `${label}:${index}`;
@@ -187,24 +287,18 @@ export class DynamoDbStore implements Store {
         ExpressionAttributeNames: { "#count": "count", "#ttl": "ttl" },
         ExpressionAttributeValues: {
           ":cost": { N: String(spec.cost) },
-          ":ttl": {
-            N: String(
-              spec.algorithm === "sliding-window"
-                ? ttlSeconds + windowSeconds(spec.window, now)
-                : ttlSeconds,
-            ),
-          },
+          ":ttl": { N: String(ttlSeconds + windowSeconds(spec.window, now)) },
         },
         ReturnValues: "UPDATED_NEW",
       },
     );
-    const previous =
-      spec.algorithm === "sliding-window"
-        ? this.#closedWindowSum(spec.key, `${label}:${index - 1}`, now)
-        : Promise.resolve(0);
-    const remote = this.#global ? this.#remoteSum(spec.key, windowKey, now) : Promise.resolve(0);
-    const [answer, previousCount, remoteCount] = await Promise.all([increment, previous, remote]);
+    const previous = this.#closedWindowSum(spec.key, `${label}:${index - 1}`, now);
+    const remote = this.#global
+      ? this.#remoteSums(spec.key, windowKey, now)
+      : Promise.resolve(undefined);
+    const [answer, previousCount, remoteSums] = await Promise.all([increment, previous, remote]);
     const own = numberOf(answer.Attributes?.count);
+    const remoteCount = remoteSums?.get("count") ?? 0;
     const before: WindowedState = {
       index,
       count: own - spec.cost + remoteCount,
@@ -212,7 +306,7 @@ export class DynamoDbStore implements Store {
     };
     const after: WindowedState = { index, count: own + remoteCount, previous: previousCount };
     const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
-    return { kind: "windowed", before, after, allowed, item };
+    return { kind: "windowed", before, after, allowed, item, attribute: "count" };
   }
 
   async #takeTokens(spec: CounterSpec, now: number): Promise<TokenOutcome> {
@@ -289,17 +383,25 @@ export class DynamoDbStore implements Store {
     );
   }
 
-  #refund(spec: CounterSpec, outcome: Outcome): void {
-    const amount = outcome.kind === "windowed" ? spec.cost : outcome.taken;
-    if (amount === 0) return;
-    const attribute = outcome.kind === "windowed" ? "count" : "tat";
+  /** Gives back, in one call per item, what a refused request took on counters that admitted it. */
+  #refund(item: ItemKey, amounts: ReadonlyMap<string, number>): void {
+    const names: Record<string, string> = {};
+    const values: Record<string, AttributeValue> = {};
+    const additions: string[] = [];
+    let i = 0;
+    for (const [attribute, amount] of amounts) {
+      names[`#v${i}`] = attribute;
+      values[`:v${i}`] = { N: String(-amount) };
+      additions.push(`#v${i} :v${i}`);
+      i++;
+    }
     const refund = this.client
       .call("UpdateItem", {
         TableName: this.table,
-        Key: outcome.item,
-        UpdateExpression: "ADD #value :amount",
-        ExpressionAttributeNames: { "#value": attribute },
-        ExpressionAttributeValues: { ":amount": { N: String(-amount) } },
+        Key: item,
+        UpdateExpression: `ADD ${additions.join(", ")}`,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
       })
       .then(
         () => undefined,
@@ -327,7 +429,7 @@ export class DynamoDbStore implements Store {
     if (cached !== undefined && cached.until > now) return cached.sum;
     let sum: number;
     if (this.#global) {
-      sum = await this.#querySum(key, windowKey, undefined);
+      sum = (await this.#querySums(key, windowKey, undefined)).get("count") ?? 0;
     } else {
       const found = await this.#readItem({ PK: { S: key }, SK: { S: windowKey } });
       sum = numberOf(found?.count);
@@ -336,30 +438,36 @@ export class DynamoDbStore implements Store {
     return sum;
   }
 
-  /** Other regions' counts for this window, reused for `remoteCacheMs`. */
-  async #remoteSum(key: string, windowKey: string, now: number): Promise<number> {
-    const cacheKey = `${key}\u0000${windowKey}`;
-    const cached = this.#sums.get(cacheKey);
-    if (cached !== undefined && cached.until > now) return cached.sum;
-    const sum = await this.#querySum(key, windowKey, windowKey + this.#regionSuffix);
-    this.#sums.set(cacheKey, { sum, until: now + this.#remoteCacheMs });
-    return sum;
+  /** Other regions' counts for this window, per attribute, reused for `remoteCacheMs`. */
+  async #remoteSums(pk: string, windowKey: string, now: number): Promise<Map<string, number>> {
+    const cacheKey = `${pk}\u0000${windowKey}`;
+    const cached = this.#remoteCounts.get(cacheKey);
+    if (cached !== undefined && cached.until > now) return cached.sums;
+    const sums = await this.#querySums(pk, windowKey, windowKey + this.#regionSuffix);
+    this.#remoteCounts.set(cacheKey, { sums, until: now + this.#remoteCacheMs });
+    return sums;
   }
 
-  async #querySum(key: string, windowKey: string, skip: string | undefined): Promise<number> {
+  /** Sums every counter attribute over the regional items of one window (except `skip`). */
+  async #querySums(
+    pk: string,
+    windowKey: string,
+    skip: string | undefined,
+  ): Promise<Map<string, number>> {
     const answer = await this.client.call<{ Items?: Record<string, AttributeValue>[] }>("Query", {
       TableName: this.table,
       KeyConditionExpression: "PK = :pk AND begins_with(SK, :window)",
-      ProjectionExpression: "SK, #count",
-      ExpressionAttributeNames: { "#count": "count" },
-      ExpressionAttributeValues: { ":pk": { S: key }, ":window": { S: `${windowKey}#` } },
+      ExpressionAttributeValues: { ":pk": { S: pk }, ":window": { S: `${windowKey}#` } },
     });
-    let sum = 0;
+    const sums = new Map<string, number>();
     for (const found of answer.Items ?? []) {
       if (skip !== undefined && (found.SK as { S: string } | undefined)?.S === skip) continue;
-      sum += numberOf(found.count);
+      for (const [attribute, value] of Object.entries(found)) {
+        if (attribute === "PK" || attribute === "SK" || attribute === "ttl") continue;
+        sums.set(attribute, (sums.get(attribute) ?? 0) + numberOf(value));
+      }
     }
-    return sum;
+    return sums;
   }
 }
 
@@ -370,6 +478,19 @@ function numberOf(value: AttributeValue | undefined): number {
 
 function windowLabel(window: WindowSpec): string {
   return "ms" in window ? `${window.ms}ms` : `${window.months}mo`;
+}
+
+function windowKeyAt(window: WindowSpec, now: number): string {
+  return `${windowLabel(window)}:${windowAt(window, now).index}`;
+}
+
+/**
+ * A counter's attribute in its subject's shared item: the key without the subject (namespace
+ * and scope), which always holds a `|`, so it never meets `PK`, `SK` or `ttl`.
+ */
+function counterAttribute(spec: CounterSpec): string {
+  const prefix = `${spec.subject}|`;
+  return spec.key.startsWith(prefix) ? spec.key.slice(prefix.length) : spec.key;
 }
 
 function windowSeconds(window: WindowSpec, now: number): number {

@@ -113,7 +113,14 @@ async function totalIn(client: DynamoDbHttpClient, table: string): Promise<numbe
     TableName: table,
     ConsistentRead: true,
   });
-  return answer.Items.reduce((sum, item) => sum + Number(item.count?.N ?? 0), 0);
+  // Every counter number: the seed's `count`, or a shared item's `<namespace>|<scope>`.
+  let total = 0;
+  for (const item of answer.Items) {
+    for (const [name, value] of Object.entries(item)) {
+      if (name !== "ttl" && value?.N !== undefined) total += Number(value.N);
+    }
+  }
+  return total;
 }
 
 let servers: LocalDynamo[] = [];
@@ -205,5 +212,51 @@ describe("Global Tables with last-writer-wins replication between two regions", 
       expect(state?.allowed).toBe(false);
       expect(state?.count).toBe(161);
     }
+  });
+
+  it("sums a shared item's counters over the regions' items, each on its own", async () => {
+    const table = "shared-items";
+    await Promise.all(servers.map((server) => createRateLimitTable(server.client, table)));
+    const [west, south] = REGIONS.map((region, i) => {
+      const store = new DynamoDbStore({
+        table,
+        region,
+        endpoint: (servers[i] as LocalDynamo).endpoint,
+        credentials: TEST_CREDENTIALS,
+        globalRegions: REGIONS,
+        remoteCacheMs: 0,
+      });
+      stores.push(store);
+      return store;
+    }) as [DynamoDbStore, DynamoDbStore];
+    const path: CounterSpec = { ...spec, key: "ip:203.0.113.99|default|/api/export", limit: 4 };
+    for (let i = 0; i < 3; i++) await west.apply([path, spec], T0 + i);
+    await south.apply([spec], T0 + 3);
+    await new Replicator(
+      table,
+      servers.map((server) => server.client),
+      1,
+    ).stop();
+    const [pathState, globalState] = await south.apply([path, spec], T0 + 4);
+    expect([pathState?.allowed, pathState?.count]).toEqual([true, 4]);
+    expect([globalState?.allowed, globalState?.count]).toEqual([true, 5]);
+    await new Replicator(
+      table,
+      servers.map((server) => server.client),
+      1,
+    ).stop();
+    // The path counter is full now, in both regions: the next request is refused by it alone and
+    // given back on the global counter.
+    const [refusedPath, refundedGlobal] = await west.apply([path, spec], T0 + 5);
+    expect([refusedPath?.allowed, refusedPath?.count]).toEqual([false, 5]);
+    expect([refundedGlobal?.allowed, refundedGlobal?.count]).toEqual([true, 5]);
+    await west.settled();
+    const items = await servers[0]?.client.call<{ Items: RawItem[] }>("Scan", {
+      TableName: table,
+      ConsistentRead: true,
+    });
+    const westItem = items?.Items.find((item) => item.SK?.S?.endsWith("#eu-west-1"));
+    expect(westItem?.["default|/api/export"]?.N).toBe("4");
+    expect(westItem?.["default|global"]?.N).toBe("3");
   });
 });

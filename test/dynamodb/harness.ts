@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import { createServer, request as httpRequest, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
@@ -54,8 +54,11 @@ export async function createRateLimitTable(
 export interface StoredItem {
   readonly PK: string;
   readonly SK: string;
+  /** A sliding window's own item. */
   readonly count?: number;
   readonly tat?: number;
+  /** A shared fixed-window item: each counter's number, by attribute (`default|global`). */
+  readonly counts: Record<string, number>;
   readonly ttl?: number;
 }
 
@@ -73,5 +76,52 @@ export async function scanTable(client: DynamoDbHttpClient, table: string): Prom
     ...(item.count?.N !== undefined ? { count: Number(item.count.N) } : {}),
     ...(item.tat?.N !== undefined ? { tat: Number(item.tat.N) } : {}),
     ...(item.ttl?.N !== undefined ? { ttl: Number(item.ttl.N) } : {}),
+    counts: Object.fromEntries(
+      Object.entries(item)
+        .filter(([name, value]) => name.includes("|") && value.N !== undefined)
+        .map(([name, value]) => [name, Number(value.N)]),
+    ),
   }));
+}
+
+export interface CountingProxy {
+  readonly endpoint: string;
+  /** Requests forwarded, by DynamoDB operation (`UpdateItem`, `Query`...). */
+  readonly operations: Map<string, number>;
+  close(): Promise<void>;
+}
+
+/** A loopback HTTP proxy in front of an endpoint that counts the calls that reach it. */
+export async function startCountingProxy(target: string): Promise<CountingProxy> {
+  const targetUrl = new URL(target);
+  const operations = new Map<string, number>();
+  const server = createServer((incoming, outgoing) => {
+    const operation = String(incoming.headers["x-amz-target"] ?? "").split(".")[1] ?? "";
+    operations.set(operation, (operations.get(operation) ?? 0) + 1);
+    const forwarded = httpRequest(
+      {
+        hostname: targetUrl.hostname,
+        port: targetUrl.port,
+        path: incoming.url,
+        method: incoming.method,
+        headers: incoming.headers,
+      },
+      (answer) => {
+        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(outgoing);
+      },
+    );
+    forwarded.on("error", () => outgoing.destroy());
+    incoming.pipe(forwarded);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    operations,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

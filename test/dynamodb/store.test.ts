@@ -7,6 +7,7 @@ import {
   createRateLimitTable,
   type LocalDynamo,
   scanTable,
+  startCountingProxy,
   startDynalite,
   TEST_CREDENTIALS,
 } from "./harness.js";
@@ -73,9 +74,9 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     const items = await scanTable(dynamo.client, table);
     expect(items).toHaveLength(1);
     expect(items[0]).toMatchObject({
-      PK: spec.key,
+      PK: spec.subject,
       SK: `60000ms:${Math.floor(T0 / 60_000)}`,
-      count: 500,
+      counts: { "default|global": 500 },
     });
     // The TTL is set once, past the window's end plus the grace period.
     expect(items[0]?.ttl).toBe(Math.ceil(((Math.floor(T0 / 60_000) + 1) * 60_000) / 1000) + 300);
@@ -93,11 +94,12 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     await store.settled();
     expect(allowed).toEqual([true, true, true, false, false]);
     const items = await scanTable(store.client, store.table);
-    const count = (key: string) => items.find((item) => item.PK === key)?.count;
+    // Both counters share their subject's item for this window.
+    expect(items).toHaveLength(1);
+    expect(items[0]?.PK).toBe(path.subject);
     // The refusing counter records every attempt (the challenge band needs it); the other only
     // the three requests that were let through.
-    expect(count(path.key)).toBe(5);
-    expect(count(global.key)).toBe(3);
+    expect(items[0]?.counts).toEqual({ "default|/api/export": 5, "default|global": 3 });
     const [, globalState] = await store.apply([path, global], T0 + 10);
     expect(globalState?.remaining).toBe(57 - 1 + 1);
   });
@@ -112,7 +114,41 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     expect(first.map((state) => state.allowed)).toEqual([true, true]);
     expect(second.map((state) => state.allowed)).toEqual([false, false]);
     const items = await scanTable(store.client, store.table);
-    expect(items.find((item) => item.PK === shadow.key)?.count).toBe(2);
+    expect(items).toHaveLength(1);
+    expect(items[0]?.counts).toEqual({ "default|global": 2, "default|shadow": 2 });
+  });
+
+  it("counts a subject's fixed windows of one window with exactly one UpdateItem", async () => {
+    const table = await freshTable();
+    const proxy = await startCountingProxy(dynamo.endpoint);
+    const store = new DynamoDbStore({
+      table,
+      region: "us-east-1",
+      endpoint: proxy.endpoint,
+      credentials: TEST_CREDENTIALS,
+    });
+    try {
+      const path = counter("ip:198.51.100.2|default|/api/export", { limit: 10 });
+      const global = counter("ip:198.51.100.2|default|global", { limit: 60 });
+      const states = await store.apply([path, global], T0);
+      expect(states.map((state) => [state.allowed, state.count])).toEqual([
+        [true, 1],
+        [true, 1],
+      ]);
+      expect([...proxy.operations]).toEqual([["UpdateItem", 1]]);
+      // Another window length is another item: a second call, in parallel.
+      const hourly = counter("ip:198.51.100.2|default|hourly", { window: { ms: 3_600_000 } });
+      await store.apply([path, global, hourly], T0 + 1);
+      expect([...proxy.operations]).toEqual([["UpdateItem", 3]]);
+      const items = await scanTable(dynamo.client, table);
+      expect(items.map((item) => [item.SK, item.counts]).sort()).toEqual([
+        [`3600000ms:${Math.floor(T0 / 3_600_000)}`, { "default|hourly": 1 }],
+        [`60000ms:${Math.floor(T0 / 60_000)}`, { "default|/api/export": 2, "default|global": 2 }],
+      ]);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
   });
 
   it("weights the previous window's item for a sliding window", async () => {
