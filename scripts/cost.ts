@@ -1,7 +1,7 @@
 /**
  * DynamoDB cost of rate limiting at the edge: seed 000's design against edgelimit's, for the
  * seed's 50M requests a month in 4 regions. Run: npx tsx scripts/cost.ts [--requests 50e6]
- * [--path-share 0.3] [--blocked-share 0.2] [--cache-hit 0.9] [--regions 4]
+ * [--path-share 0.3] [--blocked-share 0.2] [--cache-hit 0.9] [--regions 4] [--shared-window 1]
  */
 import { parseArgs } from "node:util";
 
@@ -13,6 +13,7 @@ const { values } = parseArgs({
     "blocked-share": { type: "string", default: "0.2" },
     "cache-hit": { type: "string", default: "0.9" },
     "remote-read-share": { type: "string", default: "0.25" },
+    "shared-window": { type: "string", default: "1" },
   },
 });
 
@@ -26,6 +27,11 @@ const blockedShare = Number(values["blocked-share"]);
 const cacheHit = Number(values["cache-hit"]);
 /** Counters whose other-region sum is not in the 1 s cache and must be read (Query). */
 const remoteReadShare = Number(values["remote-read-share"]);
+/**
+ * Of the per-path requests, the share whose path rule has the global rule's window (the seed's
+ * policy: every rule is per 60 s): edgelimit counts both in one item, with one write.
+ */
+const sharedWindow = Number(values["shared-window"]);
 
 // On-demand prices, us-east-1, after AWS's November 2024 reduction (USD per million units).
 const PRICE = {
@@ -35,6 +41,9 @@ const PRICE = {
 };
 
 const countersPerRequest = 1 + pathShare;
+/** edgelimit writes one item per subject and window, whatever the number of counters in it. */
+const itemsPerRequest = 1 + pathShare * (1 - sharedWindow);
+const reachesDynamoDb = 1 - blockedShare * cacheHit;
 
 interface Design {
   readonly name: string;
@@ -62,21 +71,21 @@ const designs: Design[] = [
   },
   {
     name: "edgelimit, per-region items",
-    writesPerRequest: countersPerRequest * (1 - blockedShare * cacheHit),
-    readUnitsPerRequest: countersPerRequest * (1 - blockedShare * cacheHit) * remoteReadShare * 0.5,
+    writesPerRequest: itemsPerRequest * reachesDynamoDb,
+    readUnitsPerRequest: itemsPerRequest * reachesDynamoDb * remoteReadShare * 0.5,
     replicatedTo: regions - 1,
     note: "no lost increments; blocked clients answered from the block cache",
   },
   {
     name: "edgelimit on an MRSC table (3 regions)",
-    writesPerRequest: countersPerRequest * (1 - blockedShare * cacheHit),
+    writesPerRequest: itemsPerRequest * reachesDynamoDb,
     readUnitsPerRequest: 0,
     replicatedTo: 2,
     note: "shared items, exact everywhere; MRSC needs exactly 3 regions and writes wait for a second region",
   },
   {
     name: "edgelimit, single region",
-    writesPerRequest: countersPerRequest * (1 - blockedShare * cacheHit),
+    writesPerRequest: itemsPerRequest * reachesDynamoDb,
     readUnitsPerRequest: 0,
     replicatedTo: 0,
     note: "exact; remote edges pay a cross-region round trip",
@@ -98,7 +107,7 @@ function monthly(design: Design): { writes: number; cost: number; perMillion: nu
 }
 
 const lines = [
-  `Assumptions: ${requests / 1e6}M requests/month, ${regions} regions, ${pathShare * 100}% of requests on a per-path rule, ${blockedShare * 100}% blocked, ${cacheHit * 100}% of blocked answered by the block cache, ${remoteReadShare * 100}% of counters re-read other regions (1 s cache).`,
+  `Assumptions: ${requests / 1e6}M requests/month, ${regions} regions, ${pathShare * 100}% of requests on a per-path rule, ${blockedShare * 100}% blocked, ${cacheHit * 100}% of blocked answered by the block cache, ${sharedWindow * 100}% of path rules share the global rule's window (one item, one write for both), ${remoteReadShare * 100}% of items re-read other regions (1 s cache).`,
   `Prices (on-demand, us-east-1): $${PRICE.writeUnit}/M write units, $${PRICE.replicatedWriteUnit}/M replicated write units, $${PRICE.readUnit}/M read units; items < 1 KB (1 WRU per write).`,
   "",
   "| design | write units per 1M requests (all regions) | write units / month | DynamoDB $/month | note |",
