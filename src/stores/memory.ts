@@ -93,11 +93,10 @@ export class MemoryStore implements Store {
       let entry = entries[i];
       if (admitted || !ok || spec.mode === "observe") {
         if (entry !== undefined && algorithm.countInPlace !== undefined) {
-          // The return value is `allows` again; the answer stays the first phase's `ok`.
-          algorithm.countInPlace(entry.state, now, spec);
+          // Its `allowed` is `allows` again on the same state: the first phase's `ok`.
+          results[i] = algorithm.countInPlace(entry.state, now, spec);
           entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
           this.#touch(spec.key, entry);
-          results[i] = algorithm.describe(entry.state, now, spec, ok);
           continue;
         }
         entry = this.#count(spec, algorithm, entry, ok, now);
@@ -120,10 +119,10 @@ export class MemoryStore implements Store {
     let entry = this.#lookup(spec.key, now);
     if (entry !== undefined && algorithm.countInPlace !== undefined) {
       // A lone counter is always counted, so the three phases fold into one step in place.
-      const allowed = algorithm.countInPlace(entry.state, now, spec);
+      const result = algorithm.countInPlace(entry.state, now, spec);
       entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
       this.#touch(spec.key, entry);
-      return algorithm.describe(entry.state, now, spec, allowed);
+      return result;
     }
     const ok = algorithm.allows(entry?.state, now, spec);
     entry = this.#count(spec, algorithm, entry, ok, now);

@@ -83,7 +83,14 @@ export const fixedWindow: Algorithm<WindowedState> = {
     }
     const allowed = state.count + rule.cost <= rule.limit;
     state.count += rule.cost;
-    return allowed;
+    const end = windowEndOf(rule.window, index);
+    return {
+      allowed,
+      count: state.count,
+      remaining: Math.max(0, rule.limit - state.count),
+      resetAt: end,
+      retryAfterMs: allowed ? 0 : end - now,
+    };
   },
 
   expiresAt(state, _now, rule) {

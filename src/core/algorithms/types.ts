@@ -31,10 +31,11 @@ export interface Algorithm<S> {
   /** Epoch ms after which the state carries no information and may be dropped. */
   expiresAt(state: S, now: number, rule: CounterRule): number;
   /**
-   * Optional: `allows`, `count` and `assign` in one step on a state an in-process store holds,
-   * returning what `allows` said. Only for algorithms whose `count` does not depend on
-   * `allowed`; the result must equal the three steps. It exists because the memory store's
-   * hot path otherwise locates the window three times and allocates a state to copy from.
+   * Optional: `allows`, `count`, `assign` and `describe` in one step on a state an in-process
+   * store holds, returning what `describe` would (with `allowed` as `allows` said before
+   * counting). Only for algorithms whose `count` does not depend on `allowed`; the result must
+   * equal the separate steps. It exists because the memory store's hot path otherwise locates
+   * the window four times and allocates a state to copy from.
    */
-  countInPlace?(state: S, now: number, rule: CounterRule): boolean;
+  countInPlace?(state: S, now: number, rule: CounterRule): CounterState;
 }
