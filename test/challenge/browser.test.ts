@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/chromium.js";
+import { type ServeProcess, spawnServe } from "../support/serve-process.js";
 
 const LIMIT = 3;
 
@@ -57,7 +58,8 @@ describe("challenge end to end in Chromium through edgelimit serve", () => {
   let base = "";
   let admin = "";
   let denyFile = "";
-  let gatewayOutput = "";
+  let served: ServeProcess | undefined;
+  const gatewayOutput = (): string => (served?.output() ?? "").slice(-4000);
 
   beforeAll(async () => {
     origin = createServer((req, res) => {
@@ -72,39 +74,18 @@ describe("challenge end to end in Chromium through edgelimit serve", () => {
     writeFileSync(policyFile, POLICY.replace("DENY_FILE", JSON.stringify(denyFile)));
     const port = await freePort();
     const adminPort = await freePort();
-    gateway = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "serve",
-        "--policy",
-        policyFile,
-        "--upstream",
-        originUrl,
-        "--port",
-        String(port),
-        "--admin-port",
-        String(adminPort),
-        "--host",
-        "127.0.0.1",
-      ],
-      {
-        env: { ...process.env, EDGELIMIT_PASS_SECRET: "e2e-pass-secret" },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    gateway.stdout?.on("data", (chunk) => {
-      gatewayOutput = (gatewayOutput + chunk).slice(-4000);
+    served = spawnServe({
+      policy: policyFile,
+      upstream: originUrl,
+      port,
+      adminPort,
+      env: { EDGELIMIT_PASS_SECRET: "e2e-pass-secret" },
     });
-    gateway.stderr?.on("data", (chunk) => {
-      gatewayOutput = (gatewayOutput + chunk).slice(-4000);
-    });
+    gateway = served.child;
     base = `http://127.0.0.1:${port}`;
     admin = `http://127.0.0.1:${adminPort}`;
     await waitFor(`http://127.0.0.1:${adminPort}/healthz`, 20_000).catch((error) => {
-      throw new Error(`${(error as Error).message}\n${gatewayOutput}`);
+      throw new Error(`${(error as Error).message}\n${gatewayOutput()}`);
     });
     context = await launchChromium(join(dir, "profile"));
   }, 60_000);

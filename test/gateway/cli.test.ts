@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ServeProcess, spawnServe } from "../support/serve-process.js";
 import { closedPort, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
@@ -15,11 +16,12 @@ const policyFile = join(dir, "policy.yaml");
 
 let origin: TestServer;
 let child: ChildProcess | undefined;
-let output = "";
+let served: ServeProcess | undefined;
+const output = (): string => served?.output() ?? "";
 let base: string;
 
 function logLines(): Record<string, unknown>[] {
-  return output
+  return output()
     .split("\n")
     .filter((line) => line.startsWith("{"))
     .map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -28,7 +30,8 @@ function logLines(): Record<string, unknown>[] {
 async function waitFor(predicate: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; output:\n${output}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}; output:\n${output()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -51,38 +54,16 @@ beforeAll(async () => {
   const port = await closedPort();
   const adminPort = await closedPort();
   base = `http://127.0.0.1:${port}`;
-  child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "serve",
-      "--policy",
-      policyFile,
-      "--upstream",
-      origin.url,
-      "--port",
-      String(port),
-      "--host",
-      "127.0.0.1",
-      "--admin-port",
-      String(adminPort),
-      "--log-sample",
-      "0",
-    ],
-    {
-      env: { ...process.env, EDGELIMIT_JWT_SECRET: TEST_SECRET },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  child.stdout?.on("data", (chunk: Buffer) => {
-    output += chunk.toString("utf8");
+  served = spawnServe({
+    policy: policyFile,
+    upstream: origin.url,
+    port,
+    adminPort,
+    args: ["--log-sample", "0"],
+    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
   });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    output += chunk.toString("utf8");
-  });
-  await waitFor(() => output.includes('"msg":"gateway started"'), "the gateway to start");
+  child = served.child;
+  await waitFor(() => output().includes('"msg":"gateway started"'), "the gateway to start");
 }, 30_000);
 
 afterAll(async () => {

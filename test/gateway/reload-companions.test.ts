@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ServeProcess, spawnServe } from "../support/serve-process.js";
 import { closedPort, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
@@ -27,7 +28,8 @@ const dir = mkdtempSync(join(tmpdir(), "edgelimit-reload-"));
 let origin: TestServer;
 let child: ChildProcess;
 let base: string;
-let output = "";
+let served: ServeProcess | undefined;
+const output = (): string => served?.output() ?? "";
 
 async function waitUntil(check: () => Promise<boolean>, what: string): Promise<void> {
   const deadline = Date.now() + 15_000;
@@ -35,7 +37,7 @@ async function waitUntil(check: () => Promise<boolean>, what: string): Promise<v
     if (await check().catch(() => false)) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`timed out waiting for ${what}\n${output}`);
+  throw new Error(`timed out waiting for ${what}\n${output()}`);
 }
 
 const statusFrom = async (ip: string) =>
@@ -49,31 +51,14 @@ beforeAll(async () => {
   const port = await closedPort();
   const adminPort = await closedPort();
   base = `http://127.0.0.1:${port}`;
-  child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "serve",
-      "--policy",
-      join(dir, "policy.yaml"),
-      "--upstream",
-      origin.url,
-      "--port",
-      String(port),
-      "--host",
-      "127.0.0.1",
-      "--admin-port",
-      String(adminPort),
-    ],
-    {
-      env: { ...process.env, EDGELIMIT_JWT_SECRET: TEST_SECRET },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  child.stdout?.on("data", (chunk) => (output += chunk));
-  child.stderr?.on("data", (chunk) => (output += chunk));
+  served = spawnServe({
+    policy: join(dir, "policy.yaml"),
+    upstream: origin.url,
+    port,
+    adminPort,
+    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
+  });
+  child = served.child;
   await waitUntil(async () => (await statusFrom("198.51.100.99")) === 200, "the gateway");
 }, 30_000);
 
@@ -98,6 +83,6 @@ describe("policy reload", () => {
     expect(await statusFrom("203.0.113.1")).toBe(200);
     // The limiter kept its counters across the reload: this client is still challenged.
     expect(await statusFrom("198.51.100.7")).toBe(302);
-    expect(output).toContain("policy reloaded; counters kept");
+    expect(output()).toContain("policy reloaded; counters kept");
   }, 30_000);
 });

@@ -1,0 +1,46 @@
+import { type ChildProcess, spawn } from "node:child_process";
+
+export interface ServeProcess {
+  readonly child: ChildProcess;
+  /** Everything the gateway printed so far. */
+  output(): string;
+}
+
+/** The real `edgelimit serve` CLI in a child process, on loopback, its output captured. */
+export function spawnServe(options: {
+  readonly policy: string;
+  readonly upstream: string;
+  readonly port: number;
+  readonly adminPort: number;
+  readonly args?: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+}): ServeProcess {
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "src/cli/main.ts",
+      "serve",
+      "--policy",
+      options.policy,
+      "--upstream",
+      options.upstream,
+      "--port",
+      String(options.port),
+      "--admin-port",
+      String(options.adminPort),
+      "--host",
+      "127.0.0.1",
+      ...(options.args ?? []),
+    ],
+    { env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let output = "";
+  const capture = (chunk: Buffer) => {
+    output += chunk.toString("utf8");
+  };
+  child.stdout?.on("data", capture);
+  child.stderr?.on("data", capture);
+  return { child, output: () => output };
+}
