@@ -1,12 +1,6 @@
 import { createHash, createHmac } from "node:crypto";
-import {
-  type ClientRequest,
-  Agent as HttpAgent,
-  request as httpRequest,
-  type IncomingMessage,
-  type RequestOptions,
-} from "node:http";
 import { EdgelimitError } from "../core/errors.js";
+import { Http1Pool, type Http1Response } from "./http1.js";
 
 export interface AwsCredentials {
   readonly accessKeyId: string;
@@ -24,6 +18,11 @@ export interface DynamoDbClientOptions {
   readonly requestTimeoutMs?: number | undefined;
   /** Sockets kept open per endpoint (default 64). */
   readonly maxSockets?: number | undefined;
+  /**
+   * Certificates to trust instead of Node's bundled roots (a test server's self-signed
+   * certificate). Certificate verification is never turned off.
+   */
+  readonly ca?: string | Buffer | undefined;
 }
 
 /** An error DynamoDB answered with: `type` is the short name (`ConditionalCheckFailedException`). */
@@ -46,14 +45,6 @@ export class DynamoDbError extends EdgelimitError {
   }
 }
 
-interface Transport {
-  readonly agent: HttpAgent;
-  readonly send: (
-    options: RequestOptions,
-    answer: (response: IncomingMessage) => void,
-  ) => ClientRequest;
-}
-
 export type AttributeValue = { S: string } | { N: string };
 
 const SERVICE = "dynamodb";
@@ -61,7 +52,8 @@ const TARGET_PREFIX = "DynamoDB_20120810.";
 
 /**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
- * signing key) over a keep-alive node:http(s) agent. It is a few hundred bytes minified and
+ * signing key) over a keep-alive HTTP/1.1 pool of our own (`http1.ts`, raw `node:net`, and
+ * `node:tls` loaded by the first https connection). It is a few hundred bytes minified and
  * loads nothing that Node has not already loaded, which is what a Lambda@Edge cold start
  * needs; the AWS SDK v3 is two orders of magnitude larger (see docs/aws.md). It makes exactly
  * one attempt per call: retries belong to the caller's time budget, not to the client.
@@ -71,8 +63,7 @@ export class DynamoDbHttpClient {
   readonly #url: URL;
   readonly #credentials: AwsCredentials | undefined;
   readonly #timeoutMs: number;
-  #transport: Transport | Promise<Transport>;
-  #closed = false;
+  readonly #pool: Http1Pool;
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
@@ -80,69 +71,38 @@ export class DynamoDbHttpClient {
     this.#url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com`);
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
-    const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 64 };
-    // node:https brings node:tls, 1.5-8 ms of a fresh process's start: loaded on the first call,
-    // and only for an https endpoint (a local DynamoDB-protocol server speaks plain http).
-    this.#transport =
-      this.#url.protocol === "https:"
-        ? import("node:https").then((https) => {
-            const transport = { agent: new https.Agent(agentOptions), send: https.request };
-            this.#transport = transport;
-            if (this.#closed) transport.agent.destroy();
-            return transport;
-          })
-        : { agent: new HttpAgent(agentOptions), send: httpRequest };
-  }
-
-  /** Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer. */
-  call<T>(operation: string, input: object): Promise<T> {
-    const body = JSON.stringify(input);
-    const headers = this.#sign(operation, body, new Date());
-    const transport = this.#transport;
-    if (transport instanceof Promise) {
-      return transport.then((loaded) => this.#send<T>(loaded, operation, headers, body));
-    }
-    return this.#send<T>(transport, operation, headers, body);
-  }
-
-  #send<T>(
-    transport: Transport,
-    operation: string,
-    headers: Record<string, string>,
-    body: string,
-  ): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const request = transport.send(
-        {
-          protocol: this.#url.protocol,
-          hostname: this.#url.hostname,
-          port: this.#url.port,
-          path: "/",
-          method: "POST",
-          headers,
-          agent: transport.agent,
-          timeout: this.#timeoutMs,
-        },
-        (response) => readAnswer<T>(response, resolve, reject),
-      );
-      request.on("timeout", () =>
-        request.destroy(new EdgelimitError("EL_STORE_TIMEOUT", `DynamoDB ${operation} timed out`)),
-      );
-      request.on("error", (error) =>
-        reject(
-          error instanceof EdgelimitError
-            ? error
-            : new EdgelimitError("EL_STORE_FAILED", `DynamoDB ${operation}: ${error.message}`),
-        ),
-      );
-      request.end(body);
+    // Not node:http: its first use costs a fresh process about 6 ms more than node:net's
+    // (docs/aws.md, "Where the remaining cold start goes"), and a cold start is what we sell.
+    this.#pool = new Http1Pool({
+      origin: this.#url,
+      maxSockets: options.maxSockets,
+      ca: options.ca,
     });
   }
 
+  /** Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer. */
+  async call<T>(operation: string, input: object): Promise<T> {
+    const body = JSON.stringify(input);
+    const headers = this.#sign(operation, body, new Date());
+    let response: Http1Response;
+    try {
+      response = await this.#pool.post("/", headers, body, this.#timeoutMs);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
+      throw new EdgelimitError(
+        code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
+        code === "EL_STORE_TIMEOUT"
+          ? `DynamoDB ${operation} timed out (${reason})`
+          : `DynamoDB ${operation}: ${reason}`,
+      );
+    }
+    return readAnswer<T>(response);
+  }
+
+  /** Closes every socket; calls in flight fail. */
   close(): void {
-    this.#closed = true;
-    const transport = this.#transport;
-    if (!(transport instanceof Promise)) transport.agent.destroy();
+    this.#pool.close();
   }
 
   #sign(operation: string, body: string, now: Date): Record<string, string> {
@@ -243,38 +203,22 @@ function credentialsFromEnv(): AwsCredentials {
   return { accessKeyId, secretAccessKey, sessionToken: env.AWS_SESSION_TOKEN };
 }
 
-function readAnswer<T>(
-  response: IncomingMessage,
-  resolve: (value: T) => void,
-  reject: (error: unknown) => void,
-): void {
-  const chunks: Buffer[] = [];
-  response.on("data", (chunk: Buffer) => chunks.push(chunk));
-  response.on("error", reject);
-  response.on("end", () => {
-    const text = Buffer.concat(chunks).toString("utf8");
-    let parsed: Record<string, unknown> = {};
-    try {
-      parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
-    } catch {
-      reject(new DynamoDbError("InvalidResponse", response.statusCode ?? 0, text.slice(0, 200)));
-      return;
-    }
-    const status = response.statusCode ?? 0;
-    if (status >= 200 && status < 300) {
-      resolve(parsed as T);
-      return;
-    }
-    const fullType = String(parsed.__type ?? `HTTP${status}`);
-    const type = fullType.slice(fullType.lastIndexOf("#") + 1);
-    const message = String(parsed.message ?? parsed.Message ?? "");
-    reject(
-      new DynamoDbError(
-        type,
-        status,
-        message,
-        parsed.Item as Record<string, AttributeValue> | undefined,
-      ),
-    );
-  });
+function readAnswer<T>(response: Http1Response): T {
+  const text = response.body.toString("utf8");
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
+  } catch {
+    throw new DynamoDbError("InvalidResponse", response.status, text.slice(0, 200));
+  }
+  if (response.status >= 200 && response.status < 300) return parsed as T;
+  const fullType = String(parsed.__type ?? `HTTP${response.status}`);
+  const type = fullType.slice(fullType.lastIndexOf("#") + 1);
+  const message = String(parsed.message ?? parsed.Message ?? "");
+  throw new DynamoDbError(
+    type,
+    response.status,
+    message,
+    parsed.Item as Record<string, AttributeValue> | undefined,
+  );
 }
