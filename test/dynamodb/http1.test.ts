@@ -406,7 +406,7 @@ describe("TLS", () => {
 
   it("verifies the certificate and the host name, and sends SNI", async () => {
     const credentials = selfSigned();
-    const names: (string | false)[] = [];
+    const names: (string | false | null)[] = [];
     const server = await rawServer(({ socket }) => {
       names.push((socket as TLSSocket).servername);
       socket.write(ok('{"TableNames":["rate-limits"]}'));
