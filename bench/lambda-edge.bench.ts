@@ -3,7 +3,12 @@
  * `edgelimit build lambda-edge`) against a seed-style bundle of the same job written with the
  * full AWS SDK v3 (`@aws-sdk/client-dynamodb` + `@aws-sdk/lib-dynamodb`), both minified by
  * esbuild. Cold start = a fresh node process: module load, then the first invocation against a
- * dynalite server on loopback. Run: npx tsx bench/lambda-edge.bench.ts [runs]
+ * dynalite server on loopback. Run: npx tsx bench/lambda-edge.bench.ts [runs] [before-tree]
+ *
+ * `before-tree` is another checkout of this repository (for example `git archive HEAD` unpacked
+ * in a temporary directory, with node_modules linked): its `edgelimit build` builds a second
+ * viewer-request bundle for the same dynalite, measured in the same rounds. Every round runs
+ * each variant once, in turn, so a burst of load from other jobs falls on all of them.
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -21,6 +26,7 @@ import { loadPolicy } from "../src/policy/load.js";
 import { DynamoDbHttpClient } from "../src/stores/dynamodb-client.js";
 
 const runs = Number(process.argv[2] ?? 9);
+const beforeTree = process.argv[3];
 const require = createRequire(import.meta.url);
 const work = mkdtempSync(join(tmpdir(), "edgelimit-bench-"));
 const credentials = { accessKeyId: "AKIDBENCH", secretAccessKey: "bench-secret" };
@@ -53,6 +59,18 @@ try {
     env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
   });
   if (ours === undefined) throw new Error("build produced nothing");
+  let before: typeof ours | undefined;
+  if (beforeTree !== undefined) {
+    const builder = (await import(pathToFileURL(join(beforeTree, "src/cli/build.ts")).href)) as {
+      buildLambdaEdge: typeof buildLambdaEdge;
+    };
+    [before] = await builder.buildLambdaEdge({
+      policy: loadPolicy("examples/policies/cloudfront.yaml"),
+      store: { table: "rate-limits", region: "us-east-1", endpoint },
+      outDir: join(work, "before"),
+      env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
+    });
+  }
 
   const seedEntry = join(work, "seed-entry.mjs");
   writeFileSync(seedEntry, seedHandlerSource(endpoint));
@@ -77,9 +95,13 @@ try {
   const floorScript = join(work, "floor.js");
   writeFileSync(floorScript, floorHandlerSource(endpoint));
 
-  const floorTimes = await coldStarts(floorScript, runs);
-  const ourTimes = await coldStarts(ours.script, runs);
-  const seedTimes = await coldStarts(seedScript, runs);
+  const scripts = [floorScript, ours.script, seedScript, ...(before ? [before.script] : [])];
+  const [floorTimes, ourTimes, seedTimes, beforeTimes] = (await coldStarts(scripts, runs)) as [
+    ColdStart,
+    ColdStart,
+    ColdStart,
+    ColdStart | undefined,
+  ];
 
   const row = (name: string, bytes: number, zipped: number, times: ColdStart) =>
     `| ${name} | ${(bytes / 1024).toFixed(1)} KB | ${(zipped / 1024).toFixed(1)} KB | ${times.load.toFixed(1)} ms | ${times.first.toFixed(1)} ms | ${(times.load + times.first).toFixed(1)} ms |`;
@@ -89,10 +111,26 @@ try {
   console.log(row("edgelimit viewer-request", ours.minifiedBytes, ours.zippedBytes, ourTimes));
   console.log(row("seed-style, AWS SDK v3", seedBytes, seedZipped, seedTimes));
   console.log(row("floor: bare node:http UpdateItem", statSync(floorScript).size, 0, floorTimes));
-  const ratio = (seedTimes.load + seedTimes.first) / (ourTimes.load + ourTimes.first);
+  if (before !== undefined && beforeTimes !== undefined) {
+    console.log(
+      row(
+        `edgelimit before (${beforeTree})`,
+        before.minifiedBytes,
+        before.zippedBytes,
+        beforeTimes,
+      ),
+    );
+  }
+  const answer = (times: ColdStart) => times.load + times.first;
+  const ratio = answer(seedTimes) / answer(ourTimes);
   console.log(
     `size ratio ${(seedBytes / ours.minifiedBytes).toFixed(1)}x smaller; first answer ${ratio.toFixed(1)}x faster`,
   );
+  if (beforeTimes !== undefined) {
+    console.log(
+      `before: ${(answer(seedTimes) / answer(beforeTimes)).toFixed(1)}x faster than the SDK bundle; after/before ${(answer(ourTimes) / answer(beforeTimes)).toFixed(3)}`,
+    );
+  }
 } finally {
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -105,11 +143,27 @@ interface ColdStart {
 }
 
 /**
- * Median module load and first invocation over `count` fresh processes. Each bundle is loaded
- * as Lambda's Node runtime loads a handler: `require` for `.js`, `import()` for `.mjs`. Asynchronous on
- * purpose: dynalite runs in this process and must keep answering while a probe waits.
+ * Median module load and first invocation of each script over `count` rounds of fresh
+ * processes, one process per script per round.
  */
-async function coldStarts(script: string, count: number): Promise<ColdStart> {
+async function coldStarts(scripts: readonly string[], count: number): Promise<ColdStart[]> {
+  const samples = scripts.map(() => ({ loads: [] as number[], firsts: [] as number[] }));
+  for (let round = 0; round < count; round++) {
+    for (const [i, script] of scripts.entries()) {
+      const { load, first } = await coldStart(script);
+      samples[i]?.loads.push(load);
+      samples[i]?.firsts.push(first);
+    }
+  }
+  return samples.map(({ loads, firsts }) => ({ load: median(loads), first: median(firsts) }));
+}
+
+/**
+ * One fresh process: the bundle loaded as Lambda's Node runtime loads a handler (`require` for
+ * `.js`, `import()` for `.mjs`), then its first invocation. Asynchronous on purpose: dynalite
+ * runs in this process and must keep answering while a probe waits.
+ */
+async function coldStart(script: string): Promise<ColdStart> {
   const probe = `
     const { performance } = require("node:perf_hooks");
     (async () => {
@@ -127,26 +181,17 @@ async function coldStarts(script: string, count: number): Promise<ColdStart> {
       process.exit(0);
     });
     })();`;
-  const loads: number[] = [];
-  const firsts: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const result = await promisify(execFile)(process.execPath, ["-e", probe], {
-      encoding: "utf8",
-      timeout: 20_000,
-      env: {
-        PATH: process.env.PATH,
-        AWS_REGION: "us-east-1",
-        AWS_ACCESS_KEY_ID: credentials.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
-      },
-    });
-    const { load, first } = JSON.parse(
-      result.stdout.trim().split("\n").pop() as string,
-    ) as ColdStart;
-    loads.push(load);
-    firsts.push(first);
-  }
-  return { load: median(loads), first: median(firsts) };
+  const result = await promisify(execFile)(process.execPath, ["-e", probe], {
+    encoding: "utf8",
+    timeout: 20_000,
+    env: {
+      PATH: process.env.PATH,
+      AWS_REGION: "us-east-1",
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    },
+  });
+  return JSON.parse(result.stdout.trim().split("\n").pop() as string) as ColdStart;
 }
 
 function median(values: number[]): number {
