@@ -80,13 +80,28 @@ export class DynamoDbHttpClient {
     });
   }
 
-  /** Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer. */
-  async call<T>(operation: string, input: object): Promise<T> {
+  /**
+   * Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer.
+   * A call that went out on a kept-alive socket the server had just closed is sent again once
+   * (see `Http1Pool`): for an increment that can only ever count one too many. A call whose
+   * repetition would count too few (a refund) passes `resendOnStaleSocket: false`.
+   */
+  async call<T>(
+    operation: string,
+    input: object,
+    options?: { readonly resendOnStaleSocket?: boolean },
+  ): Promise<T> {
     const body = JSON.stringify(input);
     const headers = this.#sign(operation, body, new Date());
     let response: Http1Response;
     try {
-      response = await this.#pool.post("/", headers, body, this.#timeoutMs);
+      response = await this.#pool.post(
+        "/",
+        headers,
+        body,
+        this.#timeoutMs,
+        options?.resendOnStaleSocket ?? true,
+      );
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";

@@ -395,14 +395,19 @@ export class DynamoDbStore implements Store {
       additions.push(`#v${i} :v${i}`);
       i++;
     }
+    // Never sent twice: a refund applied twice would count too few (see Http1Pool).
     const refund = this.client
-      .call("UpdateItem", {
-        TableName: this.table,
-        Key: item,
-        UpdateExpression: `ADD ${additions.join(", ")}`,
-        ExpressionAttributeNames: names,
-        ExpressionAttributeValues: values,
-      })
+      .call(
+        "UpdateItem",
+        {
+          TableName: this.table,
+          Key: item,
+          UpdateExpression: `ADD ${additions.join(", ")}`,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        },
+        { resendOnStaleSocket: false },
+      )
       .then(
         () => undefined,
         () => {

@@ -385,13 +385,15 @@ export class Http1Pool {
    * among them) and resolves to the whole response. Fails with `EL_STORE_TIMEOUT` when no
    * complete response arrived within `timeoutMs` of the request being written (the socket is
    * destroyed; time spent waiting for a free socket is the caller's budget to bound, as with an
-   * Agent's queue), `EL_STORE_FAILED` otherwise.
+   * Agent's queue), `EL_STORE_FAILED` otherwise. `resendOnStaleSocket: false` is for requests
+   * that must not run twice even in the rare case described on the class (a refund).
    */
   post(
     path: string,
     headers: Readonly<Record<string, string>>,
     body: string,
     timeoutMs: number,
+    resendOnStaleSocket = true,
   ): Promise<Http1Response> {
     let head = `POST ${path} HTTP/1.1\r\n`;
     for (const name in headers) {
@@ -445,7 +447,7 @@ export class Http1Pool {
           });
         });
       };
-      attempt(true);
+      attempt(resendOnStaleSocket);
     });
   }
 

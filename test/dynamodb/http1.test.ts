@@ -304,6 +304,21 @@ describe("Http1Pool over real loopback sockets", () => {
     });
   }
 
+  it("does not resend a request marked as unsafe to repeat (a refund)", async () => {
+    const server = await rawServer(({ socket, onConnection, index }) => {
+      if (onConnection === 2) socket.destroy();
+      else socket.write(ok(String(index)));
+    });
+    const client = pool(server.origin);
+    await post(client);
+    const body = "{}";
+    const headers = { host: "127.0.0.1", "content-length": "2" };
+    await expect(client.post("/", headers, body, 2000, false)).rejects.toThrow(
+      /closed before any answer/,
+    );
+    expect(server.requests).toHaveLength(2);
+  });
+
   it("never resends on a fresh socket, nor after any byte of the answer", async () => {
     const fresh = await rawServer(({ socket }) => socket.destroy());
     await expect(post(pool(fresh.origin))).rejects.toMatchObject({ code: "EL_STORE_FAILED" });
