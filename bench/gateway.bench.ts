@@ -1,25 +1,58 @@
 /**
- * `npx tsx bench/gateway.bench.ts` (or `npm run bench -- gateway`): the gateway's cost on
- * loopback, in one run, against its peers:
+ * `npx tsx bench/gateway.bench.ts` (or `npm run bench -- gateway`): what limiting costs the
+ * gateway, on loopback, in one run.
+ *
+ * On a small shared machine wrk, the upstream and the gateway compete for the same cores, so
+ * req/s swings by more than the 10% being measured. Two measurements that do not depend on the
+ * scheduler are therefore primary:
+ *   - CPU time per request: the gateway process's utime + stime (/proc/<pid>/stat) across a
+ *     saturating wrk run, divided by the requests wrk completed. When the gateway is the
+ *     bottleneck its throughput is 1 / (CPU per request), so the ratio of CPU per request with
+ *     limiting on and off is the throughput cost, without the scheduler's noise.
+ *   - p99 latency at a fixed request rate well below saturation (an open-loop generator in this
+ *     process). At saturation p99 is queueing (connections / throughput) and only restates
+ *     throughput; it is printed too, beside wrk's req/s.
+ * Targets, all proxying to the same single-process Node upstream:
  *   direct       the upstream alone (the ceiling)
  *   no-limit     `edgelimit serve --no-limit` (the same proxy, limiter off)
- *   edgelimit    `edgelimit serve` with the memory store and examples/policies/cloudfront.yaml
- *   nginx        Debian's nginx, limit_req per client, proxying to the same upstream
- *   edgelimit-blocked  one client far over its limit: every answer is a 429 from the gateway
- * Load comes from wrk with a Lua script that gives each request a random client address in
- * X-Forwarded-For (the policy trusts it from loopback), so most requests are counted and
- * allowed, as in real traffic from many clients. Each process is single-threaded (nginx: one
- * worker) so the comparison is per core.
+ *   edgelimit    `edgelimit serve`, memory store, examples/policies/cloudfront.yaml, one
+ *                process per traffic shape so that shapes do not share counters
+ *   nginx        Debian's nginx (one process, `master_process off`), limit_req per client
+ * Traffic shapes (client address in X-Forwarded-For, which the policy trusts from loopback):
+ *   returning    10,000 clients cycling (each counted many times: counters mostly updated)
+ *   new          a new client per request (worst case: two memory-store inserts per request)
+ *   refused      one client far over its limit: every answer is the gateway's own 429
+ * Rounds interleave the targets (reversed every other round) and figures are medians.
+ * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 3), GATEWAY_BENCH_ROUNDS (default 3),
+ * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_RATE_SECONDS
+ * (default 3), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
+ * "returning,new,refused").
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 
-const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const CONNECTIONS = 32;
+const env = process.env;
+const WRK_SECONDS = Number(env.GATEWAY_BENCH_SECONDS ?? env.BENCH_SECONDS ?? 3);
+const ROUNDS = Number(env.GATEWAY_BENCH_ROUNDS ?? env.BENCH_ROUNDS ?? 3);
+const RATES = (env.GATEWAY_BENCH_RATES ?? "1000,3000")
+  .split(",")
+  .map(Number)
+  .filter((rate) => rate > 0);
+const RATE_SECONDS = Number(env.GATEWAY_BENCH_RATE_SECONDS ?? 3);
+const CONNECTIONS = Number(env.GATEWAY_BENCH_CONNECTIONS ?? 32);
+const OPEN_LOOP_CONNECTIONS = 64;
+const CLOCK_TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }));
+type Shape = "returning" | "new" | "refused";
+const SHAPES = (env.GATEWAY_BENCH_SHAPES ?? "returning,new,refused")
+  .split(",")
+  .filter((shape): shape is Shape => ["returning", "new", "refused"].includes(shape));
+const POPULATION = 10_000;
+const PATH = "/api/search?q=shoes";
+
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-gw-bench-"));
 const children: ChildProcess[] = [];
 
@@ -31,12 +64,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function start(
-  command: string,
-  args: string[],
-  env: NodeJS.ProcessEnv = process.env,
-): ChildProcess {
-  const child = spawn(command, args, { stdio: ["ignore", "ignore", "inherit"], env });
+function start(command: string, args: string[], childEnv: NodeJS.ProcessEnv = env): ChildProcess {
+  const child = spawn(command, args, { stdio: ["ignore", "ignore", "inherit"], env: childEnv });
   children.push(child);
   return child;
 }
@@ -55,26 +84,20 @@ async function waitForPort(port: number): Promise<void> {
   }
 }
 
-interface Result {
-  readonly name: string;
-  readonly requestsPerSecond: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-  readonly statuses: string;
+/** utime + stime of a process, in seconds. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The command name may hold spaces: the fields are counted after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
-/** The median of each figure over rounds. */
-function medianResult(rounds: readonly Result[]): Result {
-  const median = (values: number[]) =>
-    [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-  const first = rounds[0] as Result;
-  return {
-    name: first.name,
-    requestsPerSecond: median(rounds.map((run) => run.requestsPerSecond)),
-    p50Ms: median(rounds.map((run) => run.p50Ms)),
-    p99Ms: median(rounds.map((run) => run.p99Ms)),
-    statuses: first.statuses,
-  };
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 function toMs(text: string): number {
@@ -84,65 +107,260 @@ function toMs(text: string): number {
   return match[2] === "us" ? value / 1000 : match[2] === "s" ? value * 1000 : value;
 }
 
-function wrk(name: string, url: string, script: string, seconds = DURATION_SECONDS): Result {
-  const output = execFileSync(
-    "wrk",
-    ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-s", script, url],
-    { encoding: "utf8" },
-  );
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1]);
-  const p50 = toMs(/\s50%\s+(\S+)/.exec(output)?.[1] ?? "");
-  const p99 = toMs(/\s99%\s+(\S+)/.exec(output)?.[1] ?? "");
-  const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(output)?.[1] ?? "0";
-  const statuses = `refused ${non2xx}`;
-  return { name, requestsPerSecond: rps, p50Ms: p50, p99Ms: p99, statuses };
+interface Saturated {
+  readonly requestsPerSecond: number;
+  readonly p99Ms: number;
+  readonly requests: number;
+  readonly refused: number;
+  /** The serving process's CPU per completed request, in µs. */
+  readonly cpuMicros: number;
 }
 
-const SPREAD_SCRIPT = `
+function wrk(port: number, script: string, pid: number, seconds = WRK_SECONDS): Saturated {
+  const before = cpuSeconds(pid);
+  const output = execFileSync(
+    "wrk",
+    [
+      "-t1",
+      `-c${CONNECTIONS}`,
+      `-d${seconds}s`,
+      "--latency",
+      "-s",
+      script,
+      `http://127.0.0.1:${port}`,
+    ],
+    { encoding: "utf8" },
+  );
+  const cpu = cpuSeconds(pid) - before;
+  const requests = Number(/(\d+) requests in/.exec(output)?.[1]);
+  return {
+    requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1]),
+    p99Ms: toMs(/\s99%\s+(\S+)/.exec(output)?.[1] ?? ""),
+    requests,
+    refused: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(output)?.[1] ?? 0),
+    cpuMicros: (cpu / requests) * 1e6,
+  };
+}
+
+interface FixedRate {
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly completed: number;
+  readonly refused: number;
+  readonly cpuMicros: number;
+}
+
+/**
+ * Open loop: requests are due at a fixed rate whatever the server's pace, on a pool of
+ * keep-alive connections (one request in flight on each). Latency runs from the moment a
+ * request was found due (so a request that waits for a free connection counts its wait) to
+ * the end of its response.
+ */
+async function openLoop(
+  port: number,
+  rate: number,
+  seconds: number,
+  requestText: (index: number) => string,
+  pid: number,
+): Promise<FixedRate> {
+  interface Connection {
+    readonly socket: Socket;
+    sentAt: number;
+    pending: Buffer;
+  }
+  const total = Math.round(rate * seconds);
+  const latencies: number[] = [];
+  let refused = 0;
+  let issued = 0;
+  const idle: Connection[] = [];
+  const backlog: number[] = [];
+  let finish: () => void = () => undefined;
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const send = (connection: Connection, since: number) => {
+    connection.sentAt = since;
+    connection.socket.write(requestText(issued));
+    issued++;
+  };
+  const onResponse = (connection: Connection, status: number) => {
+    latencies.push(performance.now() - connection.sentAt);
+    if (status >= 300) refused++;
+    if (latencies.length === total) finish();
+    const waiting = backlog.shift();
+    if (waiting !== undefined) send(connection, waiting);
+    else idle.push(connection);
+  };
+  const connections = await Promise.all(
+    Array.from(
+      { length: OPEN_LOOP_CONNECTIONS },
+      () =>
+        new Promise<Connection>((resolve, reject) => {
+          const socket = connect(port, "127.0.0.1", () => resolve(connection));
+          socket.setNoDelay(true);
+          const connection: Connection = { socket, sentAt: 0, pending: Buffer.alloc(0) };
+          socket.on("error", reject);
+          socket.on("data", (chunk: Buffer) => {
+            connection.pending =
+              connection.pending.length === 0 ? chunk : Buffer.concat([connection.pending, chunk]);
+            for (;;) {
+              const end = responseEnd(connection.pending);
+              if (end === undefined) return;
+              const status = Number(connection.pending.toString("latin1", 9, 12));
+              connection.pending = connection.pending.subarray(end);
+              onResponse(connection, status);
+            }
+          });
+        }),
+    ),
+  );
+  idle.push(...connections);
+  const cpuBefore = cpuSeconds(pid);
+  const startedAt = performance.now();
+  let due = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    const dueNow = Math.min(total, Math.floor(((now - startedAt) * rate) / 1000));
+    for (; due < dueNow; due++) {
+      const connection = idle.pop();
+      if (connection !== undefined) send(connection, now);
+      else backlog.push(now);
+    }
+    if (due === total) clearInterval(timer);
+  }, 1);
+  const deadline = setTimeout(finish, seconds * 1000 + 10_000);
+  await finished;
+  clearTimeout(deadline);
+  clearInterval(timer);
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  for (const connection of connections) connection.socket.destroy();
+  latencies.sort((a, b) => a - b);
+  const at = (share: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * share))] ?? Number.NaN;
+  return {
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    completed: latencies.length,
+    refused,
+    cpuMicros: (cpu / Math.max(1, latencies.length)) * 1e6,
+  };
+}
+
+const HEADER_END = Buffer.from("\r\n\r\n");
+
+/** Where the first complete response in `buffer` ends, or undefined while it is incomplete. */
+function responseEnd(buffer: Buffer): number | undefined {
+  const headerEnd = buffer.indexOf(HEADER_END);
+  if (headerEnd < 0) return undefined;
+  const head = buffer.toString("latin1", 0, headerEnd).toLowerCase();
+  const length = /\r\ncontent-length:\s*(\d+)/.exec(head);
+  if (length !== null) {
+    const end = headerEnd + 4 + Number(length[1]);
+    return buffer.length >= end ? end : undefined;
+  }
+  if (head.includes("\r\ntransfer-encoding: chunked")) {
+    const last = buffer.indexOf("0\r\n\r\n", headerEnd + 4);
+    return last < 0 ? undefined : last + 5;
+  }
+  return headerEnd + 4;
+}
+
+const WRK_SCRIPTS: Record<Shape, string> = {
+  // Cycles through the population in order: every client comes back every 10,000 requests.
+  returning: `
+local n = 0
+request = function()
+  n = n + 1
+  local i = n % ${POPULATION}
+  local ip = "10.9." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
+  return wrk.format("GET", "${PATH}", { ["X-Forwarded-For"] = ip })
+end
+`,
+  new: `
 math.randomseed(42)
 request = function()
   local ip = "10." .. math.random(0, 255) .. "." .. math.random(0, 255) .. "." .. math.random(1, 254)
-  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
+  return wrk.format("GET", "${PATH}", { ["X-Forwarded-For"] = ip })
 end
-`;
-// A population of 10,000 clients that come back, as real traffic within a minute does: each
-// client is counted many times, so the store mostly updates counters instead of creating them.
-const POPULATION_SCRIPT = `
-math.randomseed(7)
+`,
+  refused: `
 request = function()
-  local ip = "10.9." .. math.random(0, 39) .. "." .. math.random(1, 250)
-  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
+  return wrk.format("GET", "${PATH}", { ["X-Forwarded-For"] = "203.0.113.66" })
 end
+`,
+};
+
+function openLoopRequests(shape: Shape): (index: number) => string {
+  const text = (ip: string) =>
+    `GET ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: ${ip}\r\n\r\n`;
+  if (shape === "returning") {
+    const prebuilt = Array.from({ length: POPULATION }, (_, i) =>
+      text(`10.8.${Math.floor(i / 250)}.${(i % 250) + 1}`),
+    );
+    return (index) => prebuilt[index % POPULATION] as string;
+  }
+  if (shape === "new") {
+    // Never repeats within a run (the generator is built once per shape).
+    let sequence = 0;
+    return () => {
+      sequence++;
+      return text(`172.${16 + ((sequence >> 16) & 15)}.${(sequence >> 8) & 255}.${sequence & 255}`);
+    };
+  }
+  const flood = text("203.0.113.67");
+  return () => flood;
+}
+
+const UPSTREAM_SOURCE = (port: number) =>
+  `require("node:http").createServer((req, res) => { res.writeHead(200, { "content-type": "application/json" }); res.end('{"ok":true,"items":[1,2,3]}'); }).listen(${port}, "127.0.0.1")`;
+
+function nginxConfig(port: number, upstreamPort: number): string {
+  return `daemon off;
+master_process off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  # The same shape as the example policy's anonymous global rule: 60 a minute with a burst.
+  limit_req_zone $http_x_forwarded_for zone=perclient:64m rate=60r/m;
+  upstream origin { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      limit_req zone=perclient burst=60 nodelay;
+      limit_req_status 429;
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    }
+  }
+}
 `;
-const FLOOD_SCRIPT = `
-request = function()
-  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = "203.0.113.66" })
-end
-`;
+}
+
+interface Target {
+  readonly name: string;
+  readonly port: number;
+  readonly pid: number;
+}
 
 async function main(): Promise<void> {
-  const spreadScript = join(dir, "spread.lua");
-  const floodScript = join(dir, "flood.lua");
-  writeFileSync(spreadScript, SPREAD_SCRIPT);
-  writeFileSync(floodScript, FLOOD_SCRIPT);
-  const populationScript = join(dir, "population.lua");
-  writeFileSync(populationScript, POPULATION_SCRIPT);
-
   const upstreamPort = await freePort();
-  start(process.execPath, [
-    "-e",
-    `require("node:http").createServer((req, res) => { res.writeHead(200, { "content-type": "application/json" }); res.end('{"ok":true,"items":[1,2,3]}'); }).listen(${upstreamPort}, "127.0.0.1")`,
-  ]);
+  const upstream = start(process.execPath, ["-e", UPSTREAM_SOURCE(upstreamPort)]);
   await waitForPort(upstreamPort);
 
-  const env = {
-    ...process.env,
-    EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic",
-  };
-  const serve = async (extra: string[]): Promise<number> => {
+  const serveEnv = { ...env, EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic" };
+  const serve = async (name: string, extra: string[]): Promise<Target> => {
     const port = await freePort();
     const adminPort = await freePort();
-    start(
+    const child = start(
       process.execPath,
       [
         "--import",
@@ -159,55 +377,24 @@ async function main(): Promise<void> {
         "127.0.0.1",
         "--admin-port",
         String(adminPort),
-        "--log-sample",
-        "0",
         ...extra,
       ],
-      env,
+      serveEnv,
     );
     await waitForPort(port);
-    return port;
+    return { name, port, pid: child.pid as number };
   };
-  const noLimitPort = await serve(["--no-limit"]);
-  const limitedPort = await serve([]);
-  const floodPort = await serve([]);
-  const populationPort = await serve([]);
+  const direct: Target = { name: "direct", port: upstreamPort, pid: upstream.pid as number };
+  const noLimit = await serve("no-limit", ["--no-limit"]);
+  // One limited gateway per shape: the shapes must not share counters.
+  const limited = new Map<Shape, Target>();
+  for (const shape of SHAPES) limited.set(shape, await serve(`edgelimit-${shape}`, []));
 
   const nginxPort = await freePort();
   for (const sub of ["body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"])
     mkdirSync(join(dir, sub));
-  writeFileSync(
-    join(dir, "nginx.conf"),
-    `daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  # The same shape as the example policy's anonymous global rule: 60 a minute with a burst.
-  limit_req_zone $http_x_forwarded_for zone=perclient:64m rate=60r/m;
-  upstream origin { server 127.0.0.1:${upstreamPort}; keepalive 64; }
-  server {
-    listen 127.0.0.1:${nginxPort};
-    location / {
-      limit_req zone=perclient burst=60 nodelay;
-      limit_req_status 429;
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
-  }
-}
-`,
-  );
-  start("/usr/sbin/nginx", [
+  writeFileSync(join(dir, "nginx.conf"), nginxConfig(nginxPort, upstreamPort));
+  const nginxProcess = start("/usr/sbin/nginx", [
     "-p",
     dir,
     "-c",
@@ -216,53 +403,108 @@ http {
     join(dir, "logs/error.log"),
   ]);
   await waitForPort(nginxPort);
+  const nginx: Target = { name: "nginx", port: nginxPort, pid: nginxProcess.pid as number };
 
-  const targets: [string, number, string][] = [
-    ["direct", upstreamPort, spreadScript],
-    ["no-limit", noLimitPort, spreadScript],
-    ["edgelimit", limitedPort, spreadScript],
-    ["nginx", nginxPort, spreadScript],
-    ["edgelimit-blocked", floodPort, floodScript],
-    ["no-limit-10k", noLimitPort, populationScript],
-    ["edgelimit-10k", populationPort, populationScript],
-  ];
-  // Warm up every target (JIT, pools) before measuring.
-  for (const [name, port, script] of targets) wrk(name, `http://127.0.0.1:${port}`, script, 2);
-  // Rounds interleave the targets, so that a burst of load from elsewhere on this shared machine
-  // hits every target alike; each figure is the median over the rounds.
-  const runs = new Map<string, Result[]>();
+  const scripts = new Map<Shape, string>();
+  for (const shape of SHAPES) {
+    const file = join(dir, `${shape}.lua`);
+    writeFileSync(file, WRK_SCRIPTS[shape]);
+    scripts.set(shape, file);
+  }
+
+  // Saturation: wrk against every (target, shape) pair, interleaved.
+  const saturationPairs: [string, Target, Shape][] = [];
+  const firstShape = SHAPES[0] ?? "returning";
+  saturationPairs.push(["direct", direct, firstShape]);
+  for (const shape of SHAPES) {
+    saturationPairs.push([`no-limit ${shape}`, noLimit, shape]);
+    saturationPairs.push([`edgelimit ${shape}`, limited.get(shape) as Target, shape]);
+  }
+  saturationPairs.push(["nginx", nginx, firstShape]);
+  for (const [, target, shape] of saturationPairs)
+    wrk(target.port, scripts.get(shape) as string, target.pid, 1);
+  const saturated = new Map<string, Saturated[]>();
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, port, script] of targets) {
-      const result = wrk(name, `http://127.0.0.1:${port}`, script);
-      runs.set(name, [...(runs.get(name) ?? []), result]);
+    const order = round % 2 === 0 ? saturationPairs : [...saturationPairs].reverse();
+    for (const [label, target, shape] of order) {
+      const result = wrk(target.port, scripts.get(shape) as string, target.pid);
+      saturated.set(label, [...(saturated.get(label) ?? []), result]);
     }
   }
-  const results: Result[] = targets.map(([name]) => medianResult(runs.get(name) ?? []));
-  for (const result of results) {
-    process.stdout.write(
-      `${result.name.padEnd(18)} ${result.requestsPerSecond.toFixed(0).padStart(7)} req/s  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  ${result.statuses}  (rounds: ${(runs.get(result.name) ?? []).map((run) => run.requestsPerSecond.toFixed(0)).join(", ")} req/s)\n`,
+
+  // Fixed rates: limiting on and off at the same rate and shape, interleaved.
+  const ratePairs: [string, Target, Shape, number][] = [];
+  for (const rate of RATES) {
+    for (const shape of SHAPES.filter((candidate) => candidate !== "refused")) {
+      ratePairs.push([`no-limit ${shape} @${rate}`, noLimit, shape, rate]);
+      ratePairs.push([`edgelimit ${shape} @${rate}`, limited.get(shape) as Target, shape, rate]);
+    }
+  }
+  const generators = new Map(SHAPES.map((shape) => [shape, openLoopRequests(shape)]));
+  const fixed = new Map<string, FixedRate[]>();
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? ratePairs : [...ratePairs].reverse();
+    for (const [label, target, shape, rate] of order) {
+      const result = await openLoop(
+        target.port,
+        rate,
+        RATE_SECONDS,
+        generators.get(shape) as (index: number) => string,
+        target.pid,
+      );
+      fixed.set(label, [...(fixed.get(label) ?? []), result]);
+    }
+  }
+
+  const lines: string[] = [];
+  const out = (line: string) => lines.push(line);
+  const f0 = (value: number) => value.toFixed(0);
+  const f1 = (value: number) => value.toFixed(1);
+  const f2 = (value: number) => value.toFixed(2);
+  const pct = (value: number) => `${value >= 0 ? "+" : ""}${(value * 100).toFixed(1)}%`;
+  out("saturation (wrk): CPU µs per request of the serving process, req/s, p99; medians");
+  for (const [label] of saturationPairs) {
+    const runs = saturated.get(label) ?? [];
+    out(
+      `  ${label.padEnd(20)} ${f1(median(runs.map((run) => run.cpuMicros))).padStart(6)} µs/req  ${f0(median(runs.map((run) => run.requestsPerSecond))).padStart(6)} req/s  p99 ${f2(median(runs.map((run) => run.p99Ms)))} ms  refused ${median(runs.map((run) => run.refused / run.requests)).toFixed(3)}  (µs/req by round: ${runs.map((run) => f1(run.cpuMicros)).join(", ")}; req/s: ${runs.map((run) => f0(run.requestsPerSecond)).join(", ")})`,
     );
   }
-  const by = (name: string) => results.find((result) => result.name === name) as Result;
-  const limited = by("edgelimit");
-  const baseline = by("no-limit");
-  const nginx = by("nginx");
-  const throughputCost = 1 - limited.requestsPerSecond / baseline.requestsPerSecond;
-  const p99Cost = limited.p99Ms - baseline.p99Ms;
-  const returning = by("edgelimit-10k");
-  const returningBaseline = by("no-limit-10k");
-  const returningCost = 1 - returning.requestsPerSecond / returningBaseline.requestsPerSecond;
-  process.stdout.write(
-    [
-      "",
-      `limiting cost, every request a new client: ${(throughputCost * 100).toFixed(1)}% throughput (target <= 10%), ${p99Cost.toFixed(2)} ms p99 (target <= 1 ms)`,
-      `limiting cost, 10,000 returning clients: ${(returningCost * 100).toFixed(1)}% throughput, ${(returning.p99Ms - returningBaseline.p99Ms).toFixed(2)} ms p99`,
-      `edgelimit / nginx limit_req: ${(limited.requestsPerSecond / nginx.requestsPerSecond).toFixed(2)}x throughput, p99 ${limited.p99Ms.toFixed(2)} vs ${nginx.p99Ms.toFixed(2)} ms`,
-      `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}, wrk -t1 -c${CONNECTIONS} -d${DURATION_SECONDS}s, ${ROUNDS} interleaved rounds, medians`,
-      `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`,
-      "",
-    ].join("\n"),
+  out("");
+  out("limiting cost per shape (on vs off, paired by round, median of the rounds' ratios):");
+  for (const shape of SHAPES) {
+    const on = saturated.get(`edgelimit ${shape}`) ?? [];
+    const off = saturated.get(`no-limit ${shape}`) ?? [];
+    const cpuCost = median(on.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1));
+    const rpsCost = median(
+      on.map((run, i) => 1 - run.requestsPerSecond / (off[i] as Saturated).requestsPerSecond),
+    );
+    const cpuAdded = median(on.map((run, i) => run.cpuMicros - (off[i] as Saturated).cpuMicros));
+    out(
+      `  ${shape.padEnd(10)} CPU per request ${pct(cpuCost)} (+${f1(cpuAdded)} µs; target <= +10%), wrk req/s ${pct(-rpsCost)}, saturated p99 ${f2(median(on.map((run) => run.p99Ms)))} vs ${f2(median(off.map((run) => run.p99Ms)))} ms`,
+    );
+    for (const rate of RATES) {
+      const fixedOn = fixed.get(`edgelimit ${shape} @${rate}`);
+      const fixedOff = fixed.get(`no-limit ${shape} @${rate}`);
+      if (fixedOn === undefined || fixedOff === undefined) continue;
+      const p99Added = median(
+        fixedOn.map((run, i) => run.p99Ms - (fixedOff[i] as FixedRate).p99Ms),
+      );
+      out(
+        `    @${rate} req/s: p99 ${f2(median(fixedOn.map((run) => run.p99Ms)))} vs ${f2(median(fixedOff.map((run) => run.p99Ms)))} ms (${p99Added >= 0 ? "+" : ""}${f2(p99Added)} ms; target <= +1 ms), p50 ${f2(median(fixedOn.map((run) => run.p50Ms)))} vs ${f2(median(fixedOff.map((run) => run.p50Ms)))} ms, CPU ${f1(median(fixedOn.map((run) => run.cpuMicros)))} vs ${f1(median(fixedOff.map((run) => run.cpuMicros)))} µs/req, refused ${median(fixedOn.map((run) => run.refused))} (p99 by round on: ${fixedOn.map((run) => f2(run.p99Ms)).join(", ")}; off: ${fixedOff.map((run) => f2(run.p99Ms)).join(", ")})`,
+      );
+    }
+  }
+  const nginxRuns = saturated.get("nginx") ?? [];
+  const peer = saturated.get(`edgelimit ${firstShape}`) ?? [];
+  out("");
+  out(
+    `edgelimit (${firstShape}) / nginx limit_req: CPU per request ${f2(median(peer.map((run, i) => (nginxRuns[i] as Saturated).cpuMicros / run.cpuMicros)))}x as efficient, wrk req/s ${f2(median(peer.map((run, i) => run.requestsPerSecond / (nginxRuns[i] as Saturated).requestsPerSecond)))}x`,
   );
+  out(
+    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; wrk -t1 -c${CONNECTIONS} -d${WRK_SECONDS}s; fixed rates ${RATES.join(", ")} req/s for ${RATE_SECONDS}s on ${OPEN_LOOP_CONNECTIONS} connections; ${ROUNDS} interleaved rounds; CLK_TCK ${CLOCK_TICKS_PER_SECOND}`,
+  );
+  out(`load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
+  process.stdout.write(`${lines.join("\n")}\n`);
 }
 
 async function stopAll(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { Pool } from "undici";
+import { type Dispatcher, Pool } from "undici";
 import { EdgelimitError } from "../core/errors.js";
 
 /**
@@ -72,61 +72,29 @@ export class UpstreamProxy {
    * once the exchange is over; never rejects: an upstream that fails before answering gets a
    * 502 (504 on timeout), one that fails mid-body has the client connection cut.
    */
-  async forward(
+  forward(
     req: IncomingMessage,
     res: ServerResponse,
     originHeaders: Readonly<Record<string, string>>,
     clientHeaders: Readonly<Record<string, string>>,
     onFailure: (kind: UpstreamFailure, error: unknown) => void,
   ): Promise<void> {
-    const headers = requestHeaders(req, originHeaders, this.#strippedHeader);
     const hasBody =
       req.headers["transfer-encoding"] !== undefined ||
       (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once("close", onClose);
-    try {
-      await this.#pool.stream(
+    return new Promise<void>((resolve) => {
+      // A dispatch handler rather than `pool.stream`: undici hands it a controller to abort
+      // with, so no AbortController and signal listeners are built per request.
+      this.#pool.dispatch(
         {
           path: this.#basePath + (req.url ?? "/"),
-          method: req.method ?? "GET",
-          headers,
+          method: (req.method ?? "GET") as Dispatcher.HttpMethod,
+          headers: requestHeaders(req, originHeaders, this.#strippedHeader),
           body: hasBody ? req : null,
-          signal: abort.signal,
         },
-        ({ statusCode, headers: upstreamHeaders }) => {
-          res.writeHead(statusCode, responseHeaders(upstreamHeaders, clientHeaders));
-          return res;
-        },
+        new Exchange(res, clientHeaders, onFailure, resolve),
       );
-    } catch (error) {
-      if (abort.signal.aborted) return;
-      const kind = failureKind(error);
-      onFailure(kind, error);
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      const status = kind === "timeout" ? 504 : 502;
-      const body = JSON.stringify({
-        error: kind === "timeout" ? "upstream_timeout" : "bad_gateway",
-        message:
-          kind === "timeout"
-            ? "The upstream server did not answer in time."
-            : "The upstream server could not be reached or failed to answer.",
-      });
-      res.writeHead(status, {
-        "content-type": "application/json; charset=utf-8",
-        "cache-control": "no-store",
-        "content-length": Buffer.byteLength(body),
-      });
-      res.end(body);
-    } finally {
-      res.off("close", onClose);
-    }
+    });
   }
 
   /**
@@ -143,6 +111,108 @@ export class UpstreamProxy {
 
   destroy(): Promise<void> {
     return this.#pool.destroy();
+  }
+}
+
+/**
+ * One request's answer from the upstream, written into the client's response as it arrives,
+ * with the client's pace as back-pressure. A client that goes away aborts the upstream
+ * request; an upstream that fails is answered 502/504 (or the client connection is cut once
+ * the status line is out).
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #res: ServerResponse;
+  readonly #clientHeaders: Readonly<Record<string, string>>;
+  readonly #onFailure: (kind: UpstreamFailure, error: unknown) => void;
+  readonly #done: () => void;
+  #controller: Dispatcher.DispatchController | undefined;
+  #clientGone = false;
+  #finished = false;
+
+  constructor(
+    res: ServerResponse,
+    clientHeaders: Readonly<Record<string, string>>,
+    onFailure: (kind: UpstreamFailure, error: unknown) => void,
+    done: () => void,
+  ) {
+    this.#res = res;
+    this.#clientHeaders = clientHeaders;
+    this.#onFailure = onFailure;
+    this.#done = done;
+    res.once("close", this.#onClientClose);
+  }
+
+  readonly #onClientClose = (): void => {
+    if (this.#res.writableFinished) return;
+    this.#clientGone = true;
+    // Before the request reached a connection there is no controller yet: onRequestStart aborts.
+    this.#controller?.abort(new Error("client closed the connection"));
+  };
+
+  readonly #onDrain = (): void => {
+    this.#controller?.resume();
+  };
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#clientGone) controller.abort(new Error("client closed the connection"));
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.#res.write(chunk)) {
+      controller.pause();
+      this.#res.once("drain", this.#onDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#res.end();
+    this.#finish();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    const res = this.#res;
+    if (this.#clientGone) {
+      this.#finish();
+      return;
+    }
+    const kind = failureKind(error);
+    this.#onFailure(kind, error);
+    if (res.headersSent) {
+      res.destroy();
+      this.#finish();
+      return;
+    }
+    const status = kind === "timeout" ? 504 : 502;
+    const body = JSON.stringify({
+      error: kind === "timeout" ? "upstream_timeout" : "bad_gateway",
+      message:
+        kind === "timeout"
+          ? "The upstream server did not answer in time."
+          : "The upstream server could not be reached or failed to answer.",
+    });
+    res.writeHead(status, {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      "content-length": Buffer.byteLength(body),
+    });
+    res.end(body);
+    this.#finish();
+  }
+
+  #finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#res.off("close", this.#onClientClose);
+    this.#done();
   }
 }
 
@@ -183,7 +253,7 @@ export function requestHeaders(
 }
 
 function responseHeaders(
-  upstream: Record<string, string | string[] | undefined>,
+  upstream: IncomingHttpHeaders,
   clientHeaders: Readonly<Record<string, string>>,
 ): Record<string, string | string[]> {
   const listed = connectionTokens(upstream.connection);
