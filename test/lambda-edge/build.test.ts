@@ -79,6 +79,11 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).toContain("bundled-secret");
     // The YAML/zod loader stays out of the edge bundle.
     expect(code).not.toMatch(/YAMLParseError|ZodError/);
+    // The store's own HTTP/1.1 client: node:http(s) never load (their first use is a large share
+    // of a cold start), node:tls only by the first https connection.
+    expect(code).not.toMatch(/require\("(node:)?https?"\)/);
+    expect(code).toContain('require("node:net")');
+    expect(code).toMatch(/Promise\.resolve\(\)\.then\(\(\)=>\w+\(require\("node:tls"\)/);
     // The seed policy challenges, so the challenge page is served at the edge too.
     expect(request.minifiedBytes).toBeLessThanOrEqual(50 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
