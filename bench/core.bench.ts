@@ -5,8 +5,9 @@
  *
  * Contenders, each deciding "may this key make one more request in this 60 s window?":
  * - a plain Map fixed window (the ceiling: no eviction bound, no algorithm choice, no API);
- * - edgelimit's memory store, through its synchronous path (what the limiter uses) and
- *   through the async `Store.apply` (what a generic caller awaits);
+ * - edgelimit's memory store: one counter through `applyOneSync` (the same unit of work as the
+ *   peers' one key), the array form `applySync` (what the limiter calls with all of a
+ *   request's counters) and the async `Store.apply` (what a generic caller awaits);
  * - express-rate-limit's MemoryStore (`await increment(key)`, then compare with the limit);
  * - rate-limiter-flexible's RateLimiterMemory (`await consume(key)`).
  * And the full policy check: `limiter.check()` with the seed's policy (identity from the
@@ -77,12 +78,29 @@ function counters(): CounterSpec[] {
   }));
 }
 
+function ourOne(): Contender {
+  const store = memoryStore();
+  const specs = counters();
+  let i = 0;
+  return {
+    name: "edgelimit memoryStore (one counter, applyOneSync)",
+    batch: 100_000,
+    run(iterations) {
+      const now = Date.now();
+      for (let n = 0; n < iterations; n++) {
+        const state = store.applyOneSync(specs[i++ % KEYS] as CounterSpec, now);
+        if (!state.allowed) throw new Error("refused");
+      }
+    },
+  };
+}
+
 function ourSync(): Contender {
   const store = memoryStore();
   const specs = counters().map((counter) => [counter]);
   let i = 0;
   return {
-    name: "edgelimit memoryStore (sync path)",
+    name: "edgelimit memoryStore (applySync, array of counters)",
     batch: 100_000,
     run(iterations) {
       const now = Date.now();
@@ -167,6 +185,7 @@ function fullPolicyCheck(): Contender {
 
 const all = [
   plainMap(),
+  ourOne(),
   ourSync(),
   ourAsync(),
   expressRateLimit(),

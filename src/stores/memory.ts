@@ -11,8 +11,13 @@ export interface MemoryStoreOptions {
 // biome-ignore lint/suspicious/noExplicitAny: each algorithm's own state, opaque here.
 type EntryState = any;
 
-interface Entry {
-  state: EntryState;
+/**
+ * An entry is the algorithm's state object itself with the store's bookkeeping beside it: one
+ * object per key, so a hit follows one pointer from the map, not two.
+ */
+interface Bookkeeping {
+  /** The key as stored: interned (see `#intern`). */
+  readonly key: string;
   expiresAt: number;
   /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
   referenced: boolean;
@@ -21,6 +26,8 @@ interface Entry {
   /** Position in its segment (see Segment). */
   seq: number;
 }
+
+type Entry = EntryState & Bookkeeping;
 
 const DEFAULT_MAX_KEYS = 1_000_000;
 const PROTECTED_SHARE = 0.8;
@@ -44,6 +51,7 @@ export class MemoryStore implements Store {
   readonly #protectedCap: number;
   readonly #probation = new Segment<Entry>();
   readonly #protected = new Segment<Entry>();
+  readonly #names: Record<string, 0> = Object.create(null);
   /** Evictions of unexpired counters since start: a sign that `maxKeys` is too small. */
   evictions = 0;
 
@@ -72,7 +80,7 @@ export class MemoryStore implements Store {
   }
 
   applySync(counters: readonly CounterSpec[], now: number): CounterState[] {
-    if (counters.length === 1) return [this.#applyOne(counters[0] as CounterSpec, now)];
+    if (counters.length === 1) return [this.applyOneSync(counters[0] as CounterSpec, now)];
     const count = counters.length;
     const entries: (Entry | undefined)[] = new Array(count);
     const allowed: boolean[] = new Array(count);
@@ -81,7 +89,7 @@ export class MemoryStore implements Store {
       const spec = counters[i] as CounterSpec;
       const entry = this.#lookup(spec.key, now);
       entries[i] = entry;
-      const ok = ALGORITHMS[spec.algorithm].allows(entry?.state, now, spec);
+      const ok = ALGORITHMS[spec.algorithm].allows(entry, now, spec);
       allowed[i] = ok;
       if (!ok && spec.mode === "enforce") admitted = false;
     }
@@ -94,14 +102,14 @@ export class MemoryStore implements Store {
       if (admitted || !ok || spec.mode === "observe") {
         if (entry !== undefined && algorithm.countInPlace !== undefined) {
           // Its `allowed` is `allows` again on the same state: the first phase's `ok`.
-          results[i] = algorithm.countInPlace(entry.state, now, spec);
-          entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
-          this.#touch(spec.key, entry);
+          results[i] = algorithm.countInPlace(entry, now, spec);
+          entry.expiresAt = algorithm.expiresAt(entry, now, spec);
+          this.#touch(entry);
           continue;
         }
         entry = this.#count(spec, algorithm, entry, ok, now);
       }
-      results[i] = algorithm.describe(entry?.state, now, spec, ok);
+      results[i] = algorithm.describe(entry, now, spec, ok);
     }
     return results;
   }
@@ -113,20 +121,23 @@ export class MemoryStore implements Store {
    * would allocate in the old generation.
    */
 
-  /** One counter: the same three phases without the bookkeeping arrays. */
-  #applyOne(spec: CounterSpec, now: number): CounterState {
+  /**
+   * One counter, synchronously: what `applySync([counter], now)` answers, without the arrays
+   * (the three phases fold into one when there is nothing else to agree with).
+   */
+  applyOneSync(spec: CounterSpec, now: number): CounterState {
     const algorithm = ALGORITHMS[spec.algorithm];
     let entry = this.#lookup(spec.key, now);
     if (entry !== undefined && algorithm.countInPlace !== undefined) {
       // A lone counter is always counted, so the three phases fold into one step in place.
-      const result = algorithm.countInPlace(entry.state, now, spec);
-      entry.expiresAt = algorithm.expiresAt(entry.state, now, spec);
-      this.#touch(spec.key, entry);
+      const result = algorithm.countInPlace(entry, now, spec);
+      entry.expiresAt = algorithm.expiresAt(entry, now, spec);
+      this.#touch(entry);
       return result;
     }
-    const ok = algorithm.allows(entry?.state, now, spec);
+    const ok = algorithm.allows(entry, now, spec);
     entry = this.#count(spec, algorithm, entry, ok, now);
-    return algorithm.describe(entry.state, now, spec, ok);
+    return algorithm.describe(entry, now, spec, ok);
   }
 
   /**
@@ -141,22 +152,18 @@ export class MemoryStore implements Store {
     allowed: boolean,
     now: number,
   ): Entry {
-    const state = algorithm.count(entry?.state, now, spec, allowed);
+    const state = algorithm.count(entry, now, spec, allowed);
     const expiresAt = algorithm.expiresAt(state, now, spec);
     if (entry === undefined) {
-      const created: Entry = {
-        state: { ...state },
-        expiresAt,
-        referenced: false,
-        hot: false,
-        seq: 0,
-      };
-      this.#insert(spec.key, created, now);
+      const key = this.#intern(spec.key);
+      const created: Entry = { key, expiresAt, referenced: false, hot: false, seq: 0 };
+      algorithm.assign(created, state);
+      this.#insert(created, now);
       return created;
     }
-    algorithm.assign(entry.state, state);
+    algorithm.assign(entry, state);
     entry.expiresAt = expiresAt;
-    this.#touch(spec.key, entry);
+    this.#touch(entry);
     return entry;
   }
 
@@ -185,22 +192,34 @@ export class MemoryStore implements Store {
     return undefined;
   }
 
-  #touch(key: string, entry: Entry): void {
+  #touch(entry: Entry): void {
     if (entry.hot) {
       entry.referenced = true;
       return;
     }
     // Second request: promote.
     entry.hot = true;
-    this.#probation.delete(key);
-    this.#protected.append(key, entry);
+    this.#probation.delete(entry.key);
+    this.#protected.append(entry.key, entry);
     if (this.#protected.size > this.#protectedCap) this.#demote();
   }
 
-  #insert(key: string, entry: Entry, now: number): void {
+  /**
+   * Keys arrive as concatenated strings, which V8 compares by content, through its runtime,
+   * whenever two keys share a hash bucket. Using a string once as a property name interns it
+   * and turns the original into a reference to the interned copy; from then on lookups with it
+   * compare pointers (Map lookups about 1.5x faster in a micro-benchmark, 10,000 keys).
+   */
+  #intern(key: string): string {
+    this.#names[key] = 0;
+    delete this.#names[key];
+    return key;
+  }
+
+  #insert(entry: Entry, now: number): void {
     this.#sweep(this.#probation, now);
     this.#sweep(this.#protected, now);
-    this.#probation.append(key, entry);
+    this.#probation.append(entry.key, entry);
     while (this.size > this.maxKeys) this.#evictOne(now);
   }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { ALGORITHMS, type Algorithm } from "../../src/core/algorithms/index.js";
 import type { CounterSpec } from "../../src/core/types.js";
 import { memoryStore } from "../../src/stores/memory.js";
 
@@ -88,6 +89,35 @@ describe("memory store", () => {
     for (let i = 0; i < 100; i++) store.applySync([attacker], NOW);
     for (let i = 0; i < 100_000; i++) store.applySync([counter(`ip:${i}|a|g`, 60)], NOW);
     expect(store.applySync([attacker], NOW)[0]?.allowed).toBe(false);
+  });
+
+  it("answers one counter through applyOneSync as the algorithm's three steps do", () => {
+    const store = memoryStore();
+    for (const algorithm of ["fixed-window", "sliding-window", "token-bucket"] as const) {
+      const spec = counter(`ip:9|a|${algorithm}`, 5, { algorithm });
+      const steps = ALGORITHMS[algorithm] as Algorithm<unknown>;
+      let state: unknown;
+      for (let i = 0; i < 40; i++) {
+        const now = NOW + i * 4_000;
+        const allowed = steps.allows(state, now, spec);
+        state = steps.count(state, now, spec, allowed);
+        expect(store.applyOneSync(spec, now)).toEqual(steps.describe(state, now, spec, allowed));
+      }
+    }
+  });
+
+  it("treats keys built anew for every request as the same counter", () => {
+    // The limiter builds keys by concatenation; equal content must mean one counter, whatever
+    // string object carries it (the store interns the keys it holds).
+    const store = memoryStore({ maxKeys: 100 });
+    const parts = ["ip:", "203.0.113.7", "|a|", "global"];
+    for (let i = 0; i < 10; i++) {
+      const key = parts.join("").split("|").join("|");
+      store.applySync([counter(key, 10)], NOW);
+    }
+    const [state] = store.applySync([counter(`${parts[0]}${parts[1]}|a|global`, 10)], NOW);
+    expect(state).toMatchObject({ allowed: false, count: 11, remaining: 0 });
+    expect(store.size).toBe(1);
   });
 
   it("rejects a nonsensical size", () => {

@@ -75,19 +75,28 @@ export const fixedWindow: Algorithm<WindowedState> = {
   assign: assignWindowed,
 
   countInPlace(state, now, rule) {
-    const index = windowIndexAt(rule.window, now);
+    const window = rule.window;
+    let index: number;
+    let end: number;
+    if ("ms" in window) {
+      index = Math.floor(now / window.ms);
+      end = (index + 1) * window.ms;
+    } else {
+      index = windowIndexAt(window, now);
+      end = windowEndOf(window, index);
+    }
     if (state.index !== index) {
       state.previous = state.index === index - 1 ? state.count : 0;
       state.count = 0;
       state.index = index;
     }
-    const allowed = state.count + rule.cost <= rule.limit;
-    state.count += rule.cost;
-    const end = windowEndOf(rule.window, index);
+    const count = state.count + rule.cost;
+    state.count = count;
+    const allowed = count <= rule.limit;
     return {
       allowed,
-      count: state.count,
-      remaining: Math.max(0, rule.limit - state.count),
+      count,
+      remaining: allowed ? rule.limit - count : 0,
       resetAt: end,
       retryAfterMs: allowed ? 0 : end - now,
     };
