@@ -382,6 +382,24 @@ describe("Http1Pool over real loopback sockets", () => {
     }
   });
 
+  it("fails calls in flight and waiting on close, then serves new calls on new sockets", async () => {
+    let answering = false;
+    const server = await rawServer(({ socket, index }) => {
+      if (answering) socket.write(ok(String(index)));
+    });
+    const client = pool(server.origin, { maxSockets: 1 });
+    const inFlight = post(client);
+    const waiting = post(client);
+    await until(() => server.requests.length === 1);
+    client.close();
+    await expect(inFlight).rejects.toThrow(/connection closed/);
+    await expect(waiting).rejects.toThrow(/client closed/);
+    expect(client.openSockets).toBe(0);
+    answering = true;
+    expect((await post(client)).body.toString()).toBe("2");
+    expect(server.connections()).toBe(2);
+  });
+
   it("keeps at most maxSockets open and reuses idle ones", async () => {
     const server = await rawServer(({ socket, index }) => {
       setTimeout(() => socket.write(ok(String(index))), 5);
