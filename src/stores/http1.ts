@@ -476,15 +476,27 @@ export class Http1Pool {
     const tls = this.#origin.protocol === "https:" ? this.#loadTls() : undefined;
     if (tls instanceof Promise) {
       tls.then(
-        (loaded) => deliver(this.#connect(loaded)),
-        (error: Error) => {
-          this.#open--;
-          deliver(undefined, new EdgelimitError("EL_STORE_FAILED", error.message));
-        },
+        (loaded) => this.#connectFor(deliver, loaded),
+        (error: Error) => this.#connectFor(deliver, error),
       );
       return;
     }
-    deliver(this.#connect(tls));
+    this.#connectFor(deliver, tls);
+  }
+
+  /** Opens a socket for a slot already counted in `#open`; gives the slot back if it cannot. */
+  #connectFor(deliver: Deliver, tls: TlsModule | Error | undefined): void {
+    let connection: Connection;
+    try {
+      if (tls instanceof Error) throw tls;
+      connection = this.#connect(tls);
+    } catch (error) {
+      // A bad TLS option (an unreadable `ca`) throws before any socket exists.
+      this.#open--;
+      deliver(undefined, new EdgelimitError("EL_STORE_FAILED", (error as Error).message));
+      return;
+    }
+    deliver(connection);
   }
 
   #loadTls(): TlsModule | Promise<TlsModule> {

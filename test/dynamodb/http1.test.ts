@@ -417,6 +417,16 @@ describe("Http1Pool over real loopback sockets", () => {
 });
 
 describe("TLS", () => {
+  it("fails a call, without opening a socket, when the CA given is not a certificate", async () => {
+    const client = new Http1Pool({
+      origin: new URL("https://localhost:1"),
+      ca: "not a certificate",
+    });
+    pools.push(client);
+    await expect(post(client)).rejects.toMatchObject({ code: "EL_STORE_FAILED" });
+    expect(client.openSockets).toBe(0);
+  });
+
   const directory = mkdtempSync(join(tmpdir(), "edgelimit-tls-"));
   afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
