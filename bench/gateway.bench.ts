@@ -23,10 +23,11 @@
  *   new          a new client per request (worst case: two memory-store inserts per request)
  *   refused      one client far over its limit: every answer is the gateway's own 429
  * Rounds interleave the targets (reversed every other round) and figures are medians.
- * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 3), GATEWAY_BENCH_ROUNDS (default 3),
+ * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 2), GATEWAY_BENCH_ROUNDS (default 5),
  * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_RATE_SECONDS
- * (default 3), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
- * "returning,new,refused").
+ * (default 2), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
+ * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run, default src/cli/main.ts
+ * through tsx; `dist/cli/main.js` after `npm run build`).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -36,13 +37,13 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 
 const env = process.env;
-const WRK_SECONDS = Number(env.GATEWAY_BENCH_SECONDS ?? env.BENCH_SECONDS ?? 3);
-const ROUNDS = Number(env.GATEWAY_BENCH_ROUNDS ?? env.BENCH_ROUNDS ?? 3);
+const WRK_SECONDS = Number(env.GATEWAY_BENCH_SECONDS ?? env.BENCH_SECONDS ?? 2);
+const ROUNDS = Number(env.GATEWAY_BENCH_ROUNDS ?? env.BENCH_ROUNDS ?? 5);
 const RATES = (env.GATEWAY_BENCH_RATES ?? "1000,3000")
   .split(",")
   .map(Number)
   .filter((rate) => rate > 0);
-const RATE_SECONDS = Number(env.GATEWAY_BENCH_RATE_SECONDS ?? 3);
+const RATE_SECONDS = Number(env.GATEWAY_BENCH_RATE_SECONDS ?? 2);
 const CONNECTIONS = Number(env.GATEWAY_BENCH_CONNECTIONS ?? 32);
 const OPEN_LOOP_CONNECTIONS = 64;
 const CLOCK_TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }));
@@ -50,6 +51,11 @@ type Shape = "returning" | "new" | "refused";
 const SHAPES = (env.GATEWAY_BENCH_SHAPES ?? "returning,new,refused")
   .split(",")
   .filter((shape): shape is Shape => ["returning", "new", "refused"].includes(shape));
+/** How the gateway is started: from source through tsx, or a built file (`dist/cli/main.js`). */
+const ENTRY =
+  env.GATEWAY_BENCH_ENTRY === undefined || env.GATEWAY_BENCH_ENTRY === ""
+    ? ["--import", "tsx", "src/cli/main.ts"]
+    : [env.GATEWAY_BENCH_ENTRY];
 const POPULATION = 10_000;
 const PATH = "/api/search?q=shoes";
 
@@ -363,9 +369,7 @@ async function main(): Promise<void> {
     const child = start(
       process.execPath,
       [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
+        ...ENTRY,
         "serve",
         "--policy",
         "examples/policies/cloudfront.yaml",
@@ -421,8 +425,9 @@ async function main(): Promise<void> {
     saturationPairs.push([`edgelimit ${shape}`, limited.get(shape) as Target, shape]);
   }
   saturationPairs.push(["nginx", nginx, firstShape]);
+  // Warm-up: JIT, upstream pools, and the open-loop client's connections.
   for (const [, target, shape] of saturationPairs)
-    wrk(target.port, scripts.get(shape) as string, target.pid, 1);
+    wrk(target.port, scripts.get(shape) as string, target.pid, 2);
   const saturated = new Map<string, Saturated[]>();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? saturationPairs : [...saturationPairs].reverse();
