@@ -101,18 +101,39 @@ try {
   // The same over raw node:net, which is what the store's own HTTP/1.1 client is built on.
   const netFloorScript = join(work, "floor-net.js");
   writeFileSync(netFloorScript, netFloorHandlerSource(endpoint));
+  // And over the store's client itself, bundled and minified as the edge build does: what the
+  // client costs above raw node:net, without signing, limiter or store.
+  const poolEntry = join(work, "floor-pool-entry.ts");
+  writeFileSync(poolEntry, poolFloorHandlerSource(endpoint));
+  const poolFloorScript = join(work, "floor-pool.js");
+  await esbuild.build({
+    entryPoints: [poolEntry],
+    outfile: poolFloorScript,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    minify: true,
+    logLevel: "silent",
+  });
 
   const scripts = [
     floorScript,
     netFloorScript,
+    poolFloorScript,
     ours.script,
     seedScript,
     ...(before ? [before.script] : []),
   ];
-  const [floorTimes, netFloorTimes, ourTimes, seedTimes, beforeTimes] = (await coldStarts(
-    scripts,
-    runs,
-  )) as [ColdStart, ColdStart, ColdStart, ColdStart, ColdStart | undefined];
+  const [floorTimes, netFloorTimes, poolFloorTimes, ourTimes, seedTimes, beforeTimes] =
+    (await coldStarts(scripts, runs)) as [
+      ColdStart,
+      ColdStart,
+      ColdStart,
+      ColdStart,
+      ColdStart,
+      ColdStart | undefined,
+    ];
 
   const row = (name: string, bytes: number, zipped: number, times: ColdStart) =>
     `| ${name} | ${(bytes / 1024).toFixed(1)} KB | ${(zipped / 1024).toFixed(1)} KB | ${times.load.toFixed(1)} ms | ${times.first.toFixed(1)} ms | ${(times.load + times.first).toFixed(1)} ms |`;
@@ -124,6 +145,14 @@ try {
   console.log(row("floor: bare node:http UpdateItem", statSync(floorScript).size, 0, floorTimes));
   console.log(
     row("floor: bare node:net UpdateItem", statSync(netFloorScript).size, 0, netFloorTimes),
+  );
+  console.log(
+    row(
+      "floor: Http1Pool UpdateItem (our client)",
+      statSync(poolFloorScript).size,
+      0,
+      poolFloorTimes,
+    ),
   );
   if (before !== undefined && beforeTimes !== undefined) {
     console.log(
@@ -264,6 +293,27 @@ exports.handler = (event) => new Promise((resolve, reject) => {
   });
   socket.on("error", reject);
 });
+`;
+}
+
+function poolFloorHandlerSource(localEndpoint: string): string {
+  const { host } = new URL(localEndpoint);
+  return `
+import { Http1Pool } from ${JSON.stringify(join(process.cwd(), "src/stores/http1.ts"))};
+const pool = new Http1Pool({ origin: new URL(${JSON.stringify(localEndpoint)}) });
+export const handler = async (event: { Records: { cf: { request: { headers: Record<string, unknown> } } }[] }) => {
+  const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },
+    UpdateExpression: "ADD #c :one", ExpressionAttributeNames: { "#c": "count" },
+    ExpressionAttributeValues: { ":one": { N: "1" } }, ReturnValues: "UPDATED_NEW" });
+  const response = await pool.post("/", { host: ${JSON.stringify(host)}, "content-type": "application/x-amz-json-1.0",
+    "x-amz-target": "DynamoDB_20120810.UpdateItem", "x-amz-date": "20260101T000000Z",
+    authorization: "AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x",
+    "content-length": String(Buffer.byteLength(body)) }, body, 3000);
+  JSON.parse(response.body.toString("utf8"));
+  const forwarded = event.Records[0].cf.request;
+  forwarded.headers["x-ratelimit-remaining"] = [{ key: "X-RateLimit-Remaining", value: "0" }];
+  return forwarded;
+};
 `;
 }
 
