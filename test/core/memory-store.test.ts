@@ -107,8 +107,8 @@ describe("memory store", () => {
   });
 
   it("treats keys built anew for every request as the same counter", () => {
-    // The limiter builds keys by concatenation; equal content must mean one counter, whatever
-    // string object carries it (the store interns the keys it holds).
+    // The limiter builds keys by concatenation: equal content must mean one counter, whatever
+    // string object carries it.
     const store = memoryStore({ maxKeys: 100 });
     const parts = ["ip:", "203.0.113.7", "|a|", "global"];
     for (let i = 0; i < 10; i++) {
