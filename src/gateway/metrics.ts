@@ -10,6 +10,17 @@ export interface MetricsSources {
   listStats(): readonly ListStats[];
 }
 
+type ChildTree = Map<string, Map<string, Map<string, Map<string, { inc(): void }>>>>;
+
+function branch<Value>(map: Map<string, Map<string, Value>>, key: string): Map<string, Value> {
+  let found = map.get(key);
+  if (found === undefined) {
+    found = new Map();
+    map.set(key, found);
+  }
+  return found;
+}
+
 /** Label for decisions that no rule decided (allowlisted, no rule matched). */
 const NO_RULE = "none";
 
@@ -29,8 +40,11 @@ export class GatewayMetrics {
   readonly #reloads: Counter<"result">;
   /** Rule id -> the path label its decisions carry. */
   #rulePaths = new Map<string, string>();
-  /** Labelled children of the decisions counter, by action, reason, tier and rule. */
-  #decisionChildren = new Map<string, { inc(): void }>();
+  /**
+   * Labelled children of the decisions counter, by rule, tier, reason and action: nested maps of
+   * the verdict's own strings (their hashes are cached), not a key concatenated per request.
+   */
+  #decisionChildren: ChildTree = new Map();
 
   constructor(policy: ResolvedPolicy, sources: MetricsSources) {
     const registers = [this.registry];
@@ -121,9 +135,11 @@ export class GatewayMetrics {
     const rule = verdict.rule ?? NO_RULE;
     // prom-client hashes a label object on every `inc`; the labelled child is looked up once
     // per (action, reason, tier, rule) instead. Bounded: label values come from enums and the
-    // policy, and the map is rebuilt with each policy.
-    const childKey = `${verdict.action}\n${verdict.reason}\n${verdict.tier}\n${rule}`;
-    let child = this.#decisionChildren.get(childKey);
+    // policy, and the tree is rebuilt with each policy.
+    const byTier = branch(this.#decisionChildren, rule);
+    const byReason = branch(byTier, verdict.tier);
+    const byAction = branch(byReason, verdict.reason);
+    let child = byAction.get(verdict.action);
     if (child === undefined) {
       child = this.#decisions.labels({
         action: verdict.action,
@@ -132,7 +148,7 @@ export class GatewayMetrics {
         rule,
         path: this.#rulePaths.get(rule) ?? "-",
       });
-      this.#decisionChildren.set(childKey, child);
+      byAction.set(verdict.action, child);
     }
     child.inc();
     this.#latency.observe(verdict.durationMs / 1000);
