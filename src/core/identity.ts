@@ -204,7 +204,8 @@ const MAX_CACHED_TOKEN_LENGTH = 4096;
  */
 export class JwtVerifier {
   readonly #config: JwtIdentity;
-  readonly #key: Promise<CryptoKey | Uint8Array>;
+  /** The key, or how to make it on the first token (a cold start with no token never pays). */
+  #key: Promise<CryptoKey | Uint8Array> | (() => Promise<CryptoKey | Uint8Array>);
   readonly #cache = new GenerationalCache<{ user: VerifiedUser | undefined; until: number }>(
     CACHED_TOKENS_PER_GENERATION,
   );
@@ -222,7 +223,7 @@ export class JwtVerifier {
         );
       }
       const secret = resolveSecret(config.secret, context, "identity.user.jwt.secret");
-      this.#key = Promise.resolve(new TextEncoder().encode(secret));
+      this.#key = () => Promise.resolve(new TextEncoder().encode(secret));
     } else {
       if (config.publicKey === undefined) {
         throw new EdgelimitError(
@@ -271,6 +272,7 @@ export class JwtVerifier {
     let user: VerifiedUser | undefined;
     let until = nowMs + 60_000;
     try {
+      if (typeof this.#key === "function") this.#key = this.#key();
       const { payload } = await jwtVerify(token, await this.#key, {
         algorithms: [...this.#config.algorithms],
         issuer: this.#config.issuer,

@@ -1,7 +1,5 @@
 import { EdgelimitError } from "./errors.js";
 
-const DOTTED_QUAD =
-  /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
 
 /**
@@ -75,12 +73,33 @@ function formatIpv6(bytes: Uint8Array): string {
 }
 
 function parseIpv4(text: string): Address | undefined {
-  const quad = DOTTED_QUAD.exec(text);
-  if (quad === null) return undefined;
-  return new Address(
-    Uint8Array.of(Number(quad[1]), Number(quad[2]), Number(quad[3]), Number(quad[4])),
-  );
+  // A loop, not a regular expression: a cold start pays about 0.5 ms to compile the first one.
+  const bytes = new Uint8Array(4);
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= text.length; i++) {
+    const code = i < text.length ? text.charCodeAt(i) : DOT;
+    if (code === DOT) {
+      if (digits === 0 || part === 4) return undefined;
+      bytes[part++] = value;
+      value = 0;
+      digits = 0;
+      continue;
+    }
+    if (code < ZERO || code > NINE) return undefined;
+    // "010" would be octal to some parsers: one spelling per address.
+    if (digits > 0 && value === 0) return undefined;
+    value = value * 10 + (code - ZERO);
+    digits++;
+    if (value > 255) return undefined;
+  }
+  return part === 4 ? new Address(bytes) : undefined;
 }
+
+const DOT = 46;
+const ZERO = 48;
+const NINE = 57;
 
 /** Groups of 1-4 hex digits, one `::` at most, optionally ending in a dotted quad. */
 function parseIpv6(text: string): Address | undefined {

@@ -169,6 +169,30 @@ describe("the address parser against ipaddr.js", () => {
     expect(isCidr("2001:db8::/64")).toBe(true);
   });
 
+  it("reads dotted quads at their edges and nothing around them", () => {
+    for (const [text, canonical] of [
+      ["0.0.0.0", "0.0.0.0"],
+      ["255.255.255.255", "255.255.255.255"],
+      ["10.0.0.1", "10.0.0.1"],
+      ["::ffff:192.0.2.1", "192.0.2.1"],
+    ]) {
+      expect(parseIp(text as string)?.toString()).toBe(canonical);
+    }
+    for (const bad of [
+      "1.2.3.4.",
+      ".1.2.3",
+      "1..2.3",
+      "256.1.1.1",
+      "1.2.3.4.5",
+      "1.2.3.-4",
+      "1.2.3.4a",
+      "",
+      "....",
+    ]) {
+      expect(parseIp(bad)).toBeUndefined();
+    }
+  });
+
   it("turns an IPv4-mapped range into the IPv4 range", () => {
     const [range, bits] = parseCidr("::ffff:10.0.0.0/104");
     expect([range.kind(), range.toString(), bits]).toEqual(["ipv4", "10.0.0.0", 8]);
