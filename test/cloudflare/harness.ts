@@ -99,10 +99,7 @@ export async function tokenFor(userId: string, plan?: string): Promise<string> {
  * The binding and the rules count in windows aligned to the epoch. A test that must see N
  * requests land in one window waits for a fresh one when too little of the current is left.
  */
-export async function withinOneWindow(windowMs: number, neededMs: number): Promise<void> {
-  const left = windowMs - (Date.now() % windowMs);
-  if (left < neededMs) await new Promise((resolve) => setTimeout(resolve, left + 50));
-}
+export { withinOneWindow } from "../support/windows.js";
 
 export function tally(statuses: readonly number[]): Record<number, number> {
   const counts: Record<number, number> = {};

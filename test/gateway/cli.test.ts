@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { withinOneWindow } from "../support/windows.js";
 import { closedPort, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
@@ -77,6 +78,8 @@ afterAll(async () => {
 
 describe("edgelimit serve (the real CLI)", () => {
   it("reloads on SIGHUP and keeps the counters", async () => {
+    // The spawned gateway counts on the real clock, in per-minute windows.
+    await withinOneWindow(60_000, 15_000);
     const ip = "192.0.2.10";
     for (let i = 0; i < 4; i++) expect(await statusOf("/api/reports", ip)).toBe(200);
 
@@ -108,6 +111,7 @@ describe("edgelimit serve (the real CLI)", () => {
       .find((line) => line.msg === "policy reload refused; the running policy stays");
     expect(refusal?.level).toBe(50);
     expect(JSON.stringify(refusal?.error)).toContain("/api/export");
+    await withinOneWindow(60_000, 10_000);
     // The running policy (export: 3) still applies.
     const ip = "192.0.2.11";
     const statuses: number[] = [];
