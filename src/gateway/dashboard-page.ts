@@ -43,7 +43,7 @@ export function dashboardPage(): string {
 </div>
 <h2>Decisions per second (last two minutes)</h2>
 <div id="chart"></div>
-<h2>Top offending keys (blocked or challenged, since start)</h2>
+<h2>Top offending keys (blocked or challenged, <span id="offenders-window">recently</span>)</h2>
 <table><thead><tr><th>subject</th><th>refusals</th><th>may over-count by</th></tr></thead><tbody id="offenders"></tbody></table>
 <h2>Allow and deny lists</h2>
 <table><thead><tr><th>list</th><th>kind</th><th>entries</th><th>last refresh</th><th>errors</th></tr></thead><tbody id="lists"></tbody></table>
@@ -110,6 +110,8 @@ export function dashboardScript(): string {
     text("in-flight", snapshot.inFlight);
     text("block-cache-hits", snapshot.blockCacheHits);
     drawChart(snapshot.series);
+    var minutes = snapshot.topOffendersPeriodMs / 60000;
+    text("offenders-window", "last " + minutes + " to " + 2 * minutes + " minutes");
     rows("offenders", snapshot.topOffenders, function (o) { return [[o.key], [o.count, true], [o.error, true]]; });
     rows("lists", snapshot.lists, function (l) {
       return [[l.name], [l.kind], [l.size, true],

@@ -74,3 +74,63 @@ export class SpaceSaving {
     this.#total = 0;
   }
 }
+
+/**
+ * The top keys of the recent past: two Space-Saving sketches, one filling and one full, swapped
+ * every `periodMs` (driven by the `now` given, no timer). `top` sums both, so it covers between
+ * one and two periods: an offender that stopped drops off the dashboard after at most two.
+ * A key tracked in only one sketch may have been counted in the other below that sketch's
+ * smallest counter, which `top` does not add (its counts are a lower bound by that much at most).
+ */
+export class RecentHeavyHitters {
+  readonly periodMs: number;
+  readonly #capacity: number;
+  #current: SpaceSaving;
+  #previous: SpaceSaving;
+  #period: number | undefined;
+
+  constructor(capacity = 100, periodMs = 5 * 60_000) {
+    if (!Number.isFinite(periodMs) || periodMs <= 0) {
+      throw new RangeError(`RecentHeavyHitters period must be positive; got ${periodMs}`);
+    }
+    this.#capacity = capacity;
+    this.periodMs = periodMs;
+    this.#current = new SpaceSaving(capacity);
+    this.#previous = new SpaceSaving(capacity);
+  }
+
+  offer(key: string, now: number, weight = 1): void {
+    this.#advance(now);
+    this.#current.offer(key, weight);
+  }
+
+  /** The `limit` keys with the most weight over the last one to two periods, largest first. */
+  top(limit: number, now: number): HeavyHitter[] {
+    this.#advance(now);
+    const merged = new Map<string, { count: number; error: number }>();
+    for (const sketch of [this.#previous, this.#current]) {
+      for (const hitter of sketch.top(this.#capacity)) {
+        const seen = merged.get(hitter.key);
+        if (seen === undefined)
+          merged.set(hitter.key, { count: hitter.count, error: hitter.error });
+        else {
+          seen.count += hitter.count;
+          seen.error += hitter.error;
+        }
+      }
+    }
+    const all = [...merged].map(([key, { count, error }]) => ({ key, count, error }));
+    all.sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1));
+    return all.slice(0, limit);
+  }
+
+  #advance(now: number): void {
+    const period = Math.floor(now / this.periodMs);
+    if (this.#period === undefined) this.#period = period;
+    if (period === this.#period) return;
+    // One period later the filling sketch becomes the previous one; later than that, both are old.
+    this.#previous = period === this.#period + 1 ? this.#current : new SpaceSaving(this.#capacity);
+    this.#current = new SpaceSaving(this.#capacity);
+    this.#period = period;
+  }
+}

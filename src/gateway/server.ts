@@ -10,7 +10,7 @@ import type { Action, ChallengeHandler, Store, Verdict } from "../core/types.js"
 import type { ResolvedPolicy } from "../policy/types.js";
 import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
-import { type HeavyHitter, SpaceSaving } from "./heavy-hitters.js";
+import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
 import { plainAddress, UpstreamProxy } from "./proxy.js";
 import { RateSeries, type SecondSample } from "./rate-series.js";
@@ -52,6 +52,8 @@ export interface GatewayOptions {
   readonly drainTimeoutMs?: number;
   /** Slots of the top-offenders sketch (default 100). */
   readonly topKeysCapacity?: number;
+  /** The top offenders cover the last one to two of these periods (default 5 minutes). */
+  readonly topKeysPeriodMs?: number;
   /** Shown on the dashboard: what the store is (`memory`, `redis://...` without credentials). */
   readonly storeLabel?: string;
 }
@@ -68,6 +70,8 @@ export interface GatewaySnapshot {
   readonly totals: Readonly<Record<Action, number>>;
   readonly series: readonly SecondSample[];
   readonly topOffenders: readonly HeavyHitter[];
+  /** The top offenders cover the last one to two of these periods. */
+  readonly topOffendersPeriodMs: number;
   readonly blockCacheHits: number;
   readonly lists: readonly ListStats[];
   readonly policy: PolicySummary;
@@ -111,7 +115,7 @@ export class Gateway {
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
   readonly #series = new RateSeries(SERIES_SECONDS);
-  readonly #offenders: SpaceSaving;
+  readonly #offenders: RecentHeavyHitters;
   readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
   readonly #startedAt: number;
   #policyLoadedAt: number;
@@ -131,7 +135,10 @@ export class Gateway {
     this.#limiting = options.limit !== false;
     this.#logger = options.logger ?? pino({ base: undefined });
     this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
-    this.#offenders = new SpaceSaving(options.topKeysCapacity ?? 100);
+    this.#offenders = new RecentHeavyHitters(
+      options.topKeysCapacity ?? 100,
+      options.topKeysPeriodMs ?? 5 * 60_000,
+    );
     this.#challenge = options.challenge;
     this.#lists = options.lists;
     this.#limiter = createLimiter({
@@ -257,7 +264,8 @@ export class Gateway {
       inFlight: this.#inFlight,
       totals: { ...this.#totals },
       series: this.#series.samples(now),
-      topOffenders: this.#offenders.top(10),
+      topOffenders: this.#offenders.top(10, now),
+      topOffendersPeriodMs: this.#offenders.periodMs,
       blockCacheHits: this.#limiter.blockCacheHits,
       lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
@@ -373,7 +381,7 @@ export class Gateway {
     this.#series.record(verdict.action, now);
     this.metrics.recordDecision(verdict);
     if (verdict.action === "block" || verdict.action === "challenge") {
-      this.#offenders.offer(verdict.subject);
+      this.#offenders.offer(verdict.subject, now);
     }
     this.#decisionLog.record(verdict, method);
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
-import { SpaceSaving } from "../../src/gateway/heavy-hitters.js";
+import { RecentHeavyHitters, SpaceSaving } from "../../src/gateway/heavy-hitters.js";
 import { RateSeries } from "../../src/gateway/rate-series.js";
 import { redact, storeFromUrl } from "../../src/stores/from-url.js";
 
@@ -28,6 +28,35 @@ describe("SpaceSaving", () => {
       { key: "b", count: 2, error: 0 },
       { key: "c", count: 1, error: 0 },
     ]);
+  });
+});
+
+describe("RecentHeavyHitters", () => {
+  const MINUTE = 60_000;
+
+  it("sums the filling period and the one before it, and forgets older offenders", () => {
+    const recent = new RecentHeavyHitters(10, MINUTE);
+    const start = 100 * MINUTE;
+    for (let i = 0; i < 50; i++) recent.offer("ip:198.51.100.1", start + i);
+    for (let i = 0; i < 20; i++) recent.offer("ip:198.51.100.2", start + MINUTE + i);
+    for (let i = 0; i < 5; i++) recent.offer("ip:198.51.100.1", start + MINUTE + 100 + i);
+    expect(recent.top(10, start + MINUTE + 1_000)).toEqual([
+      { key: "ip:198.51.100.1", count: 55, error: 0 },
+      { key: "ip:198.51.100.2", count: 20, error: 0 },
+    ]);
+    // A period later only the second period's refusals are left; one more and nothing is.
+    expect(recent.top(10, start + 2 * MINUTE)).toEqual([
+      { key: "ip:198.51.100.2", count: 20, error: 0 },
+      { key: "ip:198.51.100.1", count: 5, error: 0 },
+    ]);
+    expect(recent.top(10, start + 3 * MINUTE)).toEqual([]);
+  });
+
+  it("starts afresh after a long quiet spell", () => {
+    const recent = new RecentHeavyHitters(10, MINUTE);
+    recent.offer("ip:198.51.100.3", 0);
+    recent.offer("ip:198.51.100.4", 10 * MINUTE);
+    expect(recent.top(10, 10 * MINUTE).map((hitter) => hitter.key)).toEqual(["ip:198.51.100.4"]);
   });
 });
 
