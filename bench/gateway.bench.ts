@@ -26,8 +26,9 @@
  * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 2), GATEWAY_BENCH_ROUNDS (default 5),
  * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_RATE_SECONDS
  * (default 2), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
- * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run, default src/cli/main.ts
- * through tsx; `dist/cli/main.js` after `npm run build`).
+ * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run; default `dist/cli/main.js`,
+ * built first with `npm run build`, as users run it; `src` through tsx with
+ * GATEWAY_BENCH_ENTRY=tsx).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -53,9 +54,9 @@ const SHAPES = (env.GATEWAY_BENCH_SHAPES ?? "returning,new,refused")
   .filter((shape): shape is Shape => ["returning", "new", "refused"].includes(shape));
 /** How the gateway is started: from source through tsx, or a built file (`dist/cli/main.js`). */
 const ENTRY =
-  env.GATEWAY_BENCH_ENTRY === undefined || env.GATEWAY_BENCH_ENTRY === ""
+  env.GATEWAY_BENCH_ENTRY === "tsx"
     ? ["--import", "tsx", "src/cli/main.ts"]
-    : [env.GATEWAY_BENCH_ENTRY];
+    : [env.GATEWAY_BENCH_ENTRY || "dist/cli/main.js"];
 const POPULATION = 10_000;
 const PATH = "/api/search?q=shoes";
 
@@ -358,6 +359,10 @@ interface Target {
 }
 
 async function main(): Promise<void> {
+  // The gateway as users run it: the built CLI, rebuilt so that it matches the source.
+  if (env.GATEWAY_BENCH_ENTRY === undefined || env.GATEWAY_BENCH_ENTRY === "") {
+    execFileSync("npm", ["run", "build"], { stdio: "ignore" });
+  }
   const upstreamPort = await freePort();
   const upstream = start(process.execPath, ["-e", UPSTREAM_SOURCE(upstreamPort)]);
   await waitForPort(upstreamPort);
