@@ -368,7 +368,11 @@ async function main(): Promise<void> {
   await waitForPort(upstreamPort);
 
   const serveEnv = { ...env, EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic" };
-  const serve = async (name: string, extra: string[]): Promise<Target> => {
+  const serve = async (
+    name: string,
+    extra: string[],
+    policy = "examples/policies/cloudfront.yaml",
+  ): Promise<Target> => {
     const port = await freePort();
     const adminPort = await freePort();
     const child = start(
@@ -377,7 +381,7 @@ async function main(): Promise<void> {
         ...ENTRY,
         "serve",
         "--policy",
-        "examples/policies/cloudfront.yaml",
+        policy,
         "--upstream",
         `http://127.0.0.1:${upstreamPort}`,
         "--port",
@@ -398,6 +402,15 @@ async function main(): Promise<void> {
   // One limited gateway per shape: the shapes must not share counters.
   const limited = new Map<Shape, Target>();
   for (const shape of SHAPES) limited.set(shape, await serve(`edgelimit-${shape}`, []));
+  // The same policy without the five rate-limit response headers: what the headers cost.
+  const headerless = join(dir, "no-headers.yaml");
+  writeFileSync(
+    headerless,
+    `${readFileSync("examples/policies/cloudfront.yaml", "utf8")}\nheaders: { legacy: false, draft: false }\n`,
+  );
+  const noHeaders = SHAPES.includes("returning")
+    ? await serve("edgelimit-no-headers", [], headerless)
+    : undefined;
 
   const nginxPort = await freePort();
   for (const sub of ["body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"])
@@ -428,6 +441,9 @@ async function main(): Promise<void> {
   for (const shape of SHAPES) {
     saturationPairs.push([`no-limit ${shape}`, noLimit, shape]);
     saturationPairs.push([`edgelimit ${shape}`, limited.get(shape) as Target, shape]);
+    if (shape === "returning" && noHeaders !== undefined) {
+      saturationPairs.push(["edgelimit returning, no rate-limit headers", noHeaders, shape]);
+    }
   }
   saturationPairs.push(["nginx", nginx, firstShape]);
   // Warm-up: JIT, upstream pools, and the open-loop client's connections.
@@ -476,7 +492,7 @@ async function main(): Promise<void> {
   for (const [label] of saturationPairs) {
     const runs = saturated.get(label) ?? [];
     out(
-      `  ${label.padEnd(20)} ${f1(median(runs.map((run) => run.cpuMicros))).padStart(6)} µs/req  ${f0(median(runs.map((run) => run.requestsPerSecond))).padStart(6)} req/s  p99 ${f2(median(runs.map((run) => run.p99Ms)))} ms  refused ${median(runs.map((run) => run.refused / run.requests)).toFixed(3)}  (µs/req by round: ${runs.map((run) => f1(run.cpuMicros)).join(", ")}; req/s: ${runs.map((run) => f0(run.requestsPerSecond)).join(", ")})`,
+      `  ${label.padEnd(42)} ${f1(median(runs.map((run) => run.cpuMicros))).padStart(6)} µs/req  ${f0(median(runs.map((run) => run.requestsPerSecond))).padStart(6)} req/s  p99 ${f2(median(runs.map((run) => run.p99Ms)))} ms  refused ${median(runs.map((run) => run.refused / run.requests)).toFixed(3)}  (µs/req by round: ${runs.map((run) => f1(run.cpuMicros)).join(", ")}; req/s: ${runs.map((run) => f0(run.requestsPerSecond)).join(", ")})`,
     );
   }
   out("");
@@ -503,6 +519,16 @@ async function main(): Promise<void> {
         `    @${rate} req/s: p99 ${f2(median(fixedOn.map((run) => run.p99Ms)))} vs ${f2(median(fixedOff.map((run) => run.p99Ms)))} ms (${p99Added >= 0 ? "+" : ""}${f2(p99Added)} ms; target <= +1 ms), p50 ${f2(median(fixedOn.map((run) => run.p50Ms)))} vs ${f2(median(fixedOff.map((run) => run.p50Ms)))} ms, CPU ${f1(median(fixedOn.map((run) => run.cpuMicros)))} vs ${f1(median(fixedOff.map((run) => run.cpuMicros)))} µs/req, refused ${median(fixedOn.map((run) => run.refused))} (p99 by round on: ${fixedOn.map((run) => f2(run.p99Ms)).join(", ")}; off: ${fixedOff.map((run) => f2(run.p99Ms)).join(", ")})`,
       );
     }
+  }
+  const headerlessRuns = saturated.get("edgelimit returning, no rate-limit headers");
+  if (headerlessRuns !== undefined) {
+    const off = saturated.get("no-limit returning") ?? [];
+    const cost = median(
+      headerlessRuns.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1),
+    );
+    out(
+      `  returning without the rate-limit response headers: CPU per request ${pct(cost)} (the rest of the returning cost is the headers)`,
+    );
   }
   const nginxRuns = saturated.get("nginx") ?? [];
   const peer = saturated.get(`edgelimit ${firstShape}`) ?? [];
