@@ -10,6 +10,14 @@ export interface MetricsSources {
   listStats(): readonly ListStats[];
 }
 
+interface DecisionLabels {
+  readonly rule: string;
+  readonly tier: string;
+  readonly reason: string;
+  readonly action: string;
+  readonly child: { inc(): void };
+}
+
 type ChildTree = Map<string, Map<string, Map<string, Map<string, { inc(): void }>>>>;
 
 function branch<Value>(map: Map<string, Map<string, Value>>, key: string): Map<string, Value> {
@@ -45,6 +53,8 @@ export class GatewayMetrics {
    * the verdict's own strings (their hashes are cached), not a key concatenated per request.
    */
   #decisionChildren: ChildTree = new Map();
+  /** The previous decision's labels and child: steady traffic repeats them, no lookup then. */
+  #last: DecisionLabels | undefined;
 
   constructor(policy: ResolvedPolicy, sources: MetricsSources) {
     const registers = [this.registry];
@@ -129,10 +139,43 @@ export class GatewayMetrics {
     this.#rulePaths = rulePaths;
     // A rule's path may change with the policy: children are looked up afresh.
     this.#decisionChildren = new Map();
+    this.#last = undefined;
   }
 
   recordDecision(verdict: Verdict): void {
     const rule = verdict.rule ?? NO_RULE;
+    const last = this.#last;
+    let child: { inc(): void };
+    if (
+      last !== undefined &&
+      last.rule === rule &&
+      last.tier === verdict.tier &&
+      last.reason === verdict.reason &&
+      last.action === verdict.action
+    ) {
+      child = last.child;
+    } else {
+      child = this.#decisionChild(rule, verdict);
+      this.#last = {
+        rule,
+        tier: verdict.tier,
+        reason: verdict.reason,
+        action: verdict.action,
+        child,
+      };
+    }
+    child.inc();
+    this.#latency.observe(verdict.durationMs / 1000);
+    if (verdict.reason === "store-failed-open") {
+      this.#storeErrors.inc();
+      this.#failedOpen.inc();
+    } else if (verdict.reason === "store-failed-closed") {
+      this.#storeErrors.inc();
+      this.#failedClosed.inc();
+    }
+  }
+
+  #decisionChild(rule: string, verdict: Verdict): { inc(): void } {
     // prom-client hashes a label object on every `inc`; the labelled child is looked up once
     // per (action, reason, tier, rule) instead. Bounded: label values come from enums and the
     // policy, and the tree is rebuilt with each policy.
@@ -150,15 +193,7 @@ export class GatewayMetrics {
       });
       byAction.set(verdict.action, child);
     }
-    child.inc();
-    this.#latency.observe(verdict.durationMs / 1000);
-    if (verdict.reason === "store-failed-open") {
-      this.#storeErrors.inc();
-      this.#failedOpen.inc();
-    } else if (verdict.reason === "store-failed-closed") {
-      this.#storeErrors.inc();
-      this.#failedClosed.inc();
-    }
+    return child;
   }
 
   recordUpstreamError(kind: "connect" | "timeout" | "reset"): void {

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
+import type { Verdict } from "../../src/core/types.js";
 import { RecentHeavyHitters, SpaceSaving } from "../../src/gateway/heavy-hitters.js";
+import { GatewayMetrics } from "../../src/gateway/metrics.js";
 import { RateSeries } from "../../src/gateway/rate-series.js";
+import { parsePolicy } from "../../src/policy/load.js";
 import { redact, storeFromUrl } from "../../src/stores/from-url.js";
 
 describe("SpaceSaving", () => {
@@ -57,6 +60,48 @@ describe("RecentHeavyHitters", () => {
     recent.offer("ip:198.51.100.3", 0);
     recent.offer("ip:198.51.100.4", 10 * MINUTE);
     expect(recent.top(10, 10 * MINUTE).map((hitter) => hitter.key)).toEqual(["ip:198.51.100.4"]);
+  });
+});
+
+describe("GatewayMetrics", () => {
+  it("counts each decision under its own labels, when only one label changes between two", async () => {
+    const policy = parsePolicy("version: 1\ntiers:\n  anonymous:\n    global: 10\n");
+    const metrics = new GatewayMetrics(policy, { blockCacheHits: () => 0, listStats: () => [] });
+    const labels = (action: string, reason: string, tier: string, rule: string) =>
+      ({ action, reason, tier, rule, durationMs: 0.01 }) as unknown as Verdict;
+    const base = ["allow", "allowed", "anonymous", "anonymous.global"] as const;
+    // Each decision differs from the one before it in exactly one label, then repeats.
+    const sequence = [
+      labels(...base),
+      labels("block", "allowed", "anonymous", "anonymous.global"),
+      labels(...base),
+      labels("allow", "over-limit", "anonymous", "anonymous.global"),
+      labels(...base),
+      labels("allow", "allowed", "authenticated", "anonymous.global"),
+      labels(...base),
+      labels("allow", "allowed", "anonymous", "authenticated.global"),
+      labels(...base),
+    ];
+    for (const decision of sequence) metrics.recordDecision(decision);
+    const text = await metrics.text();
+    const count = (action: string, reason: string, tier: string, rule: string) =>
+      Number(
+        text
+          .split("\n")
+          .find((line) =>
+            line.startsWith(
+              `edgelimit_decisions_total{action="${action}",reason="${reason}",tier="${tier}",rule="${rule}",`,
+            ),
+          )
+          ?.split(" ")
+          .at(-1),
+      );
+    expect(count(...base)).toBe(5);
+    expect(count("block", "allowed", "anonymous", "anonymous.global")).toBe(1);
+    expect(count("allow", "over-limit", "anonymous", "anonymous.global")).toBe(1);
+    expect(count("allow", "allowed", "authenticated", "anonymous.global")).toBe(1);
+    expect(count("allow", "allowed", "anonymous", "authenticated.global")).toBe(1);
+    expect(text).toContain("edgelimit_decision_duration_seconds_count 9");
   });
 });
 
