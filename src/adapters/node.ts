@@ -1,18 +1,79 @@
 /**
  * `edgelimit/node`: the limiter for Express and `node:http`. It translates an
- * `IncomingMessage` into the core's request description and a verdict into the response;
- * nothing else.
+ * `IncomingMessage` into the core's request description and a verdict into the response, and
+ * can count the decisions as Prometheus metrics.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
+import type { Registry } from "prom-client";
 import type { Limiter } from "../core/limiter.js";
 import { matchesPrefix, normalizePath } from "../core/path.js";
 import type { ChallengeHandler, RequestDescription, Verdict } from "../core/types.js";
+import { DecisionMetrics } from "../metrics/prometheus.js";
+import type { ResolvedPolicy } from "../policy/types.js";
 
 export interface NodeRateLimitOptions {
   readonly limiter: Limiter;
   /** Serves the challenge page under its path when the policy challenges. */
   readonly challenge?: ChallengeHandler;
+  /** Counts every decision (see `prometheusMetrics`). */
+  readonly metrics?: NodeMetrics;
+}
+
+/**
+ * The decisions of one limiter as Prometheus metrics: the same names and labels as the
+ * gateway's `/metrics` (`edgelimit_decisions_total`, `edgelimit_decision_duration_seconds`,
+ * store errors, failed-open and failed-closed counts, block cache hits). Follows the limiter's
+ * policy across reloads. Serve `handler` where your scraper can reach it and the public cannot.
+ */
+export class NodeMetrics extends DecisionMetrics {
+  readonly #limiter: Limiter;
+  #policy: ResolvedPolicy;
+
+  constructor(limiter: Limiter, options: { readonly registry?: Registry } = {}) {
+    super(limiter.policy, {
+      registry: options.registry,
+      blockCacheHits: () => limiter.blockCacheHits,
+    });
+    this.#limiter = limiter;
+    this.#policy = limiter.policy;
+  }
+
+  /** Counts one decision (the middleware calls it; `limiter.check` callers may too). */
+  record(verdict: Verdict): void {
+    const policy = this.#limiter.policy;
+    if (policy !== this.#policy) {
+      this.#policy = policy;
+      this.usePolicy(policy);
+    }
+    this.recordDecision(verdict);
+  }
+
+  /** A `node:http` / Express handler answering with the Prometheus text. */
+  readonly handler = (_request: IncomingMessage, response: ServerResponse): void => {
+    this.text().then(
+      (body) => {
+        response.writeHead(200, { "content-type": this.contentType, "cache-control": "no-store" });
+        response.end(body);
+      },
+      () => {
+        response.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
+        response.end("metrics unavailable\n");
+      },
+    );
+  };
+}
+
+/**
+ * Prometheus metrics for a limiter's decisions, in a registry of their own unless one is given:
+ * `const metrics = prometheusMetrics(limiter); app.use(nodeRateLimit({ limiter, metrics }));
+ * adminApp.get("/metrics", metrics.handler)`.
+ */
+export function prometheusMetrics(
+  limiter: Limiter,
+  options?: { readonly registry?: Registry },
+): NodeMetrics {
+  return new NodeMetrics(limiter, options);
 }
 
 /** Describes a Node request for the core. The address is the socket peer's, never a header. */
@@ -50,6 +111,7 @@ export async function guardNodeRequest(
     return false;
   }
   const verdict = await limiter.check(description);
+  options.metrics?.record(verdict);
   if (verdict.action !== "allow") {
     sendRefusal(response, verdict);
     return false;

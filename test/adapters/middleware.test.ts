@@ -6,7 +6,7 @@ import express from "express";
 import { Hono } from "hono";
 import { afterAll, describe, expect, it } from "vitest";
 import { honoRateLimit, withRateLimit } from "../../src/adapters/fetch.js";
-import { guardNodeRequest, nodeRateLimit } from "../../src/adapters/node.js";
+import { guardNodeRequest, nodeRateLimit, prometheusMetrics } from "../../src/adapters/node.js";
 import { createLimiter } from "../../src/core/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
@@ -63,6 +63,56 @@ describe("middleware through real servers", () => {
       response.send(`origin saw remaining=${request.headers["x-ratelimit-remaining"]}`);
     });
     await expectLimited(await listen(createServer(app)));
+  });
+
+  it("Express with Prometheus metrics scraped from a separate listener, across a reload", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const metrics = prometheusMetrics(limiter);
+    const app = express();
+    app.use(nodeRateLimit({ limiter, metrics }));
+    app.get("/{*path}", (_request, response) => {
+      response.send("ok");
+    });
+    const base = await listen(createServer(app));
+    // The scrape endpoint on a listener of its own, as an operator would keep it off the public port.
+    const admin = await listen(createServer(metrics.handler));
+
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await fetch(`${base}/api/export`)).status);
+    for (let i = 0; i < 4; i++) statuses.push((await fetch(`${base}/home`)).status);
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429]);
+
+    const scrape = await fetch(admin);
+    expect(scrape.headers.get("content-type")).toContain("text/plain");
+    const text = await scrape.text();
+    const count = (action: string, rule: string) =>
+      Number(
+        text
+          .split("\n")
+          .find(
+            (line) =>
+              line.startsWith(`edgelimit_decisions_total{action="${action}",`) &&
+              line.includes(`rule="${rule}"`),
+          )
+          ?.split(" ")
+          .at(-1),
+      );
+    expect(count("allow", "anonymous.path./api/export")).toBe(2);
+    expect(count("block", "anonymous.path./api/export")).toBe(1);
+    expect(count("allow", "anonymous.global")).toBe(3);
+    expect(count("block", "anonymous.global")).toBe(1);
+    expect(text).toContain("edgelimit_decision_duration_seconds_count 7");
+    expect(text).toContain("edgelimit_failed_open_total 0");
+
+    // A reload that moves the export rule: its decisions carry the new path label.
+    limiter.reload(
+      definePolicy({ tiers: { anonymous: { global: 50, paths: { "/api/exports/": 9 } } } }),
+    );
+    expect((await fetch(`${base}/api/exports/1`)).status).toBe(200);
+    const reloaded = await (await fetch(admin)).text();
+    expect(reloaded).toContain(
+      'edgelimit_decisions_total{action="allow",reason="within-limit",tier="anonymous",rule="anonymous.path./api/exports/",path="/api/exports/"} 1',
+    );
   });
 
   it("node:http", async () => {

@@ -19,7 +19,7 @@ const ENTRY_POINTS: Record<string, string[]> = {
   "edgelimit/lambda-edge": ["createViewerRequestHandler", "createViewerResponseHandler"],
   "edgelimit/cloudflare": ["createCloudflareHandler", "EdgelimitCounter", "checkCloudflarePolicy"],
   "edgelimit/fetch": ["withRateLimit", "honoRateLimit", "refusalResponse"],
-  "edgelimit/node": ["nodeRateLimit", "guardNodeRequest"],
+  "edgelimit/node": ["nodeRateLimit", "guardNodeRequest", "prometheusMetrics", "NodeMetrics"],
 };
 
 describe("package entry points", () => {
