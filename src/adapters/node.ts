@@ -142,6 +142,27 @@ export function nodeRateLimit(options: NodeRateLimitOptions) {
   };
 }
 
+/** What `fastifyRateLimit` needs of Fastify's request and reply (no dependency on Fastify). */
+export interface FastifyLikeRequest {
+  readonly raw: IncomingMessage;
+}
+export interface FastifyLikeReply {
+  readonly raw: ServerResponse;
+  hijack(): unknown;
+}
+
+/**
+ * Fastify hook (`app.addHook("onRequest", fastifyRateLimit({ limiter }))`): decides on the raw
+ * Node request. A refusal is written to the raw response and the reply hijacked, so Fastify
+ * sends nothing more; an allowed request carries the remaining count to the route in
+ * `request.headers` and the rate-limit headers go out with the route's reply.
+ */
+export function fastifyRateLimit(options: NodeRateLimitOptions) {
+  return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
+    if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
+  };
+}
+
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */
 export function toWebRequest(request: IncomingMessage): Request {
   let url: URL;

@@ -3,10 +3,16 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import express from "express";
+import Fastify from "fastify";
 import { Hono } from "hono";
 import { afterAll, describe, expect, it } from "vitest";
 import { honoRateLimit, withRateLimit } from "../../src/adapters/fetch.js";
-import { guardNodeRequest, nodeRateLimit, prometheusMetrics } from "../../src/adapters/node.js";
+import {
+  fastifyRateLimit,
+  guardNodeRequest,
+  nodeRateLimit,
+  prometheusMetrics,
+} from "../../src/adapters/node.js";
 import { createLimiter } from "../../src/core/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
@@ -113,6 +119,23 @@ describe("middleware through real servers", () => {
     expect(reloaded).toContain(
       'edgelimit_decisions_total{action="allow",reason="within-limit",tier="anonymous",rule="anonymous.path./api/exports/",path="/api/exports/"} 1',
     );
+  });
+
+  it("Fastify", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const app = Fastify();
+    app.addHook("onRequest", fastifyRateLimit({ limiter }));
+    let routed = 0;
+    app.get("/*", async (request) => {
+      routed++;
+      return `origin saw remaining=${request.headers["x-ratelimit-remaining"]}`;
+    });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    servers.push({ close: () => app.close() });
+    const { port } = app.server.address() as AddressInfo;
+    await expectLimited(`http://127.0.0.1:${port}`);
+    // 2 exports and 3 pages were admitted; the 4 refused requests never reached the route.
+    expect(routed).toBe(5);
   });
 
   it("node:http", async () => {

@@ -19,7 +19,13 @@ const ENTRY_POINTS: Record<string, string[]> = {
   "edgelimit/lambda-edge": ["createViewerRequestHandler", "createViewerResponseHandler"],
   "edgelimit/cloudflare": ["createCloudflareHandler", "EdgelimitCounter", "checkCloudflarePolicy"],
   "edgelimit/fetch": ["withRateLimit", "honoRateLimit", "refusalResponse"],
-  "edgelimit/node": ["nodeRateLimit", "guardNodeRequest", "prometheusMetrics", "NodeMetrics"],
+  "edgelimit/node": [
+    "nodeRateLimit",
+    "guardNodeRequest",
+    "fastifyRateLimit",
+    "prometheusMetrics",
+    "NodeMetrics",
+  ],
 };
 
 describe("package entry points", () => {
