@@ -27,8 +27,10 @@ export function readHeader(
     value = record[lower];
     if (value === undefined && lower !== name) return undefined;
     if (value === undefined) {
+      // A plain object may spell the name in any case; most keys differ in length already,
+      // which spares a lower-cased copy of every header name for every absent header.
       for (const key in record) {
-        if (key.toLowerCase() === lower) {
+        if (key.length === lower.length && key.toLowerCase() === lower) {
           value = record[key];
           break;
         }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { readHeader } from "../../src/core/identity.js";
 import { ipSubject, parseIp } from "../../src/core/ip.js";
 import { createLimiter } from "../../src/core/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
@@ -26,6 +27,21 @@ async function admitted(
   for (let i = 0; i < count; i++) if ((await check(i)).action === "allow") passed++;
   return passed;
 }
+
+describe("reading a header from a plain object", () => {
+  it("finds a header whatever the case of its name on either side, and nothing else", () => {
+    const headers = { "X-Forwarded-For": "198.51.100.1", "Cache-Control": "no-cache", host: "a" };
+    expect(readHeader(headers, "x-forwarded-for")).toBe("198.51.100.1");
+    expect(readHeader(headers, "X-Forwarded-For")).toBe("198.51.100.1");
+    expect(readHeader({ "x-forwarded-for": "198.51.100.2" }, "X-Forwarded-For")).toBe(
+      "198.51.100.2",
+    );
+    expect(readHeader({ AUTHORIZATION: "Bearer t" }, "authorization")).toBe("Bearer t");
+    // Same length as "authorization", another name.
+    expect(readHeader(headers, "authorization")).toBeUndefined();
+    expect(readHeader({ "set-cookie": ["a=1", "b=2"] }, "set-cookie")).toBe("a=1, b=2");
+  });
+});
 
 describe("client address", () => {
   const behindProxy = {
