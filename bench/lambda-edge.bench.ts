@@ -12,9 +12,6 @@
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import type { Server } from "node:http";
-import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -23,74 +20,44 @@ import { deflateRawSync } from "node:zlib";
 import * as esbuild from "esbuild";
 import { buildLambdaEdge } from "../src/cli/build.js";
 import { loadPolicy } from "../src/policy/load.js";
-import { DynamoDbHttpClient } from "../src/stores/dynamodb-client.js";
+import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../test/dynamodb/harness.js";
 
 const runs = Number(process.argv[2] ?? 9);
 const beforeTree = process.argv[3];
-const require = createRequire(import.meta.url);
 const work = mkdtempSync(join(tmpdir(), "edgelimit-bench-"));
-const credentials = { accessKeyId: "AKIDBENCH", secretAccessKey: "bench-secret" };
+const credentials = TEST_CREDENTIALS;
 
-const dynalite = require("dynalite") as (options: object) => Server;
-const server = dynalite({ createTableMs: 0 });
-await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+const local = await startDynalite();
+const endpoint = local.endpoint;
 
 try {
-  const admin = new DynamoDbHttpClient({ region: "us-east-1", endpoint, credentials });
-  await admin.call("CreateTable", {
-    TableName: "rate-limits",
-    AttributeDefinitions: [
-      { AttributeName: "PK", AttributeType: "S" },
-      { AttributeName: "SK", AttributeType: "S" },
-    ],
-    KeySchema: [
-      { AttributeName: "PK", KeyType: "HASH" },
-      { AttributeName: "SK", KeyType: "RANGE" },
-    ],
-    BillingMode: "PAY_PER_REQUEST",
-  });
-  admin.close();
+  await createRateLimitTable(local.client, "rate-limits");
 
   // The seed policy's 50 ms budget would turn a cold start slowed by other jobs on this machine
   // into a fail-open answer at 50 ms (and a failed probe): measured here is the time to the
   // real answer, so the budget is out of the way for every bundle.
   const policy = { ...loadPolicy("examples/policies/cloudfront.yaml"), budgetMs: 10_000 };
-  const [ours] = await buildLambdaEdge({
-    policy,
-    store: { table: "rate-limits", region: "us-east-1", endpoint },
-    outDir: join(work, "ours"),
-    env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
-  });
+  const buildWith = (build: typeof buildLambdaEdge, outDir: string) =>
+    build({
+      policy,
+      store: { table: "rate-limits", region: "us-east-1", endpoint },
+      outDir: join(work, outDir),
+      env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
+    });
+  const [ours] = await buildWith(buildLambdaEdge, "ours");
   if (ours === undefined) throw new Error("build produced nothing");
   let before: typeof ours | undefined;
   if (beforeTree !== undefined) {
     const builder = (await import(pathToFileURL(join(beforeTree, "src/cli/build.ts")).href)) as {
       buildLambdaEdge: typeof buildLambdaEdge;
     };
-    [before] = await builder.buildLambdaEdge({
-      policy,
-      store: { table: "rate-limits", region: "us-east-1", endpoint },
-      outDir: join(work, "before"),
-      env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
-    });
+    [before] = await buildWith(builder.buildLambdaEdge, "before");
   }
 
   const seedEntry = join(work, "seed-entry.mjs");
   writeFileSync(seedEntry, seedHandlerSource(endpoint));
   const seedScript = join(work, "seed.js");
-  await esbuild.build({
-    entryPoints: [seedEntry],
-    outfile: seedScript,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "cjs",
-    minify: true,
-    legalComments: "none",
-    nodePaths: [join(process.cwd(), "node_modules")],
-    logLevel: "silent",
-  });
+  await bundleForNode(seedEntry, seedScript);
   const { statSync, readFileSync } = await import("node:fs");
   const seedBytes = statSync(seedScript).size;
   const seedZipped = deflateRawSync(readFileSync(seedScript), { level: 9 }).length + 100;
@@ -106,16 +73,7 @@ try {
   const poolEntry = join(work, "floor-pool-entry.ts");
   writeFileSync(poolEntry, poolFloorHandlerSource(endpoint));
   const poolFloorScript = join(work, "floor-pool.js");
-  await esbuild.build({
-    entryPoints: [poolEntry],
-    outfile: poolFloorScript,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "cjs",
-    minify: true,
-    logLevel: "silent",
-  });
+  await bundleForNode(poolEntry, poolFloorScript);
 
   const scripts = [
     floorScript,
@@ -175,8 +133,7 @@ try {
     );
   }
 } finally {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await local.close();
   rmSync(work, { recursive: true, force: true });
 }
 
@@ -315,6 +272,22 @@ export const handler = async (event: { Records: { cf: { request: { headers: Reco
   return forwarded;
 };
 `;
+}
+
+/** One CommonJS file for Node 20, minified, as a Lambda bundle would be. */
+async function bundleForNode(entry: string, outfile: string): Promise<void> {
+  await esbuild.build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    minify: true,
+    legalComments: "none",
+    nodePaths: [join(process.cwd(), "node_modules")],
+    logLevel: "silent",
+  });
 }
 
 /** Seed 000's handler, as published, with the endpoint pointed at the local server. */
