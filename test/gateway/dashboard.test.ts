@@ -3,11 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGateway, type Gateway } from "../../src/gateway/server.js";
-import { loadPolicy } from "../../src/policy/load.js";
-import { memoryStore } from "../../src/stores/memory.js";
+import type { Gateway } from "../../src/gateway/server.js";
 import { launchChromium } from "../support/chromium.js";
-import { capturingLogger, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
+import { startOrigin, type TestServer, testGateway } from "./helpers.js";
 
 /** The dashboard in Debian's Chromium, driven by playwright-core. */
 const userDataDir = mkdtempSync(join(tmpdir(), "edgelimit-chromium-"));
@@ -22,16 +20,7 @@ beforeAll(async () => {
     res.writeHead(200, { "content-type": "text/plain" });
     res.end("ok");
   });
-  gateway = createGateway({
-    policy: loadPolicy("examples/policies/cloudfront.yaml"),
-    store: memoryStore(),
-    upstream: origin.url,
-    port: 0,
-    host: "127.0.0.1",
-    adminPort: 0,
-    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
-    logger: capturingLogger().logger,
-  });
+  gateway = testGateway(origin.url);
   const started = await gateway.start();
   base = started.url;
   adminUrl = started.adminUrl as string;

@@ -1,9 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGateway, type Gateway } from "../../src/gateway/server.js";
-import { loadPolicy } from "../../src/policy/load.js";
-import { memoryStore } from "../../src/stores/memory.js";
-import { capturingLogger, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
+import type { Gateway } from "../../src/gateway/server.js";
+import { startOrigin, type TestServer, testGateway } from "./helpers.js";
 
 /**
  * The proxy's upstream exchange (undici dispatch with a handler): a client that goes away
@@ -44,17 +42,7 @@ beforeAll(async () => {
     res.writeHead(200, { "content-type": "text/plain" });
     res.end("ok");
   });
-  gateway = createGateway({
-    policy: loadPolicy("examples/policies/cloudfront.yaml"),
-    store: memoryStore(),
-    upstream: origin.url,
-    port: 0,
-    host: "127.0.0.1",
-    adminPort: false,
-    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
-    logger: capturingLogger().logger,
-    allowedLogSampleRate: 0,
-  });
+  gateway = testGateway(origin.url, { adminPort: false, allowedLogSampleRate: 0 });
   base = new URL((await gateway.start()).url);
 });
 

@@ -2,6 +2,9 @@ import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { type Logger, pino } from "pino";
+import { createGateway, type Gateway, type GatewayOptions } from "../../src/gateway/server.js";
+import { loadPolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
 
 export interface TestServer {
   readonly url: string;
@@ -49,3 +52,21 @@ export async function closedPort(): Promise<number> {
 }
 
 export const TEST_SECRET = "gateway-test-secret-0123456789abcdef";
+
+/**
+ * A gateway as the tests run it: the seed's policy, a fresh memory store, loopback on free
+ * ports, a log that goes nowhere; `overrides` for what a test is about.
+ */
+export function testGateway(upstream: string, overrides: Partial<GatewayOptions> = {}): Gateway {
+  return createGateway({
+    policy: loadPolicy("examples/policies/cloudfront.yaml"),
+    store: memoryStore(),
+    upstream,
+    port: 0,
+    host: "127.0.0.1",
+    adminPort: 0,
+    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
+    logger: capturingLogger().logger,
+    ...overrides,
+  });
+}

@@ -1,18 +1,16 @@
 import { createHash, randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGateway, type Gateway } from "../../src/gateway/server.js";
+import type { Gateway } from "../../src/gateway/server.js";
 import { loadPolicy } from "../../src/policy/load.js";
-import { memoryStore } from "../../src/stores/memory.js";
 import {
   capturingLogger,
   closedPort,
   startOrigin,
-  TEST_SECRET,
   type TestServer,
+  testGateway,
 } from "./helpers.js";
 
-const env = { EDGELIMIT_JWT_SECRET: TEST_SECRET };
 const policy = loadPolicy("examples/policies/cloudfront.yaml");
 
 /** What the origin saw of each request, by the test's own request id. */
@@ -95,18 +93,7 @@ beforeAll(async () => {
       res.end(JSON.stringify({ ok: true }));
     });
   });
-  gateway = createGateway({
-    policy,
-    store: memoryStore(),
-    upstream: origin.url,
-    port: 0,
-    host: "127.0.0.1",
-    adminPort: 0,
-    env,
-    logger,
-    allowedLogSampleRate: 0,
-    upstreamTimeoutMs: 1_000,
-  });
+  gateway = testGateway(origin.url, { logger, allowedLogSampleRate: 0, upstreamTimeoutMs: 1_000 });
   const started = await gateway.start();
   base = started.url.replace(/\/$/, "");
   adminBase = (started.adminUrl as string).replace(/\/$/, "");
@@ -251,16 +238,7 @@ describe("proxying", () => {
 
   it("answers 502 JSON when the upstream is down, and keeps serving", async () => {
     const port = await closedPort();
-    const down = createGateway({
-      policy,
-      store: memoryStore(),
-      upstream: `http://127.0.0.1:${port}`,
-      port: 0,
-      host: "127.0.0.1",
-      adminPort: false,
-      env,
-      logger: capturingLogger().logger,
-    });
+    const down = testGateway(`http://127.0.0.1:${port}`, { adminPort: false });
     const { url } = await down.start();
     try {
       for (let i = 0; i < 3; i++) {
