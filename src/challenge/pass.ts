@@ -47,6 +47,15 @@ export class Passes implements PassVerifier {
   }
 
   async verifyToken(token: string, subject: string, now: number): Promise<boolean> {
+    return this.#check(token, subject, now);
+  }
+
+  /**
+   * Synchronous unless the MAC has to be computed: a malformed or expired token, or a pass
+   * already verified for this subject, is answered without a promise (the limiter then stays
+   * on its synchronous path, and so does the gateway).
+   */
+  #check(token: string, subject: string, now: number): boolean | Promise<boolean> {
     if (token.length > MAX_PASS_LENGTH) return false;
     const [version, expires, mac, extra] = token.split(".");
     if (
@@ -65,6 +74,16 @@ export class Passes implements PassVerifier {
     const cacheKey = `${subject}\n${token}`;
     // The expiry was checked above: a remembered pass is one whose MAC verified.
     if (this.#verified.get(cacheKey) !== undefined) return true;
+    return this.#verifyMac(cacheKey, subject, expires, mac, expiresMs);
+  }
+
+  async #verifyMac(
+    cacheKey: string,
+    subject: string,
+    expires: string,
+    mac: string,
+    expiresMs: number,
+  ): Promise<boolean> {
     const valid = await this.#options.keys.verify(await this.#message(subject, expires), mac);
     if (valid) this.#remember(cacheKey, expiresMs);
     return valid;
@@ -75,10 +94,10 @@ export class Passes implements PassVerifier {
   }
 
   /** The limiter's hook: the request's pass cookie, checked against the counted subject. */
-  verify(request: RequestDescription, subject: string, now: number): Promise<boolean> {
+  verify(request: RequestDescription, subject: string, now: number): boolean | Promise<boolean> {
     const token = passFromCookies(readHeader(request.headers, "cookie"), this.#options.cookieName);
-    if (token === undefined) return Promise.resolve(false);
-    return this.verifyToken(token, subject, now);
+    if (token === undefined) return false;
+    return this.#check(token, subject, now);
   }
 
   cookie(token: string): string {

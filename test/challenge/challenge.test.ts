@@ -161,6 +161,33 @@ describe("passes", () => {
     }
     expect(stranger).toEqual(["allow", "allow", "challenge"]);
   });
+
+  it("keeps the limiter synchronous on a challenging rule unless a MAC must be computed", async () => {
+    const resolved = definePolicy(policy());
+    const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
+    const limiter = createLimiter({
+      policy: resolved,
+      store: new MemoryStore(),
+      clock: () => T0,
+      passes: handler.passes,
+    });
+    // No cookie, a malformed pass, an expired one: answered at once (the gateway's hot path).
+    const expired = `edgelimit_pass=${await handler.passes.issue(ALICE, T0 - 31 * 60_000)}`;
+    for (const cookie of [undefined, "edgelimit_pass=1.zz", expired, "other=1"]) {
+      const verdict = limiter.decide({ ...request(cookie), ip: "203.0.113.7" });
+      expect(verdict).not.toBeInstanceOf(Promise);
+    }
+    // A pass never seen needs its MAC checked once; then it is remembered and answered at once.
+    const cookie = `edgelimit_pass=${await handler.passes.issue(ALICE, T0)}`;
+    const first = limiter.decide({ ...request(cookie), ip: "203.0.113.7" });
+    expect(first).toBeInstanceOf(Promise);
+    expect((await first).action).toBe("allow");
+    const again = limiter.decide({ ...request(cookie), ip: "203.0.113.7" });
+    expect(again).not.toBeInstanceOf(Promise);
+    // The remembered pass still counts against the band, for this subject only.
+    expect(handler.passes.verify(request(cookie), ALICE, T0)).toBe(true);
+    expect(await handler.passes.verify(request(cookie), MALLORY, T0)).toBe(false);
+  });
 });
 
 describe("pass binding for IPv6 clients", () => {
