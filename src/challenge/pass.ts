@@ -95,7 +95,10 @@ export class Passes implements PassVerifier {
 
   /** The limiter's hook: the request's pass cookie, checked against the counted subject. */
   verify(request: RequestDescription, subject: string, now: number): boolean | Promise<boolean> {
-    const token = passFromCookies(readHeader(request.headers, "cookie"), this.#options.cookieName);
+    const token = passFromCookies(
+      readHeader(request.headers, "cookie", request.lowerCaseHeaders),
+      this.#options.cookieName,
+    );
     if (token === undefined) return false;
     return this.#check(token, subject, now);
   }

@@ -15,6 +15,7 @@ import type { RequestDescription } from "./types.js";
 export function readHeader(
   headers: RequestDescription["headers"],
   name: string,
+  lowerCaseNames?: boolean,
 ): string | undefined {
   if (headers === undefined) return undefined;
   if (typeof (headers as Headers).get === "function") {
@@ -23,9 +24,11 @@ export function readHeader(
   const record = headers as Record<string, string | string[] | undefined>;
   let value = record[name];
   if (value === undefined) {
+    // Names known to be lower case: only a name asked for with capitals can still be there.
+    if (lowerCaseNames === true && !hasUpperCase(name)) return undefined;
     const lower = name.toLowerCase();
     value = record[lower];
-    if (value === undefined && lower !== name) return undefined;
+    if (value === undefined && (lower !== name || lowerCaseNames === true)) return undefined;
     if (value === undefined) {
       // A plain object may spell the name in any case; most keys differ in length already,
       // which spares a lower-cased copy of every header name for every absent header.
@@ -39,6 +42,14 @@ export function readHeader(
   }
   if (value === undefined) return undefined;
   return Array.isArray(value) ? value.join(", ") : value;
+}
+
+function hasUpperCase(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const code = name.charCodeAt(i);
+    if (code >= 65 && code <= 90) return true;
+  }
+  return false;
 }
 
 export interface ClientAddress {
@@ -91,6 +102,8 @@ export class IpResolver {
   readonly #config: IpIdentity;
   readonly #trusted: CidrSet;
   readonly #cache = new GenerationalCache<ParsedAddress>(CACHED_ADDRESSES_PER_GENERATION);
+  #lastPeerText: string | undefined;
+  #lastPeer: ParsedAddress = UNPARSED;
 
   constructor(config: IpIdentity) {
     this.#config = config;
@@ -98,14 +111,14 @@ export class IpResolver {
   }
 
   resolve(request: RequestDescription): ClientAddress {
-    const peer = this.#parse(request.ip);
+    const peer = this.#parsePeer(request.ip);
     let client = peer;
     const { source } = this.#config;
     if (source === "header" && this.#config.header !== undefined) {
-      const fromHeader = this.#parse(readHeader(request.headers, this.#config.header));
+      const fromHeader = this.#parse(readHeader(request.headers, this.#config.header, request.lowerCaseHeaders));
       if (fromHeader.address !== undefined) client = fromHeader;
     } else if (source === "x-forwarded-for" && peer.trusted) {
-      client = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for"), peer);
+      client = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for", request.lowerCaseHeaders), peer);
     }
     return {
       address: client.address,
@@ -132,6 +145,18 @@ export class IpResolver {
       if (!hop.trusted) return hop;
     }
     return client;
+  }
+
+  /**
+   * The socket peer: behind a proxy it is the same few addresses on every request, so the last
+   * one is remembered apart, which spares a lookup in the address cache.
+   */
+  #parsePeer(text: string | undefined): ParsedAddress {
+    if (text !== undefined && text === this.#lastPeerText) return this.#lastPeer;
+    const parsed = this.#parse(text);
+    this.#lastPeerText = text;
+    this.#lastPeer = parsed;
+    return parsed;
   }
 
   /** Parses an address text once; later requests from the same client reuse the result. */
@@ -244,7 +269,7 @@ export class JwtVerifier {
   /** The token a request carries, if any. */
   token(request: RequestDescription): string | undefined {
     if (this.#cookieName !== undefined) {
-      const cookies = readHeader(request.headers, "cookie");
+      const cookies = readHeader(request.headers, "cookie", request.lowerCaseHeaders);
       if (cookies === undefined) return undefined;
       for (const part of cookies.split(";")) {
         const eq = part.indexOf("=");
@@ -253,7 +278,7 @@ export class JwtVerifier {
       }
       return undefined;
     }
-    const header = readHeader(request.headers, "authorization");
+    const header = readHeader(request.headers, "authorization", request.lowerCaseHeaders);
     if (header === undefined || header.length < 8) return undefined;
     if (header.slice(0, 7).toLowerCase() !== "bearer ") return undefined;
     return header.slice(7).trim();
@@ -313,9 +338,11 @@ export function userFromTrustedHeader(
   peerTrusted: boolean,
 ): VerifiedUser | undefined {
   if (config.from === "trusted-proxies" && !peerTrusted) return undefined;
-  const id = readHeader(request.headers, config.user)?.trim();
+  const id = readHeader(request.headers, config.user, request.lowerCaseHeaders)?.trim();
   if (id === undefined || id === "") return undefined;
   const plan =
-    config.plan === undefined ? undefined : readHeader(request.headers, config.plan)?.trim();
+    config.plan === undefined
+      ? undefined
+      : readHeader(request.headers, config.plan, request.lowerCaseHeaders)?.trim();
   return { id, plan: plan === "" ? undefined : plan };
 }

@@ -364,12 +364,16 @@ export class Limiter {
 
   #match(compiled: Compiled, identity: Identity, path: string, method: string): CompiledRule[] {
     const chosen: CompiledRule[] = [];
-    const upperMethod = method.toUpperCase();
+    // Upper-cased only for a rule that names methods (most do not).
+    let upperMethod: string | undefined;
     for (const group of compiled.groups[identity.tier]) {
       for (const candidate of group) {
         const { rule } = candidate;
         if (rule.pathPrefix !== undefined && !matchesPrefix(path, rule.pathPrefix)) continue;
-        if (candidate.methods !== undefined && !candidate.methods.has(upperMethod)) continue;
+        if (candidate.methods !== undefined) {
+          upperMethod ??= method.toUpperCase();
+          if (!candidate.methods.has(upperMethod)) continue;
+        }
         if (candidate.plans !== undefined) {
           if (identity.plan === undefined || !candidate.plans.has(identity.plan)) continue;
         }

@@ -116,6 +116,11 @@ export interface RequestDescription {
   readonly path: string;
   /** Header names in any case; values as strings (multiple values joined with ", "). */
   readonly headers?: Readonly<Record<string, string | string[] | undefined>> | Headers;
+  /**
+   * Every name in a plain-object `headers` is lower case, as in Node's `IncomingMessage`: an
+   * absent header is then not searched for in other spellings.
+   */
+  readonly lowerCaseHeaders?: boolean;
   /** Extra cost of this request (default: the rule's cost, 1 by default). */
   readonly cost?: number;
   /** A verified pass for this subject was presented (see the challenge module). */

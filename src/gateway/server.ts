@@ -336,6 +336,7 @@ export class Gateway {
         method: req.method,
         path: rawPath,
         headers: req.headers,
+        lowerCaseHeaders: true,
       });
       const verdict = decided instanceof Promise ? await decided : decided;
       this.#record(verdict, req.method);
@@ -395,6 +396,7 @@ export class Gateway {
       ip: req.socket.remoteAddress,
       path: req.url ?? "/",
       headers: req.headers,
+      lowerCaseHeaders: true,
     };
     const resolved = this.#ipResolver.resolve(description);
     // The pass is bound to the subject the limiter counts: the user when the token verifies.

@@ -41,6 +41,16 @@ describe("reading a header from a plain object", () => {
     expect(readHeader(headers, "authorization")).toBeUndefined();
     expect(readHeader({ "set-cookie": ["a=1", "b=2"] }, "set-cookie")).toBe("a=1, b=2");
   });
+
+  it("trusts a promise of lower-case names (Node's) and still finds a name asked in capitals", () => {
+    const node = { "x-user-id": "u_1", authorization: "Bearer t" };
+    expect(readHeader(node, "x-user-id", true)).toBe("u_1");
+    expect(readHeader(node, "X-User-Id", true)).toBe("u_1");
+    expect(readHeader(node, "cookie", true)).toBeUndefined();
+    // The promise is taken at its word: another spelling is not searched for.
+    expect(readHeader({ Cookie: "a=1" }, "cookie", true)).toBeUndefined();
+    expect(readHeader({ Cookie: "a=1" }, "cookie")).toBe("a=1");
+  });
 });
 
 describe("client address", () => {
@@ -80,6 +90,23 @@ describe("client address", () => {
       20,
     );
     expect(passed).toBe(4);
+  });
+
+  it("resolves each request from its own peer when peers alternate", async () => {
+    const l = limiter(behindProxy);
+    const forwarded = { "x-forwarded-for": "203.0.113.70" };
+    const subjects: string[] = [];
+    for (const ip of ["127.0.0.1", "203.0.113.9", "127.0.0.1", "::ffff:127.0.0.1", "203.0.113.9"]) {
+      subjects.push((await l.check({ ip, path: "/", headers: forwarded })).subject);
+    }
+    // Trusted peers pass the forwarded address on; the untrusted peer is counted itself.
+    expect(subjects).toEqual([
+      "ip:203.0.113.70",
+      "ip:203.0.113.9",
+      "ip:203.0.113.70",
+      "ip:203.0.113.70",
+      "ip:203.0.113.9",
+    ]);
   });
 
   it("counts IPv6 clients per /64: rotating addresses inside it buys nothing", async () => {
