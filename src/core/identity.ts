@@ -63,10 +63,11 @@ export interface ClientAddress {
   readonly peerTrusted: boolean;
   /**
    * Scratch slots that live as long as this address stays in the resolver's bounded cache:
-   * the limiter keeps the subject's counter keys there, which saves it a map lookup per
-   * request. Use only when `address` is defined (the slots of "unknown" are shared, frozen).
+   * the limiter keeps the subject's counters there, which saves it a map lookup and their
+   * construction per request. Use only when `address` is defined (the slots of "unknown" are
+   * shared, frozen).
    */
-  readonly memo: (string | undefined)[];
+  readonly memo: unknown[];
 }
 
 /** What one address text resolves to; cached, since the same clients come back. */
@@ -75,7 +76,7 @@ interface ParsedAddress {
   readonly subject: string;
   readonly subjectKey: string;
   readonly trusted: boolean;
-  readonly memo: (string | undefined)[];
+  readonly memo: unknown[];
 }
 
 /**
@@ -89,7 +90,7 @@ const UNPARSED: ParsedAddress = {
   subjectKey: subjectKey("ip", "unknown"),
   trusted: false,
   // Shared across resolvers, so frozen: callers memoize only for a known address.
-  memo: Object.freeze([]) as unknown as (string | undefined)[],
+  memo: Object.freeze([]) as unknown as unknown[],
 };
 
 /**
@@ -115,10 +116,15 @@ export class IpResolver {
     let client = peer;
     const { source } = this.#config;
     if (source === "header" && this.#config.header !== undefined) {
-      const fromHeader = this.#parse(readHeader(request.headers, this.#config.header, request.lowerCaseHeaders));
+      const fromHeader = this.#parse(
+        readHeader(request.headers, this.#config.header, request.lowerCaseHeaders),
+      );
       if (fromHeader.address !== undefined) client = fromHeader;
     } else if (source === "x-forwarded-for" && peer.trusted) {
-      client = this.#walkForwardedFor(readHeader(request.headers, "x-forwarded-for", request.lowerCaseHeaders), peer);
+      client = this.#walkForwardedFor(
+        readHeader(request.headers, "x-forwarded-for", request.lowerCaseHeaders),
+        peer,
+      );
     }
     return {
       address: client.address,
@@ -135,16 +141,18 @@ export class IpResolver {
 
   #walkForwardedFor(header: string | undefined, peer: ParsedAddress): ParsedAddress {
     if (header === undefined || header === "") return peer;
-    const hops = header.split(",");
     let client = peer;
-    for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = this.#parse((hops[i] as string).trim());
+    // Right to left without splitting: a single hop is looked up as the header string itself.
+    let end = header.length;
+    for (;;) {
+      const comma = header.lastIndexOf(",", end - 1);
+      const hop = this.#parse(header.slice(comma + 1, end).trim());
       // A malformed entry was written by an untrusted party: stop at the last hop we trust.
       if (hop.address === undefined) return client;
       client = hop;
-      if (!hop.trusted) return hop;
+      if (!hop.trusted || comma === -1) return hop;
+      end = comma;
     }
-    return client;
   }
 
   /**

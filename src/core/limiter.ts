@@ -7,6 +7,7 @@ import {
   sfString,
   tooManyRequestsBody,
   unavailableBody,
+  writeRateLimitHeaders,
 } from "../http/headers.js";
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { BlockCache } from "./block-cache.js";
@@ -90,8 +91,12 @@ interface Compiled {
   readonly plans: ReadonlySet<string>;
   readonly allow: CidrSet;
   readonly deny: CidrSet;
-  /** Counter keys of recent subjects, by rule ordinal (see counterKeyOf). */
-  readonly keyCache: GenerationalCache<(string | undefined)[]>;
+  /** RateLimit-Policy fields by set of disclosed rules (see policyFieldOf). */
+  readonly policyFields: Map<number, string>;
+  /** The request header that tells the origin the remaining count, lower case. */
+  readonly originHeader: string;
+  /** Counters of recent subjects, by rule ordinal (see usualCounters). */
+  readonly counterCache: GenerationalCache<(CounterSpec | undefined)[]>;
 }
 
 interface Identity {
@@ -100,8 +105,8 @@ interface Identity {
   readonly ipSubject: string;
   readonly userSubject: string | undefined;
   readonly address: Address | undefined;
-  /** Counter keys of `ipSubject` by rule ordinal; undefined without a known address. */
-  readonly ipKeys: (string | undefined)[] | undefined;
+  /** Counters of `ipSubject` by rule ordinal; undefined without a known address. */
+  readonly ipCounters: (CounterSpec | undefined)[] | undefined;
 }
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -229,11 +234,7 @@ export class Limiter {
     }
 
     const passes = this.#companions.passes;
-    if (
-      request.passVerified !== true &&
-      passes !== undefined &&
-      rules.some(({ rule }) => rule.action === "challenge")
-    ) {
+    if (request.passVerified !== true && passes !== undefined && anyChallenges(rules)) {
       const verified = passes.verify(request, primarySubject(identity), started);
       if (verified instanceof Promise) {
         return verified.then((valid) =>
@@ -262,9 +263,16 @@ export class Limiter {
     passVerified: boolean,
     started: number,
   ): Verdict | Promise<Verdict> {
-    const counters = rules.map((compiledRule) =>
-      toCounter(compiled, compiledRule, identity, request.cost, passVerified),
-    );
+    const counters: CounterSpec[] = new Array(rules.length);
+    for (let i = 0; i < rules.length; i++) {
+      counters[i] = toCounter(
+        compiled,
+        rules[i] as CompiledRule,
+        identity,
+        request.cost,
+        passVerified,
+      );
+    }
 
     const cachedUntil = this.#blockCache?.blockedUntil(counters, started);
     if (cachedUntil !== undefined) {
@@ -363,10 +371,13 @@ export class Limiter {
   }
 
   #match(compiled: Compiled, identity: Identity, path: string, method: string): CompiledRule[] {
-    const chosen: CompiledRule[] = [];
+    const groups = compiled.groups[identity.tier];
+    // At most one rule per group: sized once, trimmed at the end.
+    const chosen: CompiledRule[] = new Array(groups.length);
+    let found = 0;
     // Upper-cased only for a rule that names methods (most do not).
     let upperMethod: string | undefined;
-    for (const group of compiled.groups[identity.tier]) {
+    for (const group of groups) {
       for (const candidate of group) {
         const { rule } = candidate;
         if (rule.pathPrefix !== undefined && !matchesPrefix(path, rule.pathPrefix)) continue;
@@ -378,10 +389,11 @@ export class Limiter {
           if (identity.plan === undefined || !candidate.plans.has(identity.plan)) continue;
         }
         if (rule.key === "user" && identity.userSubject === undefined) continue;
-        chosen.push(candidate);
+        chosen[found++] = candidate;
         break;
       }
     }
+    chosen.length = found;
     return chosen;
   }
 
@@ -428,20 +440,23 @@ export class Limiter {
     now: number,
   ): Verdict {
     const policy = compiled.policy;
-    const outcomes: RuleOutcome[] = [];
-    const shadowed: string[] = [];
-    const disclosed: Disclosed[] = [];
-    let refusing: Disclosed | undefined;
+    const count = rules.length;
+    const outcomes: RuleOutcome[] = new Array(count);
+    let shadowed: string[] | undefined;
+    // Indexes into `rules`: the refusing rule (longest wait), and the most restrictive disclosed
+    // rule whose count is known, which decides what an admitted client is told.
+    let refusing = -1;
     let refusingRetryMs = 0;
+    let deciding = -1;
+    let disclosedCount = 0;
     let challenged = false;
     let hardBlock = false;
 
-    for (let i = 0; i < rules.length; i++) {
-      const compiledRule = rules[i] as CompiledRule;
-      const { rule } = compiledRule;
+    for (let i = 0; i < count; i++) {
+      const { rule } = rules[i] as CompiledRule;
       const counter = counters[i] as CounterSpec;
       const state = states[i] as CounterState;
-      const outcome: RuleOutcome = {
+      outcomes[i] = {
         ruleId: rule.id,
         namespace: rule.namespace,
         key: counter.key,
@@ -449,18 +464,22 @@ export class Limiter {
         state,
         shadow: rule.shadow,
       };
-      outcomes.push(outcome);
       if (rule.shadow) {
-        if (!state.allowed) shadowed.push(rule.id);
+        if (!state.allowed) {
+          shadowed ??= [];
+          shadowed.push(rule.id);
+        }
         continue;
       }
-      const entry: Disclosed = {
-        rule,
-        outcome,
-        policyItem: compiledRule.policyItem,
-        quotedId: compiledRule.quotedId,
-      };
-      if (rule.disclose) disclosed.push(entry);
+      if (rule.disclose) {
+        disclosedCount++;
+        if (
+          state.approximate !== true &&
+          (deciding === -1 || state.remaining < (states[deciding] as CounterState).remaining)
+        ) {
+          deciding = i;
+        }
+      }
       if (state.allowed) continue;
 
       // Refused by this rule: inside the challenge band, or a hard block.
@@ -474,55 +493,66 @@ export class Limiter {
         hardBlock = true;
         this.#blockCache?.remember(counter, rule, state, now);
       }
-      if (refusing === undefined || state.retryAfterMs > refusingRetryMs) {
-        refusing = entry;
+      if (refusing === -1 || state.retryAfterMs > refusingRetryMs) {
+        refusing = i;
         refusingRetryMs = state.retryAfterMs;
       }
     }
 
     const headers: Record<string, string> = {};
 
-    if (refusing === undefined) {
-      // The most restrictive rule whose count is known decides what the client is told.
-      let deciding: Disclosed | undefined;
-      for (const entry of disclosed) {
-        if (entry.outcome.state.approximate === true) continue;
-        if (
-          deciding === undefined ||
-          entry.outcome.state.remaining < deciding.outcome.state.remaining
-        ) {
-          deciding = entry;
-        }
-      }
-      const originHeaders: Record<string, string> = {};
-      if (deciding !== undefined) {
-        rateLimitHeaders(headers, policy, deciding, disclosed, now);
-        originHeaders[policy.headers.origin] = String(deciding.outcome.state.remaining);
-      } else if (disclosed.length > 0) {
+    if (refusing === -1) {
+      let originHeaders = NO_HEADERS;
+      let decidingRule: ResolvedRule | undefined;
+      let decidingState: CounterState | undefined;
+      if (deciding !== -1) {
+        const compiledRule = rules[deciding] as CompiledRule;
+        decidingRule = compiledRule.rule;
+        decidingState = states[deciding] as CounterState;
+        writeRateLimitHeaders(
+          headers,
+          policy,
+          decidingRule,
+          decidingState,
+          compiledRule.quotedId,
+          policy.headers.draft ? policyFieldOf(compiled, rules, now) : "",
+          now,
+        );
+        originHeaders = { [compiled.originHeader]: String(decidingState.remaining) };
+      } else if (disclosedCount > 0) {
         // Only approximate rules matched: the quotas can be told, the counts cannot.
-        rateLimitPolicyOnly(headers, policy, disclosed, now);
+        rateLimitPolicyOnly(headers, policy, disclosedOf(rules, outcomes), now);
       }
       return makeVerdict(identity, path, {
         action: "allow",
         reason: "within-limit",
         headers,
         originHeaders,
-        limit: deciding?.rule.limit,
-        remaining: deciding?.outcome.state.remaining,
-        reset: deciding === undefined ? 0 : Math.ceil(deciding.outcome.state.resetAt / 1000),
-        rule: deciding?.rule.id,
+        limit: decidingRule?.limit,
+        remaining: decidingState?.remaining,
+        reset: decidingState === undefined ? 0 : Math.ceil(decidingState.resetAt / 1000),
+        rule: decidingRule?.id,
         outcomes,
         shadowed,
         durationMs: this.#clock() - now,
       });
     }
 
-    const { rule, outcome } = refusing;
+    const disclosed = disclosedOf(rules, outcomes);
+    const refusingRule = rules[refusing] as CompiledRule;
+    const { rule } = refusingRule;
+    const outcome = outcomes[refusing] as RuleOutcome;
     const retryAfterSeconds = Math.max(1, Math.ceil(refusingRetryMs / 1000));
     const action: Action = hardBlock || !challenged ? "block" : "challenge";
     headers["cache-control"] = "no-store";
     if (rule.disclose) {
-      rateLimitHeaders(headers, policy, refusing, disclosed, now);
+      rateLimitHeaders(
+        headers,
+        policy,
+        { rule, outcome, quotedId: refusingRule.quotedId },
+        disclosed,
+        now,
+      );
     }
     let location: string | undefined;
     let status = 429;
@@ -667,7 +697,8 @@ function identityOf(
     user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
   }
   const ipSubject = client.subjectKey;
-  const ipKeys = client.address === undefined ? undefined : client.memo;
+  const ipCounters =
+    client.address === undefined ? undefined : (client.memo as (CounterSpec | undefined)[]);
   if (user === undefined) {
     return {
       tier: "anonymous",
@@ -675,7 +706,7 @@ function identityOf(
       ipSubject,
       userSubject: undefined,
       address: client.address,
-      ipKeys,
+      ipCounters,
     };
   }
   let plan = user.plan;
@@ -686,8 +717,13 @@ function identityOf(
     ipSubject,
     userSubject: subjectKey("user", user.id),
     address: client.address,
-    ipKeys,
+    ipCounters,
   };
+}
+
+function anyChallenges(rules: readonly CompiledRule[]): boolean {
+  for (const { rule } of rules) if (rule.action === "challenge") return true;
+  return false;
 }
 
 function primarySubject(identity: Identity): string {
@@ -704,54 +740,116 @@ function toCounter(
   const { rule } = compiledRule;
   const subject =
     rule.key === "ip" ? identity.ipSubject : (identity.userSubject ?? identity.ipSubject);
-  let key: string;
-  const ipKeys = identity.ipKeys;
-  if (subject === identity.ipSubject && ipKeys !== undefined) {
-    // The address's own cache slots: no lookup by subject (see ClientAddress.memo).
-    key = ipKeys[compiledRule.ordinal] ?? subject + compiledRule.keySuffix;
-    ipKeys[compiledRule.ordinal] = key;
-  } else {
-    key = counterKeyOf(compiled, subject, compiledRule);
+  // The address's own cache slots when the subject is the address: no lookup by subject.
+  const slots =
+    subject === identity.ipSubject && identity.ipCounters !== undefined
+      ? identity.ipCounters
+      : usualCounters(compiled, subject);
+  let usual = slots[compiledRule.ordinal];
+  if (usual === undefined) {
+    usual = {
+      key: subject + compiledRule.keySuffix,
+      subject,
+      algorithm: rule.algorithm,
+      limit: rule.limit,
+      window: rule.window,
+      cost: rule.cost,
+      mode: rule.shadow ? "observe" : "enforce",
+      ruleId: rule.id,
+      namespace: rule.namespace,
+      backend: rule.backend,
+    };
+    slots[compiledRule.ordinal] = usual;
   }
   const threshold =
     passVerified && rule.action === "challenge"
       ? Math.floor(rule.limit * rule.challengeBand)
       : rule.limit;
+  const cost = requestCost ?? rule.cost;
+  if (threshold === usual.limit && cost === usual.cost) return usual;
+  // A pass holder's threshold, or a request's own cost: this request's counter differs.
   return {
-    key,
+    key: usual.key,
     subject,
-    algorithm: rule.algorithm,
+    algorithm: usual.algorithm,
     limit: threshold,
-    window: rule.window,
-    cost: requestCost ?? rule.cost,
-    mode: rule.shadow ? "observe" : "enforce",
-    ruleId: rule.id,
-    namespace: rule.namespace,
-    backend: rule.backend,
+    window: usual.window,
+    cost,
+    mode: usual.mode,
+    ruleId: usual.ruleId,
+    namespace: usual.namespace,
+    backend: usual.backend,
   };
 }
 
-/** Subjects per key-cache generation (at most twice this many held; see GenerationalCache). */
+/** Subjects per counter-cache generation (at most twice this many held; see GenerationalCache). */
 const CACHED_SUBJECTS_PER_GENERATION = 16_384;
 
 /**
- * The counter key of a subject under a rule. Keys of recent subjects are kept (bounded), so a
- * returning client's keys are the same string objects and the store's hash lookups reuse
- * their cached hashes instead of hashing a fresh concatenation on every request.
+ * The usual counters (the rule's own threshold and cost) of a subject, by rule ordinal. Those of
+ * recent subjects are kept (bounded): a returning client's counters are the same objects, with
+ * the same key strings, so the store's hash lookups reuse their cached hashes and no counter is
+ * built per request.
  */
-function counterKeyOf(compiled: Compiled, subject: string, compiledRule: CompiledRule): string {
-  const cache = compiled.keyCache;
-  let keys = cache.get(subject);
-  if (keys === undefined) {
-    keys = new Array(compiled.policy.rules.length);
-    cache.set(subject, keys);
+function usualCounters(compiled: Compiled, subject: string): (CounterSpec | undefined)[] {
+  const cache = compiled.counterCache;
+  let counters = cache.get(subject);
+  if (counters === undefined) {
+    counters = new Array(compiled.policy.rules.length);
+    cache.set(subject, counters);
   }
-  let key = keys[compiledRule.ordinal];
-  if (key === undefined) {
-    key = subject + compiledRule.keySuffix;
-    keys[compiledRule.ordinal] = key;
+  return counters;
+}
+
+/** Distinct disclosed-rule sets whose RateLimit-Policy field is kept (see policyFieldOf). */
+const MAX_POLICY_FIELDS = 256;
+
+/**
+ * `RateLimit-Policy` for the disclosed rules among `rules`. The same rules make the same field,
+ * so for rules of fixed length it is built once per set (keyed by a bit per rule ordinal) and
+ * the same string is sent again: no concatenation per request.
+ */
+function policyFieldOf(compiled: Compiled, rules: readonly CompiledRule[], now: number): string {
+  let set = 0;
+  let reusable = true;
+  for (const compiledRule of rules) {
+    if (compiledRule.rule.shadow || !compiledRule.rule.disclose) continue;
+    if (compiledRule.policyItem === undefined || compiledRule.ordinal > 30) reusable = false;
+    else set |= 1 << compiledRule.ordinal;
   }
-  return key;
+  if (reusable) {
+    const known = compiled.policyFields.get(set);
+    if (known !== undefined) return known;
+  }
+  let field = "";
+  for (const compiledRule of rules) {
+    if (compiledRule.rule.shadow || !compiledRule.rule.disclose) continue;
+    const item = compiledRule.policyItem ?? rateLimitPolicyItem(compiledRule.rule, now);
+    field = field === "" ? item : `${field}, ${item}`;
+  }
+  if (reusable && compiled.policyFields.size < MAX_POLICY_FIELDS) {
+    compiled.policyFields.set(set, field);
+  }
+  return field;
+}
+
+/** The disclosed, enforcing rules with their outcomes, as the header builders take them. */
+function disclosedOf(
+  rules: readonly CompiledRule[],
+  outcomes: readonly RuleOutcome[],
+): Disclosed[] {
+  const disclosed: Disclosed[] = [];
+  for (let i = 0; i < rules.length; i++) {
+    const compiledRule = rules[i] as CompiledRule;
+    if (compiledRule.rule.shadow || !compiledRule.rule.disclose) continue;
+    disclosed.push({
+      rule: compiledRule.rule,
+      outcome: outcomes[i] as RuleOutcome,
+      policyItem: compiledRule.policyItem,
+      quotedId: compiledRule.quotedId,
+    });
+  }
+  return disclosed;
 }
 
 /** The parts of a verdict that a decision sets; the rest comes from the identity. */
@@ -845,7 +943,9 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     plans: new Set(policy.plans.names),
     allow: new CidrSet(policy.allowlist),
     deny: new CidrSet(policy.denylist),
-    keyCache: new GenerationalCache(CACHED_SUBJECTS_PER_GENERATION),
+    counterCache: new GenerationalCache(CACHED_SUBJECTS_PER_GENERATION),
+    policyFields: new Map(),
+    originHeader: policy.headers.origin.toLowerCase(),
   };
 }
 

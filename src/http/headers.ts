@@ -1,5 +1,5 @@
 import { formatWindow } from "../core/duration.js";
-import type { RuleOutcome } from "../core/types.js";
+import type { CounterState, RuleOutcome } from "../core/types.js";
 import { windowLengthMs } from "../core/windows.js";
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 
@@ -30,22 +30,44 @@ export function rateLimitHeaders(
   disclosed: readonly Disclosed[],
   now: number,
 ): void {
-  const { state } = deciding.outcome;
+  writeRateLimitHeaders(
+    headers,
+    policy,
+    deciding.rule,
+    deciding.outcome.state,
+    deciding.quotedId ?? sfString(deciding.rule.id),
+    policy.headers.draft ? policyField(disclosed, now) : "",
+    now,
+  );
+}
+
+/**
+ * `rateLimitHeaders` from its parts: the deciding rule and its state, the rule's id as a
+ * structured-field string, and the `RateLimit-Policy` field already built.
+ */
+export function writeRateLimitHeaders(
+  headers: Record<string, string>,
+  policy: ResolvedPolicy,
+  rule: ResolvedRule,
+  state: CounterState,
+  quotedId: string,
+  policyFieldText: string,
+  now: number,
+): void {
   // An approximate store (the Workers binding) knows the limit, not the count.
   const countKnown = state.approximate !== true;
   if (policy.headers.legacy) {
-    headers["x-ratelimit-limit"] = String(deciding.rule.limit);
+    headers["x-ratelimit-limit"] = String(rule.limit);
     if (countKnown) {
       headers["x-ratelimit-remaining"] = String(state.remaining);
       headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
     }
   }
   if (policy.headers.draft) {
-    headers["ratelimit-policy"] = policyField(disclosed, now);
+    headers["ratelimit-policy"] = policyFieldText;
     if (countKnown) {
       const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
-      const id = deciding.quotedId ?? sfString(deciding.rule.id);
-      headers.ratelimit = `${id};r=${state.remaining};t=${resetSeconds}`;
+      headers.ratelimit = `${quotedId};r=${state.remaining};t=${resetSeconds}`;
     }
   }
 }

@@ -92,6 +92,22 @@ describe("client address", () => {
     expect(passed).toBe(4);
   });
 
+  it("reads odd X-Forwarded-For lists hop by hop: spaces, empty and malformed entries", async () => {
+    const l = limiter(behindProxy);
+    const subjectFor = async (forwarded: string) =>
+      (await l.check({ ip: "127.0.0.1", path: "/", headers: { "x-forwarded-for": forwarded } }))
+        .subject;
+    expect(await subjectFor(" 203.0.113.62 ")).toBe("ip:203.0.113.62");
+    expect(await subjectFor("198.18.0.1,,203.0.113.63, 10.0.0.2")).toBe("ip:203.0.113.63");
+    // The rightmost entry is empty or malformed: nobody we trust wrote it; the peer is counted.
+    expect(await subjectFor("203.0.113.61 ,")).toBe("ip:127.0.0.1");
+    expect(await subjectFor("203.0.113.61, not-an-ip")).toBe("ip:127.0.0.1");
+    // Malformed left of a trusted proxy: the proxy is the last address we can vouch for.
+    expect(await subjectFor("not-an-ip, 10.0.0.2")).toBe("ip:10.0.0.2");
+    // Only trusted proxies all the way: the leftmost of them.
+    expect(await subjectFor("10.0.0.3,10.0.0.2")).toBe("ip:10.0.0.3");
+  });
+
   it("resolves each request from its own peer when peers alternate", async () => {
     const l = limiter(behindProxy);
     const forwarded = { "x-forwarded-for": "203.0.113.70" };

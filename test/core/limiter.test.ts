@@ -91,6 +91,28 @@ describe("the seed's policy", () => {
     expect(verdict.headers["x-ratelimit-remaining"]).toBe("29");
   });
 
+  it("lists in RateLimit-Policy exactly the rules that applied, request after request", async () => {
+    const limiter = createLimiter({
+      policy: seedPolicy(),
+      store: memoryStore(),
+      env,
+      clock: () => T0,
+    });
+    const global = '"anonymous.global";q=60;w=60';
+    const expected: Record<string, string> = {
+      "/api/search": `${global}, "anonymous.path./api/search";q=30;w=60`,
+      "/products": global,
+      "/api/export": `${global}, "anonymous.path./api/export";q=3;w=60`,
+    };
+    // Alternating rule sets: a field kept for one set is never sent for another.
+    for (let round = 0; round < 2; round++) {
+      for (const [path, field] of Object.entries(expected)) {
+        const verdict = await limiter.check({ ip: "198.51.100.5", path });
+        expect(verdict.headers["ratelimit-policy"]).toBe(field);
+      }
+    }
+  });
+
   it("challenges anonymous clients over the global limit but under 2x, then blocks", async () => {
     const limiter = createLimiter({
       policy: seedPolicy(),
