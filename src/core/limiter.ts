@@ -758,6 +758,7 @@ function toCounter(
       ruleId: rule.id,
       namespace: rule.namespace,
       backend: rule.backend,
+      storeHandle: undefined,
     };
     slots[compiledRule.ordinal] = usual;
   }
@@ -779,6 +780,7 @@ function toCounter(
     ruleId: usual.ruleId,
     namespace: usual.namespace,
     backend: usual.backend,
+    storeHandle: usual.storeHandle,
   };
 }
 

@@ -34,6 +34,12 @@ export interface CounterSpec {
   readonly namespace: string;
   /** Cloudflare: which backend counts this rule. Other stores ignore it. */
   readonly backend: "approximate" | "exact" | undefined;
+  /**
+   * Opaque to all but the store that sets it: the limiter keeps a returning client's counters,
+   * and an in-process store may leave here what spares it a lookup next time (the memory store
+   * keeps its entry). Stores must check that a handle is their own and still live.
+   */
+  storeHandle?: unknown;
 }
 
 /** The state of one counter after a store applied a request. */

@@ -18,6 +18,8 @@ type EntryState = any;
 interface Bookkeeping {
   /** The key it is stored under. */
   readonly key: string;
+  /** The store holding it; cleared when it is dropped (see CounterSpec.storeHandle). */
+  owner: MemoryStore | undefined;
   expiresAt: number;
   /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
   referenced: boolean;
@@ -89,7 +91,7 @@ export class MemoryStore implements Store {
     let admitted = true;
     for (let i = 0; i < count; i++) {
       const spec = counters[i] as CounterSpec;
-      const entry = this.#lookup(spec.key, now);
+      const entry = this.#lookup(spec, now);
       entries[i] = entry;
       const ok = ALGORITHMS[spec.algorithm].allows(entry, now, spec);
       allowed[i] = ok;
@@ -101,6 +103,9 @@ export class MemoryStore implements Store {
       const algorithm = ALGORITHMS[spec.algorithm];
       const ok = allowed[i] as boolean;
       let entry = entries[i];
+      // Evicted by another counter's insert earlier in this batch: counted afresh, never in
+      // an entry that no list or map holds any more.
+      if (entry !== undefined && entry.owner !== this) entry = undefined;
       if (admitted || !ok || spec.mode === "observe") {
         if (entry !== undefined && algorithm.countInPlace !== undefined) {
           // Its `allowed` is `allows` again on the same state: the first phase's `ok`.
@@ -129,7 +134,7 @@ export class MemoryStore implements Store {
    */
   applyOneSync(spec: CounterSpec, now: number): CounterState {
     const algorithm = ALGORITHMS[spec.algorithm];
-    const entry = this.#entries.get(spec.key);
+    const entry = this.#find(spec);
     if (entry !== undefined && entry.expiresAt > now && algorithm.countInPlace !== undefined) {
       // A lone counter is always counted, so the three phases fold into one step in place.
       const result = algorithm.countInPlace(entry, now, spec);
@@ -143,7 +148,7 @@ export class MemoryStore implements Store {
   }
 
   #applyOneSlowly(spec: CounterSpec, algorithm: Algorithm<EntryState>, now: number): CounterState {
-    const found = this.#lookup(spec.key, now);
+    const found = this.#lookup(spec, now);
     const ok = algorithm.allows(found, now, spec);
     const entry = this.#count(spec, algorithm, found, ok, now);
     return algorithm.describe(entry, now, spec, ok);
@@ -166,6 +171,7 @@ export class MemoryStore implements Store {
     if (entry === undefined) {
       const created: Entry = {
         key: spec.key,
+        owner: this,
         expiresAt,
         referenced: false,
         hot: false,
@@ -174,6 +180,7 @@ export class MemoryStore implements Store {
       };
       algorithm.assign(created, state);
       this.#insert(created, now);
+      carry(spec, created);
       return created;
     }
     algorithm.assign(entry, state);
@@ -184,6 +191,13 @@ export class MemoryStore implements Store {
 
   /** Drops every counter (tests, and a policy reload that wants a clean slate). */
   clear(): void {
+    // Counters the limiter keeps may still point at entries: none may stay ours, or hold the
+    // others through the list links.
+    for (const entry of this.#entries.values()) {
+      entry.owner = undefined;
+      entry.older = undefined;
+      entry.newer = undefined;
+    }
     this.#entries.clear();
     this.#probation.clear();
     this.#protected.clear();
@@ -193,8 +207,20 @@ export class MemoryStore implements Store {
     this.clear();
   }
 
-  #lookup(key: string, now: number): Entry | undefined {
-    const entry = this.#entries.get(key);
+  /**
+   * The counter's entry: the one its spec carries when that is still ours and held, else the
+   * map's (then carried for next time). A returning client's counter skips the hash lookup.
+   */
+  #find(spec: CounterSpec): Entry | undefined {
+    const carried = spec.storeHandle as Entry | undefined;
+    if (carried !== undefined && carried.owner === this && carried.key === spec.key) return carried;
+    const entry = this.#entries.get(spec.key);
+    if (entry !== undefined) carry(spec, entry);
+    return entry;
+  }
+
+  #lookup(spec: CounterSpec, now: number): Entry | undefined {
+    const entry = this.#find(spec);
     if (entry === undefined || entry.expiresAt > now) return entry;
     this.#drop(entry);
     return undefined;
@@ -203,6 +229,7 @@ export class MemoryStore implements Store {
   #drop(entry: Entry): void {
     (entry.hot ? this.#protected : this.#probation).remove(entry);
     this.#entries.delete(entry.key);
+    entry.owner = undefined;
   }
 
   #touch(entry: Entry): void {
@@ -258,6 +285,14 @@ export class MemoryStore implements Store {
     if (oldest.expiresAt > now) this.evictions++;
     this.#drop(oldest);
   }
+}
+
+/**
+ * Leaves the entry on the counter for its next request, when the counter has the slot (the
+ * limiter's do; a caller's own, possibly frozen, objects are left as they are).
+ */
+function carry(spec: CounterSpec, entry: Entry): void {
+  if (Object.hasOwn(spec, "storeHandle")) spec.storeHandle = entry;
 }
 
 /** A bounded in-process store. Exact within one process; use Redis to share counts. */

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS, type Algorithm } from "../../src/core/algorithms/index.js";
 import type { CounterSpec } from "../../src/core/types.js";
@@ -137,5 +138,83 @@ describe("memory store under a flood of fresh keys", () => {
     // A scan from the front of the map on every eviction made this take minutes; constant-time
     // eviction takes well under a second on this machine, even when it is busy.
     expect(elapsed).toBeLessThan(5_000);
+  });
+});
+
+describe("memory store: counters that carry their entry", () => {
+  it("counts exactly as with fresh counters, through eviction, expiry and clear", () => {
+    // Steps: which key(s) to count, how far the clock moves, and now and then a clear().
+    const step = fc.record({
+      keys: fc.oneof(
+        fc.tuple(fc.integer({ min: 0, max: 5 })),
+        fc.tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 5 })),
+      ),
+      advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 70_000 })),
+      clear: fc.integer({ min: 0, max: 19 }).map((roll) => roll === 0),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 60 }), (steps) => {
+        // Tiny stores, so that entries are evicted while counters still point at them.
+        const carrying = memoryStore({ maxKeys: 3 });
+        const plain = memoryStore({ maxKeys: 3 });
+        const kept = Array.from({ length: 6 }, (_, i) => ({
+          ...counter(`ip:${i}|a|global`, 4),
+          storeHandle: undefined,
+        }));
+        let now = NOW;
+        for (const { keys, advanceMs, clear } of steps) {
+          now += advanceMs;
+          if (clear) {
+            carrying.clear();
+            plain.clear();
+          }
+          const distinct = [...new Set(keys)];
+          const withHandles = distinct.map((i) => kept[i] as CounterSpec);
+          const fresh = distinct.map((i) => counter(`ip:${i}|a|global`, 4));
+          const got =
+            withHandles.length === 1
+              ? [carrying.applyOneSync(withHandles[0] as CounterSpec, now)]
+              : carrying.applySync(withHandles, now);
+          const want =
+            fresh.length === 1
+              ? [plain.applyOneSync(fresh[0] as CounterSpec, now)]
+              : plain.applySync(fresh, now);
+          expect(got).toEqual(want);
+          expect(carrying.size).toBe(plain.size);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("counts afresh a counter whose entry another counter's insert evicted in the same call", () => {
+    const store = memoryStore({ maxKeys: 3 });
+    const evicted = counter("ip:1|a|global", 10);
+    expect(store.applyOneSync(evicted, NOW).count).toBe(1);
+    store.applyOneSync(counter("ip:0|a|global", 10), NOW);
+    store.applyOneSync(counter("ip:2|a|global", 10), NOW);
+    // The new key's insert evicts the oldest entry, which is the second counter's own.
+    const [, state] = store.applySync([counter("ip:3|a|global", 10), evicted], NOW);
+    expect(state?.count).toBe(1);
+    // It was counted in a live entry: the next request sees that count, not a third one.
+    expect(store.applyOneSync(evicted, NOW).count).toBe(2);
+    expect(store.size).toBe(3);
+  });
+
+  it("never counts on another store's entry when one counter goes to two stores", () => {
+    const first = memoryStore();
+    const second = memoryStore();
+    const shared = { ...counter("ip:9|a|global", 10), storeHandle: undefined };
+    for (let i = 0; i < 3; i++) first.applyOneSync(shared, NOW);
+    expect(second.applyOneSync(shared, NOW).count).toBe(1);
+    expect(first.applyOneSync(shared, NOW).count).toBe(4);
+    expect(second.applySync([shared], NOW)[0]?.count).toBe(2);
+  });
+
+  it("leaves a caller's frozen counter alone", () => {
+    const store = memoryStore();
+    const frozen = Object.freeze(counter("ip:8|a|global", 10));
+    expect(store.applyOneSync(frozen, NOW).count).toBe(1);
+    expect(store.applyOneSync(frozen, NOW).count).toBe(2);
   });
 });
