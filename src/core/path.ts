@@ -10,8 +10,12 @@ const UNRESERVED = /%(2[DdEe]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9
 export function normalizePath(raw: string): string {
   if (raw.length === 0) return "/";
   let path = raw;
-  const cut = path.search(/[?#]/);
-  if (cut !== -1) path = path.slice(0, cut);
+  // The query or fragment starts at the first "?" or "#" (found without a regular expression:
+  // this runs on every request).
+  let cut = raw.indexOf("?");
+  const hash = raw.indexOf("#");
+  if (hash !== -1 && (cut === -1 || hash < cut)) cut = hash;
+  if (cut !== -1) path = raw.slice(0, cut);
   if (!NEEDS_WORK.test(path) && path.charCodeAt(0) === 47) return path;
   path = path.replace(/\\/g, "/");
   // Decode only unreserved characters: an encoded "/" (%2F) stays a different path.

@@ -243,7 +243,8 @@ export function requestHeaders(
     out[name] = value;
   }
   // A client must not be able to pretend it has quota left: our value replaces theirs.
-  for (const name in originHeaders) out[name.toLowerCase()] = originHeaders[name] as string;
+  // The limiter writes these names in lower case, as Node's own names are.
+  for (const name in originHeaders) out[name] = originHeaders[name] as string;
   const peer = plainAddress(req.socket.remoteAddress);
   if (peer !== undefined) {
     const prior = incoming["x-forwarded-for"];

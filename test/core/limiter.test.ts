@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/core/limiter.js";
+import { normalizePath } from "../../src/core/path.js";
 import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
 import { definePolicy, loadPolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
@@ -309,6 +310,16 @@ describe("rule options", () => {
     expect((await limiter.check({ ip: "198.51.100.15", path: "/api/reportsX" })).action).toBe(
       "allow",
     );
+  });
+
+  it("drops the query and the fragment, whichever comes first", () => {
+    expect(normalizePath("/api/search?q=shoes")).toBe("/api/search");
+    expect(normalizePath("/api/search#top")).toBe("/api/search");
+    expect(normalizePath("/a?x=1#frag")).toBe("/a");
+    expect(normalizePath("/a#frag?not-a-query")).toBe("/a");
+    expect(normalizePath("/a//b?c//d")).toBe("/a/b");
+    expect(normalizePath("?only")).toBe("/");
+    expect(normalizePath("/plain")).toBe("/plain");
   });
 
   it("answers allowlisted addresses without counting and denylisted ones with 403", async () => {
