@@ -758,7 +758,7 @@ function toCounter(
       ruleId: rule.id,
       namespace: rule.namespace,
       backend: rule.backend,
-      storeHandle: undefined,
+      storeHandle: null,
     };
     slots[compiledRule.ordinal] = usual;
   }

@@ -37,7 +37,8 @@ export interface CounterSpec {
   /**
    * Opaque to all but the store that sets it: the limiter keeps a returning client's counters,
    * and an in-process store may leave here what spares it a lookup next time (the memory store
-   * keeps its entry). Stores must check that a handle is their own and still live.
+   * keeps its entry). The limiter's counters start with `null`; a store writes only a counter
+   * that has the slot, and must check that a handle is its own and still live.
    */
   storeHandle?: unknown;
 }

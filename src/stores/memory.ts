@@ -180,7 +180,7 @@ export class MemoryStore implements Store {
       };
       algorithm.assign(created, state);
       this.#insert(created, now);
-      carry(spec, created);
+      if (spec.storeHandle !== undefined) spec.storeHandle = created;
       return created;
     }
     algorithm.assign(entry, state);
@@ -212,10 +212,11 @@ export class MemoryStore implements Store {
    * map's (then carried for next time). A returning client's counter skips the hash lookup.
    */
   #find(spec: CounterSpec): Entry | undefined {
-    const carried = spec.storeHandle as Entry | undefined;
-    if (carried !== undefined && carried.owner === this && carried.key === spec.key) return carried;
+    const carried = spec.storeHandle as Entry | null | undefined;
+    if (carried != null && carried.owner === this && carried.key === spec.key) return carried;
     const entry = this.#entries.get(spec.key);
-    if (entry !== undefined) carry(spec, entry);
+    // Only a counter with the slot (null until first carried) gets the entry to carry.
+    if (entry !== undefined && carried !== undefined) spec.storeHandle = entry;
     return entry;
   }
 
@@ -285,14 +286,6 @@ export class MemoryStore implements Store {
     if (oldest.expiresAt > now) this.evictions++;
     this.#drop(oldest);
   }
-}
-
-/**
- * Leaves the entry on the counter for its next request, when the counter has the slot (the
- * limiter's do; a caller's own, possibly frozen, objects are left as they are).
- */
-function carry(spec: CounterSpec, entry: Entry): void {
-  if (Object.hasOwn(spec, "storeHandle")) spec.storeHandle = entry;
 }
 
 /** A bounded in-process store. Exact within one process; use Redis to share counts. */

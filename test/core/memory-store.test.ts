@@ -159,7 +159,7 @@ describe("memory store: counters that carry their entry", () => {
         const plain = memoryStore({ maxKeys: 3 });
         const kept = Array.from({ length: 6 }, (_, i) => ({
           ...counter(`ip:${i}|a|global`, 4),
-          storeHandle: undefined,
+          storeHandle: null,
         }));
         let now = NOW;
         for (const { keys, advanceMs, clear } of steps) {
@@ -204,7 +204,7 @@ describe("memory store: counters that carry their entry", () => {
   it("never counts on another store's entry when one counter goes to two stores", () => {
     const first = memoryStore();
     const second = memoryStore();
-    const shared = { ...counter("ip:9|a|global", 10), storeHandle: undefined };
+    const shared = { ...counter("ip:9|a|global", 10), storeHandle: null };
     for (let i = 0; i < 3; i++) first.applyOneSync(shared, NOW);
     expect(second.applyOneSync(shared, NOW).count).toBe(1);
     expect(first.applyOneSync(shared, NOW).count).toBe(4);
