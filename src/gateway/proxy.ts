@@ -253,18 +253,25 @@ export function requestHeaders(
   return out;
 }
 
+/**
+ * The client's response headers as Node's flat list (`[name, value, name, value, ...]`):
+ * hop-by-hop removed, and ours (`clientHeaders`) in place of any the upstream sent under the
+ * same name. A list spares Node the object walk and own-property check per header, and us an
+ * object grown one header at a time.
+ */
 function responseHeaders(
   upstream: IncomingHttpHeaders,
   clientHeaders: Readonly<Record<string, string>>,
-): Record<string, string | string[]> {
+): (string | string[])[] {
   const listed = connectionTokens(upstream.connection);
-  const out: Record<string, string | string[]> = {};
+  const out: (string | string[])[] = [];
   for (const name in upstream) {
     const value = upstream[name];
     if (value === undefined || HOP_BY_HOP.has(name) || listed?.has(name)) continue;
-    out[name] = value;
+    if (Object.hasOwn(clientHeaders, name)) continue;
+    out.push(name, value);
   }
-  for (const name in clientHeaders) out[name] = clientHeaders[name] as string;
+  for (const name in clientHeaders) out.push(name, clientHeaders[name] as string);
   return out;
 }
 

@@ -89,7 +89,12 @@ beforeAll(async () => {
         );
         return;
       }
-      res.writeHead(200, { "content-type": "application/json", "set-cookie": ["a=1", "b=2"] });
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "set-cookie": ["a=1", "b=2"],
+        // An origin's own rate-limit header: the gateway's replaces it (never both).
+        "x-ratelimit-limit": "999",
+      });
       res.end(JSON.stringify({ ok: true }));
     });
   });
@@ -134,7 +139,8 @@ describe("proxying", () => {
         .update(JSON.stringify({ a: 1 }))
         .digest("hex"),
     );
-    // Rate-limit headers to the client, upstream headers kept (two cookies stay two).
+    // Rate-limit headers to the client, upstream headers kept (two cookies stay two); the
+    // origin's own X-RateLimit-Limit is replaced, not sent beside ours ("999, 60").
     expect(response.headers.get("x-ratelimit-limit")).toBe("60");
     expect(response.headers.get("x-ratelimit-remaining")).toBe("59");
     expect(response.headers.get("ratelimit")).toMatch(/^"anonymous.global";r=59;t=\d+$/);
