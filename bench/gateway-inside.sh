@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# What limiting costs inside the gateway, measured where wall-clock CPU-per-request runs on a
+# shared machine cannot resolve it:
+#   1. the decision and the bookkeeping timed in place: a temporary copy of the built gateway
+#      with performance.now() around `limiter.decide` and `#record` in the request handler,
+#      under wrk (returning clients, as bench/gateway.bench.ts); p50/p90/mean per 20,000
+#      requests. The two timer reads add about 0.2 µs to each figure.
+#   2. bytes allocated per request, limiting on and off: V8's sampling heap profiler (every
+#      128 bytes, objects already collected included) over a wrk run, by allocating function.
+#
+#   bash bench/gateway-inside.sh [dist-dir]     (default dist/, built first; needs wrk and python3)
+#
+# To compare with an older commit: git archive REV | tar -x -C /tmp/old && (cd /tmp/old &&
+# ln -s "$PWD/node_modules" . && npx tsc -p .) then pass /tmp/old/dist.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dist=${1:-}
+if [ -z "$dist" ]; then npm run build >/dev/null; dist=dist; fi
+dist=$(cd "$dist" && pwd)
+work=$(mktemp -d)
+# Copies of the build resolve their packages from here.
+ln -s "$PWD/node_modules" "$work/node_modules"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+cat > "$work/returning.lua" <<'LUA'
+local n = 0
+request = function()
+  n = n + 1
+  local i = n % 10000
+  local ip = "10.9." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
+  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
+end
+LUA
+upstream_port=$(free_port)
+node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
+pids+=($!)
+export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+
+# 1. In-place timings.
+cp -r "$dist" "$work/timed"
+python3 - "$work/timed/gateway/server.js" <<'PY'
+import sys
+path = sys.argv[1]
+source = open(path).read()
+helper = '''
+const __T = { d: new Float64Array(20000), r: new Float64Array(20000), n: 0 };
+function __report() {
+  const q = (a) => { const s = Float64Array.from(a).sort(); return `p50 ${(s[10000] * 1000).toFixed(2)} p90 ${(s[18000] * 1000).toFixed(2)} mean ${(s.reduce((x, y) => x + y, 0) / s.length * 1000).toFixed(2)}`; };
+  console.error(`decide ${q(__T.d)} | record ${q(__T.r)} (µs)`);
+}
+'''
+edits = [
+    ("const NO_HEADERS", helper + "const NO_HEADERS"),
+    ("            const decided = this.#limiter.decide({", "            const __t0 = performance.now();\n            const decided = this.#limiter.decide({"),
+    ("            this.#record(verdict, req.method);", "            const __t1 = performance.now();\n            this.#record(verdict, req.method);\n            const __t2 = performance.now(); __T.d[__T.n] = __t1 - __t0; __T.r[__T.n] = __t2 - __t1; if (++__T.n === 20000) { __report(); __T.n = 0; }"),
+]
+for old, new in edits:
+    if old not in source:
+        sys.exit(f"gateway-inside: cannot find the line to time in {path}: {old.strip()}")
+    source = source.replace(old, new, 1)
+open(path, "w").write(source)
+PY
+port=$(free_port)
+node "$work/timed/cli/main.js" serve --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
+  --port "$port" --host 127.0.0.1 --admin-port 0 >/dev/null 2>"$work/timed.err" &
+gateway=$!
+pids+=($gateway)
+sleep 1.5
+echo "in place, limited gateway ($(wrk -t1 -c16 -d10s -s "$work/returning.lua" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}') req/s):"
+kill "$gateway"; wait "$gateway" 2>/dev/null || true
+sed 's/^/  /' "$work/timed.err"
+
+# 2. Bytes allocated per request.
+cat > "$work/heap.mjs" <<'JS'
+import { Session } from "node:inspector";
+import { writeFileSync } from "node:fs";
+const session = new Session();
+session.connect();
+process.on("SIGUSR2", () => session.post("HeapProfiler.startSampling", { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true }));
+process.on("exit", () => session.post("HeapProfiler.stopSampling", (error, result) => { if (result) writeFileSync(process.env.HEAP_OUT, JSON.stringify(result.profile)); }));
+await import(process.env.GATEWAY_ENTRY);
+JS
+for mode in off on; do
+  flag=()
+  [ "$mode" = off ] && flag=(--no-limit)
+  port=$(free_port)
+  HEAP_OUT="$work/heap-$mode.json" GATEWAY_ENTRY="$dist/cli/main.js" node "$work/heap.mjs" serve \
+    --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
+    --port "$port" --host 127.0.0.1 --admin-port 0 "${flag[@]}" >/dev/null 2>&1 &
+  gateway=$!
+  pids+=($gateway)
+  sleep 1.5
+  wrk -t1 -c32 -d4s -s "$work/returning.lua" "http://127.0.0.1:$port" >/dev/null
+  kill -USR2 "$gateway"; sleep 0.2
+  wrk -t1 -c32 -d5s -s "$work/returning.lua" "http://127.0.0.1:$port" | awk '/requests in/{print $1}' > "$work/requests-$mode"
+  kill "$gateway"; wait "$gateway" 2>/dev/null || true
+done
+node - "$work" <<'JS'
+const fs = require("node:fs");
+const work = process.argv[2];
+const load = (mode) => {
+  const profile = JSON.parse(fs.readFileSync(`${work}/heap-${mode}.json`));
+  const requests = Number(fs.readFileSync(`${work}/requests-${mode}`, "utf8"));
+  const bySite = new Map();
+  let total = 0;
+  const walk = (node) => {
+    const frame = node.callFrame;
+    const site = `${frame.functionName || "(anonymous)"} ${frame.url.replace(/.*\//, "")}:${frame.lineNumber + 1}`;
+    total += node.selfSize;
+    if (node.selfSize > 0) bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize);
+    for (const child of node.children) walk(child);
+  };
+  walk(profile.head);
+  return { perRequest: total / requests, bySite, requests };
+};
+const off = load("off");
+const on = load("on");
+console.log(`bytes allocated per request: --no-limit ${off.perRequest.toFixed(0)}, limited ${on.perRequest.toFixed(0)} (+${(on.perRequest - off.perRequest).toFixed(0)})`);
+const sites = new Set([...off.bySite.keys(), ...on.bySite.keys()]);
+const rows = [...sites]
+  .map((site) => [site, (on.bySite.get(site) ?? 0) / on.requests - (off.bySite.get(site) ?? 0) / off.requests])
+  .sort((a, b) => b[1] - a[1])
+  .slice(0, 12);
+console.log("largest differences by allocating function (bytes per request, limited minus off; sampled):");
+for (const [site, bytes] of rows) console.log(`  ${bytes.toFixed(0).padStart(6)}  ${site}`);
+JS
