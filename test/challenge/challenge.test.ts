@@ -34,6 +34,19 @@ function challengeFor(input: PolicyInput, clock: () => number = () => T0): Chall
   return handler;
 }
 
+/** A limiter on the test policy that honours the challenge handler's passes, at T0. */
+function limiterWithPasses() {
+  const resolved = definePolicy(policy());
+  const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
+  const limiter = createLimiter({
+    policy: resolved,
+    store: new MemoryStore(),
+    clock: () => T0,
+    passes: handler.passes,
+  });
+  return { handler, limiter };
+}
+
 function request(cookie: string | undefined) {
   return { path: "/", headers: cookie === undefined ? {} : { cookie } };
 }
@@ -130,14 +143,7 @@ describe("passes", () => {
   });
 
   it("spares the band but never the hard limit", async () => {
-    const resolved = definePolicy(policy());
-    const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
-    const limiter = createLimiter({
-      policy: resolved,
-      store: new MemoryStore(),
-      clock: () => T0,
-      passes: handler.passes,
-    });
+    const { handler, limiter } = limiterWithPasses();
     const cookie = `edgelimit_pass=${await handler.passes.issue("ip:203.0.113.7", T0)}`;
     const actions: string[] = [];
     for (let i = 0; i < 8; i++) {
@@ -163,14 +169,7 @@ describe("passes", () => {
   });
 
   it("keeps the limiter synchronous on a challenging rule unless a MAC must be computed", async () => {
-    const resolved = definePolicy(policy());
-    const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
-    const limiter = createLimiter({
-      policy: resolved,
-      store: new MemoryStore(),
-      clock: () => T0,
-      passes: handler.passes,
-    });
+    const { handler, limiter } = limiterWithPasses();
     // No cookie, a malformed pass, an expired one: answered at once (the gateway's hot path).
     const expired = `edgelimit_pass=${await handler.passes.issue(ALICE, T0 - 31 * 60_000)}`;
     for (const cookie of [undefined, "edgelimit_pass=1.zz", expired, "other=1"]) {
@@ -192,14 +191,7 @@ describe("passes", () => {
 
 describe("pass binding for IPv6 clients", () => {
   it("holds across one /64 and fails outside it", async () => {
-    const resolved = definePolicy(policy());
-    const handler = createChallenge(resolved, { clock: () => T0 }) as Challenge;
-    const limiter = createLimiter({
-      policy: resolved,
-      store: new MemoryStore(),
-      clock: () => T0,
-      passes: handler.passes,
-    });
+    const { handler, limiter } = limiterWithPasses();
     const first = await limiter.check({ ip: "2001:db8:1:2::1", path: "/" });
     const cookie = `edgelimit_pass=${await handler.passes.issue(first.subject, T0)}`;
     const sameNetwork = [];

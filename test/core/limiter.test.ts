@@ -18,6 +18,10 @@ function limiterFor(input: PolicyInput, store: Store = memoryStore(), now = T0) 
 
 const seedPolicy = () => loadPolicy("examples/policies/cloudfront.yaml");
 
+/** The seed's policy on a fresh memory store, with the clock stopped at T0. */
+const seedLimiter = () =>
+  createLimiter({ policy: seedPolicy(), store: memoryStore(), env, clock: () => T0 });
+
 describe("exactness", () => {
   for (const algorithm of ["fixed-window", "sliding-window", "token-bucket"] as const) {
     it(`${algorithm}: 1,000 concurrent requests against a limit of 100 admit exactly 100`, async () => {
@@ -56,12 +60,7 @@ describe("the seed's policy", () => {
   });
 
   it("answers 429 with the JSON body, real Retry-After and every rate-limit header", async () => {
-    const limiter = createLimiter({
-      policy: seedPolicy(),
-      store: memoryStore(),
-      env,
-      clock: () => T0,
-    });
+    const limiter = seedLimiter();
     for (let i = 0; i < 3; i++) await limiter.check({ ip: "198.51.100.2", path: "/api/export" });
     const verdict = await limiter.check({ ip: "198.51.100.2", path: "/api/export" });
     expect(verdict.status).toBe(429);
@@ -81,24 +80,14 @@ describe("the seed's policy", () => {
   });
 
   it("gives the origin the remaining count and the client the headers on allowed requests", async () => {
-    const limiter = createLimiter({
-      policy: seedPolicy(),
-      store: memoryStore(),
-      env,
-      clock: () => T0,
-    });
+    const limiter = seedLimiter();
     const verdict = await limiter.check({ ip: "198.51.100.3", path: "/api/search" });
     expect(verdict.originHeaders).toEqual({ "x-ratelimit-remaining": "29" });
     expect(verdict.headers["x-ratelimit-remaining"]).toBe("29");
   });
 
   it("lists in RateLimit-Policy exactly the rules that applied, request after request", async () => {
-    const limiter = createLimiter({
-      policy: seedPolicy(),
-      store: memoryStore(),
-      env,
-      clock: () => T0,
-    });
+    const limiter = seedLimiter();
     const global = '"anonymous.global";q=60;w=60';
     const expected: Record<string, string> = {
       "/api/search": `${global}, "anonymous.path./api/search";q=30;w=60`,
@@ -115,12 +104,7 @@ describe("the seed's policy", () => {
   });
 
   it("challenges anonymous clients over the global limit but under 2x, then blocks", async () => {
-    const limiter = createLimiter({
-      policy: seedPolicy(),
-      store: memoryStore(),
-      env,
-      clock: () => T0,
-    });
+    const limiter = seedLimiter();
     const statuses: number[] = [];
     for (let i = 0; i < 125; i++)
       statuses.push((await limiter.check({ ip: "198.51.100.4", path: "/products?page=2" })).status);
@@ -130,12 +114,7 @@ describe("the seed's policy", () => {
   });
 
   it("sends the challenge to /captcha with the normalised path and query as redirect", async () => {
-    const limiter = createLimiter({
-      policy: seedPolicy(),
-      store: memoryStore(),
-      env,
-      clock: () => T0,
-    });
+    const limiter = seedLimiter();
     let verdict = await limiter.check({
       ip: "198.51.100.6",
       path: "//evil.example/../products?q=1",
