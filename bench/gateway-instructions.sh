@@ -3,7 +3,9 @@
 # callgrind: machine load does not change instruction counts, so this resolves differences that
 # wall-clock benchmarks on a shared machine cannot (it does not see cache misses or the kernel).
 #
-#   bash bench/gateway-instructions.sh [requests]      (default 10000; needs valgrind, npm run build)
+#   bash bench/gateway-instructions.sh [requests] [dist-dir]
+#       (default 10000 requests and dist/; needs valgrind and a build: npm run build, or another
+#       commit's build for a before/after pair)
 #
 # Each gateway runs under callgrind with `--single-threaded` (V8's background work on the main
 # thread, for repeatability), takes 12,000 warm-up requests from 10,000 returning clients
@@ -13,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-10000}
+dist=${2:-dist}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat > "$work/load.mjs" <<'JS'
@@ -47,7 +50,7 @@ measure() {
   local out="$work/$label.out"
   EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic \
     valgrind --tool=callgrind --smc-check=all --callgrind-out-file="$out" \
-    node --single-threaded dist/cli/main.js serve --policy examples/policies/cloudfront.yaml \
+    node --single-threaded "$dist/cli/main.js" serve --policy examples/policies/cloudfront.yaml \
     --upstream "http://127.0.0.1:$upstream_port" --port "$port" --host 127.0.0.1 --admin-port 0 "$@" \
     >/dev/null 2>&1 &
   local gateway=$!
