@@ -93,8 +93,6 @@ interface Compiled {
   readonly deny: CidrSet;
   /** RateLimit-Policy fields by set of disclosed rules (see policyFieldOf). */
   readonly policyFields: Map<number, string>;
-  /** The request header that tells the origin the remaining count, lower case. */
-  readonly originHeader: string;
   /** Counters of recent subjects, by rule ordinal (see usualCounters). */
   readonly counterCache: GenerationalCache<(CounterSpec | undefined)[]>;
 }
@@ -518,7 +516,8 @@ export class Limiter {
           policy.headers.draft ? policyFieldOf(compiled, rules, now) : "",
           now,
         );
-        originHeaders = { [compiled.originHeader]: String(decidingState.remaining) };
+        // The policy's origin header name is lower case (resolve.ts), as the gateway expects.
+        originHeaders = { [policy.headers.origin]: String(decidingState.remaining) };
       } else if (disclosedCount > 0) {
         // Only approximate rules matched: the quotas can be told, the counts cannot.
         rateLimitPolicyOnly(headers, policy, disclosedOf(rules, outcomes), now);
@@ -947,7 +946,6 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     deny: new CidrSet(policy.denylist),
     counterCache: new GenerationalCache(CACHED_SUBJECTS_PER_GENERATION),
     policyFields: new Map(),
-    originHeader: policy.headers.origin.toLowerCase(),
   };
 }
 
