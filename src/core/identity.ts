@@ -143,9 +143,11 @@ export class IpResolver {
     if (header === undefined || header === "") return peer;
     let client = peer;
     // Right to left without splitting: a single hop is looked up as the header string itself.
+    // The comma is found with a loop: V8 answers `lastIndexOf` through a runtime call.
     let end = header.length;
     for (;;) {
-      const comma = header.lastIndexOf(",", end - 1);
+      let comma = end - 1;
+      while (comma >= 0 && header.charCodeAt(comma) !== 44) comma--;
       const hop = this.#parse(header.slice(comma + 1, end).trim());
       // A malformed entry was written by an untrusted party: stop at the last hop we trust.
       if (hop.address === undefined) return client;

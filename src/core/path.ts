@@ -1,4 +1,3 @@
-const NEEDS_WORK = /%|\/\/|\/\.|[?#]|\\/;
 const UNRESERVED = /%(2[DdEe]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9Aa]|7[Ee])/g;
 
 /**
@@ -9,14 +8,24 @@ const UNRESERVED = /%(2[DdEe]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9
  */
 export function normalizePath(raw: string): string {
   if (raw.length === 0) return "/";
-  let path = raw;
-  // The query or fragment starts at the first "?" or "#" (found without a regular expression:
-  // this runs on every request).
-  let cut = raw.indexOf("?");
-  const hash = raw.indexOf("#");
-  if (hash !== -1 && (cut === -1 || hash < cut)) cut = hash;
-  if (cut !== -1) path = raw.slice(0, cut);
-  if (!NEEDS_WORK.test(path) && path.charCodeAt(0) === 47) return path;
+  // One scan, no regular expression (this runs on every request): where the query or fragment
+  // starts, and whether anything before it needs rewriting (`%`, `\`, `//`, `/.`).
+  let end = raw.length;
+  let needsWork = raw.charCodeAt(0) !== 47;
+  for (let i = 0; i < raw.length; i++) {
+    const code = raw.charCodeAt(i);
+    if (code === 63 || code === 35) {
+      end = i;
+      break;
+    }
+    if (code === 37 || code === 92) needsWork = true;
+    else if (code === 47) {
+      const next = raw.charCodeAt(i + 1);
+      if (next === 47 || next === 46) needsWork = true;
+    }
+  }
+  let path = end === raw.length ? raw : raw.slice(0, end);
+  if (!needsWork) return path;
   path = path.replace(/\\/g, "/");
   // Decode only unreserved characters: an encoded "/" (%2F) stays a different path.
   path = path.replace(UNRESERVED, (encoded) =>
@@ -47,7 +56,7 @@ export function normalizePath(raw: string): string {
  */
 export function matchesPrefix(path: string, prefix: string): boolean {
   if (prefix === "/") return true;
-  if (prefix.endsWith("/")) {
+  if (prefix.charCodeAt(prefix.length - 1) === 47) {
     return path.startsWith(prefix) || path === prefix.slice(0, -1);
   }
   if (!path.startsWith(prefix)) return false;
