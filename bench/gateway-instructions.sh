@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# Instructions per request of `edgelimit serve`, limiting on and off, counted by valgrind's
-# callgrind: machine load does not change instruction counts, so this resolves differences that
-# wall-clock benchmarks on a shared machine cannot (it does not see cache misses or the kernel).
+# Instructions per request of `edgelimit serve`, counted by valgrind's callgrind, and where the
+# difference between gateways lies, function by function (our JavaScript included). Machine
+# load does not change instruction counts, so this resolves differences that wall-clock
+# benchmarks on a shared machine cannot (it does not see cache misses or the kernel).
 #
 #   bash bench/gateway-instructions.sh [requests] [dist-dir]
 #       (default 10000 requests and dist/; needs valgrind and a build: npm run build, or another
-#       commit's build for a before/after pair)
+#       commit's build for a before/after pair; about 3 minutes per gateway; set
+#       GATEWAY_INSTRUCTIONS_KEEP=<dir> to keep each gateway's by-function JSON)
 #
-# Each gateway runs under callgrind with `--single-threaded` (V8's background work on the main
-# thread, for repeatability), takes 12,000 warm-up requests from 10,000 returning clients
-# (X-Forwarded-For from loopback, as in bench/gateway.bench.ts), then the counters are zeroed and
-# the measured requests sent, 8 at a time over keep-alive. GC is reported apart: under valgrind,
-# V8's time-driven GC tasks run far more often per request than at full speed.
+# Three gateways, one at a time (runs made at the same time do not reproduce):
+#   no-limit      `serve --no-limit`: the proxy alone
+#   headers-only  the same, from a temporary copy of the build whose --no-limit path adds the
+#                 headers the limited gateway adds: the five rate-limit headers to the client,
+#                 the remaining count to the origin, with values of the same length. What Node
+#                 and undici charge for the headers, without a decision.
+#   limited       `serve`, memory store, examples/policies/cloudfront.yaml
+# Each runs under callgrind with `--single-threaded` (V8's background work on the main thread,
+# for repeatability) and `--perf-basic-prof` (V8's map of the code it compiles, which names the
+# JavaScript that callgrind cannot: bench/callgrind-by-function.mjs), takes 12,000 warm-up
+# requests from 10,000 returning clients (X-Forwarded-For from loopback, as in
+# bench/gateway.bench.ts), then the counters are zeroed and the measured requests sent, 8 at a
+# time over keep-alive. GC and V8's optimizing compiler are reported apart: under valgrind they
+# run on the main thread and far more often per request than at full speed, and a major GC
+# lands in one run and not the next.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-10000}
 dist=${2:-dist}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The copy of the build resolves its packages from here.
+ln -s "$PWD/node_modules" "$work/node_modules"
 cat > "$work/load.mjs" <<'JS'
 import http from "node:http";
 const [port, total] = [Number(process.argv[2]), Number(process.argv[3])];
@@ -44,40 +58,49 @@ free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1
 upstream_port=$(free_port)
 node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
 upstream=$!
+cp -r "$dist" "$work/headers-only"
+node - "$work/headers-only/gateway/server.js" <<'JS'
+const fs = require("node:fs");
+const path = process.argv[2];
+const source = fs.readFileSync(path, "utf8");
+const line = "await this.#proxy.forward(req, res, NO_HEADERS, NO_HEADERS, this.#onUpstreamFailure);";
+if (!source.includes(line)) {
+  console.error(`gateway-instructions: cannot find the --no-limit forward in ${path}`);
+  process.exit(1);
+}
+// The limited gateway's headers for this traffic, values of the same length varying per request.
+const headers = `const n = this.#inFlight & 7;
+const client = { "x-ratelimit-limit": "30", "x-ratelimit-remaining": String(20 + n), "x-ratelimit-reset": String(1796055180 + n), "ratelimit-policy": '"anonymous.global";q=60;w=60, "anonymous.path./api/search";q=30;w=60', ratelimit: \`"anonymous.path./api/search";r=\${20 + n};t=\${23 + n}\` };
+await this.#proxy.forward(req, res, { "x-ratelimit-remaining": String(20 + n) }, client, this.#onUpstreamFailure);`;
+fs.writeFileSync(path, source.replace(line, headers));
+JS
 measure() {
-  local label=$1; shift
+  local label=$1 build=$2; shift 2
   local port; port=$(free_port)
   local out="$work/$label.out"
   EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic \
-    valgrind --tool=callgrind --smc-check=all --callgrind-out-file="$out" \
-    node --single-threaded "$dist/cli/main.js" serve --policy examples/policies/cloudfront.yaml \
-    --upstream "http://127.0.0.1:$upstream_port" --port "$port" --host 127.0.0.1 --admin-port 0 "$@" \
-    >/dev/null 2>&1 &
+    valgrind --tool=callgrind --smc-check=all --dump-instr=yes --callgrind-out-file="$out" \
+    node --single-threaded --perf-basic-prof "$build/cli/main.js" serve \
+    --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
+    --port "$port" --host 127.0.0.1 --admin-port 0 "$@" >/dev/null 2>&1 &
   local gateway=$!
   for _ in $(seq 120); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 1; done
   node "$work/load.mjs" "$port" 12000
-  callgrind_control -z "$gateway" >/dev/null
+  callgrind_control -z "$gateway" >/dev/null 2>&1
   node "$work/load.mjs" "$port" "$requests"
-  callgrind_control -d "$gateway" >/dev/null
+  callgrind_control -d "$gateway" >/dev/null 2>&1
+  cp "/tmp/perf-$gateway.map" "$work/$label.map"
   kill -TERM "$gateway"; wait "$gateway" 2>/dev/null || true
-  callgrind_annotate --inclusive=no --threshold=100 "$out.1" | python3 -c '
-import re, sys
-label, requests = sys.argv[1], int(sys.argv[2])
-total = gc = 0
-for line in sys.stdin:
-    m = re.match(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line)
-    if m is None:
-        continue
-    count, name = int(m.group(1).replace(",", "")), m.group(2)
-    if "PROGRAM TOTALS" in name:
-        total = count
-        continue
-    if re.search(r"Scaveng|Marking|Sweeper|MarkCompact|Evacuat|RememberedSet|SlotSet|ConcurrentMark|Compactor|PointersUpdating|MinorMC|BodyDescriptor|PagedSpace|FreeList", name):
-        gc += count
-print(f"{label:10} {total // requests:>8} instructions/request  (GC {gc // requests}, rest {(total - gc) // requests})")
-' "$label" "$requests"
+  rm -f "/tmp/perf-$gateway.map"
+  node bench/callgrind-by-function.mjs "$out.1" "$work/$label.map" "$requests" > "$work/$label.json"
 }
-echo "requests measured: $requests; node $(node -v); $(valgrind --version)"
-measure no-limit --no-limit
-measure limited
+echo "requests measured: $requests; node $(node -v); $(valgrind --version); build $dist"
+measure no-limit "$dist" --no-limit
+measure headers-only "$work/headers-only" --no-limit
+measure limited "$dist"
 kill "$upstream"
+node bench/callgrind-compare.mjs "$work/no-limit.json" "$work/headers-only.json" "$work/limited.json"
+# Kept for other comparisons (node bench/callgrind-compare.mjs a.json b.json) when asked.
+if [ -n "${GATEWAY_INSTRUCTIONS_KEEP:-}" ]; then
+  mkdir -p "$GATEWAY_INSTRUCTIONS_KEEP" && cp "$work"/*.json "$GATEWAY_INSTRUCTIONS_KEEP/"
+fi
