@@ -299,6 +299,11 @@ describe("rule options", () => {
     expect(normalizePath("/a//b?c//d")).toBe("/a/b");
     expect(normalizePath("?only")).toBe("/");
     expect(normalizePath("/plain")).toBe("/plain");
+    // What needs rewriting is looked for before the query only, and at the very end too.
+    expect(normalizePath("/a/b?x=/./..//%41")).toBe("/a/b");
+    expect(normalizePath("/a/.")).toBe("/a/");
+    expect(normalizePath("/a/%41")).toBe("/a/A");
+    expect(normalizePath("a/b")).toBe("/a/b");
   });
 
   it("answers allowlisted addresses without counting and denylisted ones with 403", async () => {
