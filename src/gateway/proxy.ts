@@ -217,7 +217,8 @@ class Exchange implements Dispatcher.DispatchHandler {
 }
 
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
-  if (value === undefined) return undefined;
+  // The usual value names only `keep-alive`, which is stripped anyway: no split, no set.
+  if (value === undefined || value === "keep-alive" || value === "Keep-Alive") return undefined;
   const text = Array.isArray(value) ? value.join(",") : value;
   const tokens = new Set<string>();
   for (const token of text.split(",")) {
