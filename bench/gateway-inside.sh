@@ -7,6 +7,9 @@
 #      requests. The two timer reads add about 0.2 µs to each figure.
 #   2. bytes allocated per request, limiting on and off: V8's sampling heap profiler (every
 #      128 bytes, objects already collected included) over a wrk run, by allocating function.
+#   3. the proxy's work for the headers timed in place: the upstream dispatch, `writeHead` and
+#      the first body write, in --no-limit, headers-only (bench/patch-headers-only.mjs) and
+#      limited copies of the build.
 #
 #   bash bench/gateway-inside.sh [dist-dir]     (default dist/, built first; needs wrk and python3)
 #
@@ -38,7 +41,7 @@ node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'conte
 pids+=($!)
 export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
 
-# 1. In-place timings.
+# 1. In-place timings of the decision and the bookkeeping.
 cp -r "$dist" "$work/timed"
 python3 - "$work/timed/gateway/server.js" <<'PY'
 import sys
@@ -126,3 +129,53 @@ const rows = [...sites]
 console.log("largest differences by allocating function (bytes per request, limited minus off; sampled):");
 for (const [site, bytes] of rows) console.log(`  ${bytes.toFixed(0).padStart(6)}  ${site}`);
 JS
+
+# 3. The proxy's own work for the headers, timed in place: performance.now() around the upstream
+#    dispatch (undici validates and writes the request head: the origin header), `writeHead`
+#    (Node validates and stores each response header) and the first write of the body (the head
+#    is joined and sent), in three copies of the build: --no-limit, headers-only (the same plus
+#    the limited gateway's headers: bench/patch-headers-only.mjs) and limited. Two passes, the
+#    second in reverse order.
+for variant in no-limit headers-only limited; do
+  cp -r "$dist" "$work/$variant"
+  python3 - "$work/$variant/gateway/proxy.js" <<'PY'
+import sys
+path = sys.argv[1]
+source = open(path).read()
+helper = '''
+const __T = { d: new Float64Array(20000), h: new Float64Array(20000), w: new Float64Array(20000), n: 0, first: true };
+function __report() {
+  const q = (a) => { const s = Float64Array.from(a).sort(); return `p50 ${(s[10000] * 1000).toFixed(2)} mean ${(s.reduce((x, y) => x + y, 0) / s.length * 1000).toFixed(2)}`; };
+  console.error(`dispatch ${q(__T.d)} | writeHead ${q(__T.h)} | first write ${q(__T.w)} (µs)`);
+}
+'''
+edits = [
+    ("const HOP_BY_HOP", helper + "const HOP_BY_HOP"),
+    ("            this.#pool.dispatch({", "            const __t0 = performance.now();\n            this.#pool.dispatch({"),
+    ("new Exchange(res, clientHeaders, onFailure, resolve));", "new Exchange(res, clientHeaders, onFailure, resolve));\n            __T.d[__T.n] = performance.now() - __t0;"),
+    ("        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));", "        const __t1 = performance.now();\n        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));\n        __T.h[__T.n] = performance.now() - __t1;"),
+    ("        if (!this.#res.write(chunk)) {", "        const __t2 = performance.now();\n        const __written = this.#res.write(chunk);\n        if (__T.first) { __T.w[__T.n] = performance.now() - __t2; __T.first = false; }\n        if (!__written) {"),
+    ("    onResponseEnd() {", "    onResponseEnd() {\n        if (!__T.first) { __T.first = true; if (++__T.n === 20000) { __report(); __T.n = 0; } }"),
+]
+for old, new in edits:
+    if old not in source:
+        sys.exit(f"gateway-inside: cannot find the line to time in {path}: {old.strip()}")
+    source = source.replace(old, new, 1)
+open(path, "w").write(source)
+PY
+done
+node bench/patch-headers-only.mjs "$work/headers-only"
+echo "the proxy's header work in place (µs per request, each line one 10 s wrk run of 20,000-request windows, the last window):"
+for variant in no-limit headers-only limited limited headers-only no-limit; do
+  flag=()
+  [ "$variant" != limited ] && flag=(--no-limit)
+  port=$(free_port)
+  node "$work/$variant/cli/main.js" serve --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
+    --port "$port" --host 127.0.0.1 --admin-port 0 "${flag[@]}" >/dev/null 2>"$work/$variant.err" &
+  gateway=$!
+  pids+=($gateway)
+  sleep 1.5
+  rps=$(wrk -t1 -c16 -d10s -s "$work/returning.lua" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}')
+  kill "$gateway"; wait "$gateway" 2>/dev/null || true
+  printf '  %-13s %8s req/s  %s\n' "$variant" "$rps" "$(tail -1 "$work/$variant.err")"
+done

@@ -12,9 +12,8 @@
 # Three gateways, one at a time (runs made at the same time do not reproduce):
 #   no-limit      `serve --no-limit`: the proxy alone
 #   headers-only  the same, from a temporary copy of the build whose --no-limit path adds the
-#                 headers the limited gateway adds: the five rate-limit headers to the client,
-#                 the remaining count to the origin, with values of the same length. What Node
-#                 and undici charge for the headers, without a decision.
+#                 headers the limited gateway adds (bench/patch-headers-only.mjs): what Node and
+#                 undici charge for the headers, without a decision.
 #   limited       `serve`, memory store, examples/policies/cloudfront.yaml
 # Each runs under callgrind with `--single-threaded` (V8's background work on the main thread,
 # for repeatability) and `--perf-basic-prof` (V8's map of the code it compiles, which names the
@@ -59,21 +58,7 @@ upstream_port=$(free_port)
 node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
 upstream=$!
 cp -r "$dist" "$work/headers-only"
-node - "$work/headers-only/gateway/server.js" <<'JS'
-const fs = require("node:fs");
-const path = process.argv[2];
-const source = fs.readFileSync(path, "utf8");
-const line = "await this.#proxy.forward(req, res, NO_HEADERS, NO_HEADERS, this.#onUpstreamFailure);";
-if (!source.includes(line)) {
-  console.error(`gateway-instructions: cannot find the --no-limit forward in ${path}`);
-  process.exit(1);
-}
-// The limited gateway's headers for this traffic, values of the same length varying per request.
-const headers = `const n = this.#inFlight & 7;
-const client = { "x-ratelimit-limit": "30", "x-ratelimit-remaining": String(20 + n), "x-ratelimit-reset": String(1796055180 + n), "ratelimit-policy": '"anonymous.global";q=60;w=60, "anonymous.path./api/search";q=30;w=60', ratelimit: \`"anonymous.path./api/search";r=\${20 + n};t=\${23 + n}\` };
-await this.#proxy.forward(req, res, { "x-ratelimit-remaining": String(20 + n) }, client, this.#onUpstreamFailure);`;
-fs.writeFileSync(path, source.replace(line, headers));
-JS
+node bench/patch-headers-only.mjs "$work/headers-only"
 measure() {
   local label=$1 build=$2; shift 2
   local port; port=$(free_port)
