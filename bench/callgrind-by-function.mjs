@@ -9,8 +9,9 @@
 // address. Costs outside the node binary's own symbols are looked up there; costs of calls are
 // skipped (only self cost is summed, so the figures add up to the total).
 //
-// Output: { total, byFunction: { name: instructions per request } }, names with V8's tier marker
-// and the `JS:` prefix removed.
+// Output, per request: { total (instructions), totals (every event), byFunction: { name:
+// instructions }, misses: { name: { event: count } } (only with --cache-sim=yes) }, names with
+// V8's tier marker and the `JS:` prefix removed.
 import { readFileSync } from "node:fs";
 
 const [profilePath, mapPath, requestsText] = process.argv.slice(2);
@@ -74,14 +75,17 @@ function compressed(table, text) {
   return table.get(match[1]) ?? "?";
 }
 
+// Events as the profile lists them: "Ir" alone, or with --cache-sim=yes also the simulated
+// first-level misses (I1mr, D1mr, D1mw) and last-level ones.
+let events = ["Ir"];
 const cost = new Map();
 let object = "";
 let fn = "";
 let last = 0;
 let callLine = false;
-let total = 0;
 for (const line of readFileSync(profilePath, "utf8").split("\n")) {
-  if (line.startsWith("fn=")) fn = compressed(fnNames, line.slice(3));
+  if (line.startsWith("events:")) events = line.slice(7).trim().split(/\s+/);
+  else if (line.startsWith("fn=")) fn = compressed(fnNames, line.slice(3));
   else if (line.startsWith("ob=")) object = compressed(objectNames, line.slice(3));
   else if (line.startsWith("cfn=")) compressed(fnNames, line.slice(4));
   else if (line.startsWith("cob=")) compressed(objectNames, line.slice(4));
@@ -100,18 +104,37 @@ for (const line of readFileSync(profilePath, "utf8").split("\n")) {
       callLine = false;
       continue;
     }
-    // Positions are "instruction line", then the cost.
-    const instructions = Number(parts[2] ?? 0);
-    if (instructions === 0) continue;
+    // Positions are "instruction line", then the costs in `events` order (trailing zeros left out).
+    if (parts.length < 3) continue;
     let name = fn;
     if (!object.endsWith("/node")) name = jsNameAt(address) ?? fn;
-    cost.set(name, (cost.get(name) ?? 0) + instructions);
-    total += instructions;
+    let sums = cost.get(name);
+    if (sums === undefined) {
+      sums = new Array(events.length).fill(0);
+      cost.set(name, sums);
+    }
+    for (let i = 2; i < parts.length && i - 2 < events.length; i++) sums[i - 2] += Number(parts[i]);
   }
 }
 
-const byFunction = {};
-for (const [name, instructions] of [...cost].sort((a, b) => b[1] - a[1])) {
-  byFunction[name] = Math.round((instructions / requests) * 10) / 10;
+const perRequest = (value) => Math.round((value / requests) * 10) / 10;
+const total = {};
+for (let i = 0; i < events.length; i++) {
+  let sum = 0;
+  for (const sums of cost.values()) sum += sums[i];
+  total[events[i]] = perRequest(sum);
 }
-process.stdout.write(`${JSON.stringify({ total: total / requests, byFunction }, null, 1)}\n`);
+// byFunction: instructions; misses (with --cache-sim=yes): the other events by function.
+const byFunction = {};
+const misses = {};
+for (const [name, sums] of [...cost].sort((a, b) => b[1][0] - a[1][0])) {
+  byFunction[name] = perRequest(sums[0]);
+  if (events.length > 1) {
+    const rest = {};
+    for (let i = 1; i < events.length; i++) if (sums[i] > 0) rest[events[i]] = perRequest(sums[i]);
+    misses[name] = rest;
+  }
+}
+process.stdout.write(
+  `${JSON.stringify({ events, total: total.Ir, totals: total, byFunction, misses }, null, 1)}\n`,
+);

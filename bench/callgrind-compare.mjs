@@ -28,11 +28,11 @@ function shortName(name) {
     .slice(0, 90);
 }
 
-const gateways = process.argv.slice(2).map((path) => {
-  const { total, byFunction } = JSON.parse(readFileSync(path, "utf8"));
+/** One cost per function, split into GC, compiler and the rest (the rest by short name). */
+function splitCosts(costs) {
   const split = { gc: 0, compiler: 0, rest: 0 };
   const rest = new Map();
-  for (const [name, cost] of Object.entries(byFunction)) {
+  for (const [name, cost] of Object.entries(costs)) {
     const k = kind(name);
     split[k] += cost;
     if (k === "rest") {
@@ -40,7 +40,21 @@ const gateways = process.argv.slice(2).map((path) => {
       rest.set(short, (rest.get(short) ?? 0) + cost);
     }
   }
-  return { label: basename(path, ".json"), total, split, rest };
+  return { split, rest };
+}
+
+const gateways = process.argv.slice(2).map((path) => {
+  const { total, byFunction, misses } = JSON.parse(readFileSync(path, "utf8"));
+  // First-level cache misses per function (instruction and data), when simulated.
+  let firstLevel;
+  if (misses !== undefined && Object.keys(misses).length > 0) {
+    const costs = {};
+    for (const [name, events] of Object.entries(misses)) {
+      costs[name] = (events.I1mr ?? 0) + (events.D1mr ?? 0) + (events.D1mw ?? 0);
+    }
+    firstLevel = splitCosts(costs);
+  }
+  return { label: basename(path, ".json"), total, ...splitCosts(byFunction), firstLevel };
 });
 const [base, ...others] = gateways;
 if (base === undefined || others.length === 0) {
@@ -62,11 +76,38 @@ for (const g of gateways) {
     `  ${g.label.padEnd(28)}${n(g.total).padStart(8)}${n(g.split.gc).padStart(10)}${n(g.split.compiler).padStart(10)}${n(g.split.rest).padStart(10)}   ${versus}`,
   );
 }
-for (const g of others) {
-  const names = new Set([...base.rest.keys(), ...g.rest.keys()]);
+function largestDifferences(title, baseRest, otherRest) {
+  const names = new Set([...baseRest.keys(), ...otherRest.keys()]);
   const rows = [...names]
-    .map((name) => [name, (g.rest.get(name) ?? 0) - (base.rest.get(name) ?? 0)])
+    .map((name) => [name, (otherRest.get(name) ?? 0) - (baseRest.get(name) ?? 0)])
     .sort((a, b) => b[1] - a[1]);
-  console.log(`\n${g.label} minus ${base.label}, largest differences (GC and compiler left out):`);
+  console.log(`\n${title}, largest differences (GC and compiler left out):`);
   for (const [name, diff] of rows.slice(0, 25)) console.log(`  ${n(diff).padStart(7)}  ${name}`);
+}
+
+for (const g of others) largestDifferences(`${g.label} minus ${base.label}`, base.rest, g.rest);
+
+// With --cache-sim=yes: the simulated first-level cache misses (I1 + D1, reads and writes).
+if (gateways.every((g) => g.firstLevel !== undefined)) {
+  console.log(
+    `\nfirst-level cache misses per request (simulated)   GC+compiler      rest   rest vs ${base.label}`,
+  );
+  const baseRest = base.firstLevel.split.rest;
+  for (const g of gateways) {
+    const { split } = g.firstLevel;
+    const versus =
+      g === base
+        ? ""
+        : `${n(split.rest - baseRest).padStart(8)} ${pct(split.rest - baseRest, baseRest)}`;
+    console.log(
+      `  ${g.label.padEnd(48)}${n(split.gc + split.compiler).padStart(11)}${n(split.rest).padStart(10)}   ${versus}`,
+    );
+  }
+  for (const g of others) {
+    largestDifferences(
+      `first-level misses, ${g.label} minus ${base.label}`,
+      base.firstLevel.rest,
+      g.firstLevel.rest,
+    );
+  }
 }

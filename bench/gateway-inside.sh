@@ -8,7 +8,7 @@
 #   2. bytes allocated per request, limiting on and off: V8's sampling heap profiler (every
 #      128 bytes, objects already collected included) over a wrk run, by allocating function.
 #   3. the proxy's work for the headers timed in place: the upstream dispatch, `writeHead` and
-#      the first body write, in --no-limit, headers-only (bench/patch-headers-only.mjs) and
+#      the body write, in --no-limit, headers-only (bench/patch-headers-only.mjs) and
 #      limited copies of the build.
 #
 #   bash bench/gateway-inside.sh [dist-dir]     (default dist/, built first; needs wrk and python3)
@@ -36,6 +36,18 @@ request = function()
   return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
 end
 LUA
+# Timers go into copies of the build by exact lines: a line that moved stops the script.
+cat > "$work/patch.py" <<'PY'
+import sys
+
+def patch(path, edits):
+    source = open(path).read()
+    for old, new in edits:
+        if old not in source:
+            sys.exit(f"gateway-inside: cannot find the line to time in {path}: {old.strip()}")
+        source = source.replace(old, new, 1)
+    open(path, "w").write(source)
+PY
 upstream_port=$(free_port)
 node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
 pids+=($!)
@@ -43,10 +55,11 @@ export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
 
 # 1. In-place timings of the decision and the bookkeeping.
 cp -r "$dist" "$work/timed"
-python3 - "$work/timed/gateway/server.js" <<'PY'
+python3 - "$work/timed/gateway/server.js" "$work" <<'PY'
 import sys
+sys.path.insert(0, sys.argv[2])
+from patch import patch
 path = sys.argv[1]
-source = open(path).read()
 helper = '''
 const __T = { d: new Float64Array(20000), r: new Float64Array(20000), n: 0 };
 function __report() {
@@ -54,16 +67,11 @@ function __report() {
   console.error(`decide ${q(__T.d)} | record ${q(__T.r)} (µs)`);
 }
 '''
-edits = [
+patch(path, [
     ("const NO_HEADERS", helper + "const NO_HEADERS"),
     ("            const decided = this.#limiter.decide({", "            const __t0 = performance.now();\n            const decided = this.#limiter.decide({"),
     ("            this.#record(verdict, req.method);", "            const __t1 = performance.now();\n            this.#record(verdict, req.method);\n            const __t2 = performance.now(); __T.d[__T.n] = __t1 - __t0; __T.r[__T.n] = __t2 - __t1; if (++__T.n === 20000) { __report(); __T.n = 0; }"),
-]
-for old, new in edits:
-    if old not in source:
-        sys.exit(f"gateway-inside: cannot find the line to time in {path}: {old.strip()}")
-    source = source.replace(old, new, 1)
-open(path, "w").write(source)
+])
 PY
 port=$(free_port)
 node "$work/timed/cli/main.js" serve --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
@@ -132,40 +140,35 @@ JS
 
 # 3. The proxy's own work for the headers, timed in place: performance.now() around the upstream
 #    dispatch (undici validates and writes the request head: the origin header), `writeHead`
-#    (Node validates and stores each response header) and the first write of the body (the head
-#    is joined and sent), in three copies of the build: --no-limit, headers-only (the same plus
-#    the limited gateway's headers: bench/patch-headers-only.mjs) and limited. Two passes, the
-#    second in reverse order.
+#    (Node validates and stores each response header) and each write of the body (one per
+#    response here; the first one joins the head and sends it), in three copies of the build:
+#    --no-limit, headers-only (the same plus the limited gateway's headers:
+#    bench/patch-headers-only.mjs) and limited. Two passes, the second in reverse order.
 for variant in no-limit headers-only limited; do
   cp -r "$dist" "$work/$variant"
-  python3 - "$work/$variant/gateway/proxy.js" <<'PY'
+  python3 - "$work/$variant/gateway/proxy.js" "$work" <<'PY'
 import sys
+sys.path.insert(0, sys.argv[2])
+from patch import patch
 path = sys.argv[1]
-source = open(path).read()
 helper = '''
-const __T = { d: new Float64Array(20000), h: new Float64Array(20000), w: new Float64Array(20000), n: 0, first: true };
+const __T = { d: new Float64Array(20000), h: new Float64Array(20000), w: new Float64Array(20000), dn: 0, hn: 0, wn: 0 };
 function __report() {
   const q = (a) => { const s = Float64Array.from(a).sort(); return `p50 ${(s[10000] * 1000).toFixed(2)} mean ${(s.reduce((x, y) => x + y, 0) / s.length * 1000).toFixed(2)}`; };
-  console.error(`dispatch ${q(__T.d)} | writeHead ${q(__T.h)} | first write ${q(__T.w)} (µs)`);
+  console.error(`dispatch ${q(__T.d)} | writeHead ${q(__T.h)} | body write ${q(__T.w)} (µs)`);
 }
 '''
-edits = [
+patch(path, [
     ("const HOP_BY_HOP", helper + "const HOP_BY_HOP"),
     ("            this.#pool.dispatch({", "            const __t0 = performance.now();\n            this.#pool.dispatch({"),
-    ("new Exchange(res, clientHeaders, onFailure, resolve));", "new Exchange(res, clientHeaders, onFailure, resolve));\n            __T.d[__T.n] = performance.now() - __t0;"),
-    ("        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));", "        const __t1 = performance.now();\n        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));\n        __T.h[__T.n] = performance.now() - __t1;"),
-    ("        if (!this.#res.write(chunk)) {", "        const __t2 = performance.now();\n        const __written = this.#res.write(chunk);\n        if (__T.first) { __T.w[__T.n] = performance.now() - __t2; __T.first = false; }\n        if (!__written) {"),
-    ("    onResponseEnd() {", "    onResponseEnd() {\n        if (!__T.first) { __T.first = true; if (++__T.n === 20000) { __report(); __T.n = 0; } }"),
-]
-for old, new in edits:
-    if old not in source:
-        sys.exit(f"gateway-inside: cannot find the line to time in {path}: {old.strip()}")
-    source = source.replace(old, new, 1)
-open(path, "w").write(source)
+    ("new Exchange(res, clientHeaders, onFailure, resolve));", "new Exchange(res, clientHeaders, onFailure, resolve));\n            __T.d[__T.dn++ % 20000] = performance.now() - __t0;"),
+    ("        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));", "        const __t1 = performance.now();\n        this.#res.writeHead(statusCode, responseHeaders(headers, this.#clientHeaders));\n        __T.h[__T.hn++ % 20000] = performance.now() - __t1;"),
+    ("        if (!this.#res.write(chunk)) {", "        const __t2 = performance.now();\n        const __written = this.#res.write(chunk);\n        __T.w[__T.wn++ % 20000] = performance.now() - __t2;\n        if (__T.wn % 20000 === 0) __report();\n        if (!__written) {"),
+])
 PY
 done
 node bench/patch-headers-only.mjs "$work/headers-only"
-echo "the proxy's header work in place (µs per request, each line one 10 s wrk run of 20,000-request windows, the last window):"
+echo "the proxy's header work in place (µs per request; each line one 10 s wrk run, the last window of 20,000 responses):"
 for variant in no-limit headers-only limited limited headers-only no-limit; do
   flag=()
   [ "$variant" != limited ] && flag=(--no-limit)

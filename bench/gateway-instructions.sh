@@ -7,7 +7,8 @@
 #   bash bench/gateway-instructions.sh [requests] [dist-dir]
 #       (default 10000 requests and dist/; needs valgrind and a build: npm run build, or another
 #       commit's build for a before/after pair; about 3 minutes per gateway; set
-#       GATEWAY_INSTRUCTIONS_KEEP=<dir> to keep each gateway's by-function JSON)
+#       GATEWAY_INSTRUCTIONS_KEEP=<dir> to keep each gateway's by-function JSON, and
+#       GATEWAY_INSTRUCTIONS_CACHE=1 to count simulated cache misses too)
 #
 # Three gateways, one at a time (runs made at the same time do not reproduce):
 #   no-limit      `serve --no-limit`: the proxy alone
@@ -27,6 +28,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-10000}
 dist=${2:-dist}
+# GATEWAY_INSTRUCTIONS_CACHE=1: also simulate the first-level caches (--cache-sim=yes, sizes
+# from this machine's CPU; about twice as slow) and compare the misses function by function.
+cache_sim=()
+[ -n "${GATEWAY_INSTRUCTIONS_CACHE:-}" ] && cache_sim=(--cache-sim=yes)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The copy of the build resolves its packages from here.
@@ -64,7 +69,7 @@ measure() {
   local port; port=$(free_port)
   local out="$work/$label.out"
   EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic \
-    valgrind --tool=callgrind --smc-check=all --dump-instr=yes --callgrind-out-file="$out" \
+    valgrind --tool=callgrind --smc-check=all --dump-instr=yes "${cache_sim[@]}" --callgrind-out-file="$out" \
     node --single-threaded --perf-basic-prof "$build/cli/main.js" serve \
     --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
     --port "$port" --host 127.0.0.1 --admin-port 0 "$@" >/dev/null 2>&1 &
