@@ -2,7 +2,7 @@
 # Instructions per request of `edgelimit serve`, counted by valgrind's callgrind, and where the
 # difference between gateways lies, function by function (our JavaScript included). Machine
 # load does not change instruction counts, so this resolves differences that wall-clock
-# benchmarks on a shared machine cannot (it does not see cache misses or the kernel).
+# benchmarks on a shared machine cannot (it does not see the kernel, nor cache misses unless asked).
 #
 #   bash bench/gateway-instructions.sh [requests] [dist-dir]
 #       (default 10000 requests and dist/; needs valgrind and a build: npm run build, or another
