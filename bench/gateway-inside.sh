@@ -54,6 +54,21 @@ upstream_port=$(free_port)
 node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
 pids+=($!)
 export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+# One copy of the gateway under wrk (returning clients, 16 connections, 10 s): wrk's req/s goes
+# to $work/rps, the gateway's stderr (where the timers report) to $work/<label>.err.
+timed_run() {
+  local label=$1 entry=$2 policy=$3 script=$4
+  shift 4
+  local port
+  port=$(free_port)
+  node "$entry" serve --policy "$policy" --upstream "http://127.0.0.1:$upstream_port" \
+    --port "$port" --host 127.0.0.1 --admin-port 0 "$@" >/dev/null 2>"$work/$label.err" &
+  local gateway=$!
+  pids+=($gateway)
+  sleep 1.5
+  wrk -t1 -c16 -d10s -s "$script" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}' > "$work/rps"
+  kill "$gateway"; wait "$gateway" 2>/dev/null || true
+}
 
 # 1. In-place timings of the decision and the bookkeeping.
 cp -r "$dist" "$work/timed"
@@ -75,14 +90,8 @@ patch(path, [
     ("            this.#record(verdict, req.method);", "            const __t1 = performance.now();\n            this.#record(verdict, req.method);\n            const __t2 = performance.now(); __T.d[__T.n] = __t1 - __t0; __T.r[__T.n] = __t2 - __t1; if (++__T.n === 20000) { __report(); __T.n = 0; }"),
 ])
 PY
-port=$(free_port)
-node "$work/timed/cli/main.js" serve --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
-  --port "$port" --host 127.0.0.1 --admin-port 0 >/dev/null 2>"$work/timed.err" &
-gateway=$!
-pids+=($gateway)
-sleep 1.5
-echo "in place, limited gateway ($(wrk -t1 -c16 -d10s -s "$work/returning.lua" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}') req/s):"
-kill "$gateway"; wait "$gateway" 2>/dev/null || true
+timed_run timed "$work/timed/cli/main.js" examples/policies/cloudfront.yaml "$work/returning.lua"
+echo "in place, limited gateway ($(cat "$work/rps") req/s):"
 sed 's/^/  /' "$work/timed.err"
 
 # 1b. The same timers with 10,000 clients and with 100, under a copy of the policy whose
@@ -99,15 +108,8 @@ echo "in place, limits raised, by number of clients:"
 for clients in 10000 100 100 10000; do
   script="$work/returning.lua"
   [ "$clients" = 100 ] && script="$work/returning-100.lua"
-  port=$(free_port)
-  node "$work/timed/cli/main.js" serve --policy "$work/unrefused.yaml" --upstream "http://127.0.0.1:$upstream_port" \
-    --port "$port" --host 127.0.0.1 --admin-port 0 >/dev/null 2>"$work/timed.err" &
-  gateway=$!
-  pids+=($gateway)
-  sleep 1.5
-  rps=$(wrk -t1 -c16 -d10s -s "$script" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}')
-  kill "$gateway"; wait "$gateway" 2>/dev/null || true
-  printf '  %6s clients %9s req/s  %s\n' "$clients" "$rps" "$(tail -1 "$work/timed.err")"
+  timed_run timed "$work/timed/cli/main.js" "$work/unrefused.yaml" "$script"
+  printf '  %6s clients %9s req/s  %s\n' "$clients" "$(cat "$work/rps")" "$(tail -1 "$work/timed.err")"
 done
 
 # 2. Bytes allocated per request.
@@ -199,13 +201,6 @@ echo "the proxy's header work in place (µs per request; each line one 10 s wrk 
 for variant in no-limit headers-only limited limited headers-only no-limit; do
   flag=()
   [ "$variant" != limited ] && flag=(--no-limit)
-  port=$(free_port)
-  node "$work/$variant/cli/main.js" serve --policy examples/policies/cloudfront.yaml --upstream "http://127.0.0.1:$upstream_port" \
-    --port "$port" --host 127.0.0.1 --admin-port 0 "${flag[@]}" >/dev/null 2>"$work/$variant.err" &
-  gateway=$!
-  pids+=($gateway)
-  sleep 1.5
-  rps=$(wrk -t1 -c16 -d10s -s "$work/returning.lua" "http://127.0.0.1:$port" | awk '/Requests\/sec/{print $2}')
-  kill "$gateway"; wait "$gateway" 2>/dev/null || true
-  printf '  %-13s %8s req/s  %s\n' "$variant" "$rps" "$(tail -1 "$work/$variant.err")"
+  timed_run "$variant" "$work/$variant/cli/main.js" examples/policies/cloudfront.yaml "$work/returning.lua" "${flag[@]}"
+  printf '  %-13s %8s req/s  %s\n' "$variant" "$(cat "$work/rps")" "$(tail -1 "$work/$variant.err")"
 done
