@@ -18,6 +18,11 @@ type EntryState = any;
 interface Bookkeeping {
   /** The key it is stored under. */
   readonly key: string;
+  /**
+   * The algorithm whose state it is: a hit needs no lookup by name, and a counter whose rule
+   * changed algorithm (a policy reload) starts afresh instead of misreading another's state.
+   */
+  readonly algorithm: Algorithm<EntryState>;
   /** The store holding it; cleared when it is dropped (see CounterSpec.storeHandle). */
   owner: MemoryStore | undefined;
   expiresAt: number;
@@ -45,7 +50,8 @@ const SECOND_CHANCE_SCAN = 16;
  * keys only ever evict other probation keys. Protected keys are demoted with a second-chance
  * clock, so a key that keeps being hit keeps its count. To reset a counter by eviction, an
  * attacker must leave it idle and meanwhile hit 80% of `maxKeys` distinct subjects twice each.
- * Expired entries are dropped when touched and by a small sweep on every insert.
+ * An expired entry is counted afresh in place when its key comes back, and dropped by a small
+ * sweep on every insert when it does not.
  */
 export class MemoryStore implements Store {
   readonly name = "memory";
@@ -91,18 +97,19 @@ export class MemoryStore implements Store {
     let admitted = true;
     for (let i = 0; i < count; i++) {
       const spec = counters[i] as CounterSpec;
-      const entry = this.#lookup(spec, now);
+      const entry = this.#lookup(spec);
       entries[i] = entry;
-      const ok = ALGORITHMS[spec.algorithm].allows(entry, now, spec);
+      const algorithm = entry === undefined ? ALGORITHMS[spec.algorithm] : entry.algorithm;
+      const ok = algorithm.allows(entry, now, spec);
       allowed[i] = ok;
       if (!ok && spec.mode === "enforce") admitted = false;
     }
     const results: CounterState[] = new Array(count);
     for (let i = 0; i < count; i++) {
       const spec = counters[i] as CounterSpec;
-      const algorithm = ALGORITHMS[spec.algorithm];
-      const ok = allowed[i] as boolean;
       let entry = entries[i];
+      const algorithm = entry === undefined ? ALGORITHMS[spec.algorithm] : entry.algorithm;
+      const ok = allowed[i] as boolean;
       // Evicted by another counter's insert earlier in this batch: counted afresh, never in
       // an entry that no list or map holds any more.
       if (entry !== undefined && entry.owner !== this) entry = undefined;
@@ -133,22 +140,25 @@ export class MemoryStore implements Store {
    * (the three phases fold into one when there is nothing else to agree with).
    */
   applyOneSync(spec: CounterSpec, now: number): CounterState {
-    const algorithm = ALGORITHMS[spec.algorithm];
     const entry = this.#find(spec);
-    if (entry !== undefined && entry.expiresAt > now && algorithm.countInPlace !== undefined) {
-      // A lone counter is always counted, so the three phases fold into one step in place.
-      const result = algorithm.countInPlace(entry, now, spec);
-      entry.expiresAt = algorithm.expiresAt(entry, now, spec);
-      if (entry.hot) entry.referenced = true;
-      else this.#touch(entry);
-      return result;
+    if (entry !== undefined) {
+      const algorithm = entry.algorithm;
+      if (algorithm.countInPlace !== undefined && algorithm.name === spec.algorithm) {
+        // A lone counter is always counted, so the three phases fold into one step in place.
+        // Expired or not (see #lookup): a returning client's new window reuses its entry.
+        const result = algorithm.countInPlace(entry, now, spec);
+        entry.expiresAt = algorithm.expiresAt(entry, now, spec);
+        if (entry.hot) entry.referenced = true;
+        else this.#touch(entry);
+        return result;
+      }
     }
     // Kept out of the busy-key path above, which V8 then compiles into its callers whole.
-    return this.#applyOneSlowly(spec, algorithm, now);
+    return this.#applyOneSlowly(spec, ALGORITHMS[spec.algorithm], now);
   }
 
   #applyOneSlowly(spec: CounterSpec, algorithm: Algorithm<EntryState>, now: number): CounterState {
-    const found = this.#lookup(spec, now);
+    const found = this.#lookup(spec);
     const ok = algorithm.allows(found, now, spec);
     const entry = this.#count(spec, algorithm, found, ok, now);
     return algorithm.describe(entry, now, spec, ok);
@@ -171,6 +181,7 @@ export class MemoryStore implements Store {
     if (entry === undefined) {
       const created: Entry = {
         key: spec.key,
+        algorithm,
         owner: this,
         expiresAt,
         referenced: false,
@@ -220,9 +231,17 @@ export class MemoryStore implements Store {
     return entry;
   }
 
-  #lookup(spec: CounterSpec, now: number): Entry | undefined {
+  /**
+   * The counter's entry, expired or not. An expired state carries no information (see
+   * `Algorithm.expiresAt`): every step on it answers as on no state at all, so a returning
+   * client is counted in the entry it already has, instead of having it dropped from the map
+   * and a new one inserted at every window (a map delete and insert, and an allocation that
+   * lives long enough to be promoted). Idle expired entries are still swept on inserts. Only an
+   * entry of another algorithm (its rule changed on a policy reload) is dropped.
+   */
+  #lookup(spec: CounterSpec): Entry | undefined {
     const entry = this.#find(spec);
-    if (entry === undefined || entry.expiresAt > now) return entry;
+    if (entry === undefined || entry.algorithm.name === spec.algorithm) return entry;
     this.#drop(entry);
     return undefined;
   }

@@ -181,3 +181,50 @@ describe("counting in place", () => {
     );
   });
 });
+
+describe("expired states", () => {
+  // Stores may keep a state past `expiresAt` and count on it (the memory store does, to reuse
+  // a returning client's entry): every step must then answer exactly as on no state at all.
+  const algorithms = [fixedWindow, slidingWindow, tokenBucket] as Algorithm<unknown>[];
+  const rules: CounterRule[] = [
+    { limit: 5, window: { ms: MINUTE }, cost: 1 },
+    { limit: 3, window: { ms: 10_000 }, cost: 2 },
+    { limit: 100, window: parseWindow("1h"), cost: 7 },
+  ];
+  it("carry no information: allows, count and describe answer as for a new counter", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: algorithms.length - 1 }),
+        fc.integer({ min: 0, max: rules.length - 1 }),
+        fc.array(fc.integer({ min: 0, max: 20_000 }), { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 0, max: 4 * MINUTE }),
+        (which, ruleIndex, gaps, past) => {
+          const algorithm = algorithms[which] as Algorithm<unknown>;
+          const rule = rules[ruleIndex] as CounterRule;
+          let state: unknown;
+          let now = T0;
+          for (const gap of gaps) {
+            now += gap;
+            const allowed = algorithm.allows(state, now, rule);
+            state = algorithm.count(state, now, rule, allowed);
+          }
+          const later = Math.max(now, algorithm.expiresAt(state, now, rule)) + past;
+          const allowed = algorithm.allows(state, later, rule);
+          expect(allowed).toBe(algorithm.allows(undefined, later, rule));
+          const counted = algorithm.count(state, later, rule, allowed);
+          const fresh = algorithm.count(undefined, later, rule, allowed);
+          expect(algorithm.describe(counted, later, rule, allowed)).toEqual(
+            algorithm.describe(fresh, later, rule, allowed),
+          );
+          expect(algorithm.expiresAt(counted, later, rule)).toBe(
+            algorithm.expiresAt(fresh, later, rule),
+          );
+          if (algorithm.countInPlace !== undefined) {
+            const inPlace = algorithm.countInPlace(structuredClone(state), later, rule);
+            expect(inPlace).toEqual(algorithm.describe(fresh, later, rule, allowed));
+          }
+        },
+      ),
+    );
+  });
+});

@@ -107,6 +107,58 @@ describe("memory store", () => {
     }
   });
 
+  it("counts a returning key in its expired entry exactly as a new counter, without growing", () => {
+    // Reference: the algorithms' three steps on a map that forgets a state once it expires.
+    fc.assert(
+      fc.property(
+        fc.constantFrom("fixed-window", "sliding-window", "token-bucket"),
+        fc.array(
+          fc.record({
+            keys: fc.uniqueArray(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 3 }),
+            advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 150_000 })),
+          }),
+          { minLength: 1, maxLength: 60 },
+        ),
+        (algorithm, steps) => {
+          const store = memoryStore();
+          const steps3 = ALGORITHMS[algorithm] as Algorithm<unknown>;
+          const reference = new Map<string, unknown>();
+          const kept = Array.from({ length: 4 }, (_, i) => ({
+            ...counter(`ip:${i}|a|g`, 3, { algorithm }),
+            storeHandle: null,
+          }));
+          let now = NOW;
+          for (const { keys, advanceMs } of steps) {
+            now += advanceMs;
+            const specs = keys.map((i) => kept[i] as CounterSpec);
+            const got =
+              specs.length === 1
+                ? [store.applyOneSync(specs[0] as CounterSpec, now)]
+                : store.applySync(specs, now);
+            const states = specs.map((spec) => {
+              const state = reference.get(spec.key);
+              const live =
+                state !== undefined && steps3.expiresAt(state, now, spec) > now ? state : undefined;
+              return live;
+            });
+            const allowed = specs.map((spec, i) => steps3.allows(states[i], now, spec));
+            const admitted = allowed.every(Boolean);
+            const want = specs.map((spec, i) => {
+              let state = states[i];
+              if (admitted || !allowed[i]) {
+                state = steps3.count(state, now, spec, allowed[i] as boolean);
+                reference.set(spec.key, state);
+              }
+              return steps3.describe(state, now, spec, allowed[i] as boolean);
+            });
+            expect(got).toEqual(want);
+          }
+          expect(store.size).toBeLessThanOrEqual(4);
+        },
+      ),
+    );
+  });
+
   it("treats keys built anew for every request as the same counter", () => {
     // The limiter builds keys by concatenation: equal content must mean one counter, whatever
     // string object carries it.
@@ -119,6 +171,24 @@ describe("memory store", () => {
     const [state] = store.applySync([counter(`${parts[0]}${parts[1]}|a|global`, 10)], NOW);
     expect(state).toMatchObject({ allowed: false, count: 11, remaining: 0 });
     expect(store.size).toBe(1);
+  });
+
+  it("starts a counter afresh when its rule changes algorithm (a policy reload)", () => {
+    const store = memoryStore();
+    const fixed = counter("ip:1|a|global", 3);
+    for (let i = 0; i < 3; i++) store.applySync([fixed], NOW);
+    expect(store.applyOneSync(fixed, NOW).allowed).toBe(false);
+    // Same key, now a token bucket: the fixed window's state must not be read as a bucket's.
+    const bucket = counter("ip:1|a|global", 3, { algorithm: "token-bucket" });
+    const first = store.applyOneSync(bucket, NOW);
+    expect(first.allowed).toBe(true);
+    expect(first.remaining).toBe(2);
+    // Both ways, and through the several-counters path too.
+    const other = counter("ip:1|a|other", 10);
+    const [back] = store.applySync([fixed, other], NOW);
+    expect(back?.allowed).toBe(true);
+    expect(back?.count).toBe(1);
+    expect(store.size).toBe(2);
   });
 
   it("rejects a nonsensical size", () => {
