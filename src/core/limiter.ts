@@ -1,4 +1,5 @@
 import {
+  DEFAULT_ORIGIN_HEADER,
   type Disclosed,
   forbiddenBody,
   rateLimitHeaders,
@@ -95,6 +96,11 @@ interface Compiled {
   readonly policyFields: Map<number, string>;
   /** Counters of recent subjects, by rule ordinal (see usualCounters). */
   readonly counterCache: GenerationalCache<(CounterSpec | undefined)[]>;
+  /** Matched rules of recent paths: anonymous, then authenticated by plan (see matchOf). */
+  readonly anonymousMatches: GenerationalCache<readonly CompiledRule[]>;
+  readonly authenticatedMatches: Map<string, GenerationalCache<readonly CompiledRule[]>>;
+  /** Whether a tier has a rule that names methods (the method is then part of the match key). */
+  readonly methodsMatter: Readonly<Record<Tier, boolean>>;
 }
 
 interface Identity {
@@ -223,7 +229,7 @@ export class Limiter {
       );
     }
 
-    const rules = this.#match(compiled, identity, path, request.method ?? "GET");
+    const rules = matchOf(compiled, identity, path, request.method ?? "GET");
     if (rules.length === 0) {
       return this.#finish(
         request,
@@ -257,7 +263,7 @@ export class Limiter {
     request: RequestDescription,
     identity: Identity,
     path: string,
-    rules: CompiledRule[],
+    rules: readonly CompiledRule[],
     passVerified: boolean,
     started: number,
   ): Verdict | Promise<Verdict> {
@@ -325,7 +331,7 @@ export class Limiter {
     path: string,
     request: RequestDescription,
     passVerified: boolean,
-    rules: CompiledRule[],
+    rules: readonly CompiledRule[],
     counters: CounterSpec[],
     states: CounterState[],
     now: number,
@@ -368,34 +374,6 @@ export class Limiter {
     return false;
   }
 
-  #match(compiled: Compiled, identity: Identity, path: string, method: string): CompiledRule[] {
-    const groups = compiled.groups[identity.tier];
-    // At most one rule per group: sized once, trimmed at the end.
-    const chosen: CompiledRule[] = new Array(groups.length);
-    let found = 0;
-    // Upper-cased only for a rule that names methods (most do not).
-    let upperMethod: string | undefined;
-    for (const group of groups) {
-      for (const candidate of group) {
-        const { rule } = candidate;
-        if (rule.pathPrefix !== undefined && !matchesPrefix(path, rule.pathPrefix)) continue;
-        if (candidate.methods !== undefined) {
-          upperMethod ??= method.toUpperCase();
-          if (!candidate.methods.has(upperMethod)) continue;
-        }
-        if (candidate.plans !== undefined) {
-          if (identity.plan === undefined || !candidate.plans.has(identity.plan)) continue;
-        }
-        if (rule.key === "user" && identity.userSubject === undefined) continue;
-        chosen[found++] = candidate;
-        break;
-      }
-    }
-    // Setting `length` goes through a runtime call in V8: only when a group matched nothing.
-    if (found !== chosen.length) chosen.length = found;
-    return chosen;
-  }
-
   #apply(compiled: Compiled, counters: CounterSpec[], now: number): Promise<CounterState[]> {
     const store = this.#store;
     if (store.applySync !== undefined) {
@@ -433,7 +411,7 @@ export class Limiter {
     path: string,
     request: RequestDescription,
     passVerified: boolean,
-    rules: CompiledRule[],
+    rules: readonly CompiledRule[],
     counters: CounterSpec[],
     states: CounterState[],
     now: number,
@@ -518,7 +496,12 @@ export class Limiter {
           now,
         );
         // The policy's origin header name is lower case (resolve.ts), as the gateway expects.
-        originHeaders = { [policy.headers.origin]: String(decidingState.remaining) };
+        // The usual name as a literal: an object of one fixed shape, no keyed store.
+        const remaining = String(decidingState.remaining);
+        originHeaders =
+          policy.headers.origin === DEFAULT_ORIGIN_HEADER
+            ? { "x-ratelimit-remaining": remaining }
+            : { [policy.headers.origin]: remaining };
       } else if (disclosedCount > 0) {
         // Only approximate rules matched: the quotas can be told, the counts cannot.
         rateLimitPolicyOnly(headers, policy, disclosedOf(rules, outcomes), now);
@@ -588,7 +571,7 @@ export class Limiter {
     compiled: Compiled,
     identity: Identity,
     path: string,
-    rules: CompiledRule[],
+    rules: readonly CompiledRule[],
     counters: CounterSpec[],
     until: { key: string; until: number },
     now: number,
@@ -640,7 +623,7 @@ export class Limiter {
     compiled: Compiled,
     identity: Identity,
     path: string,
-    rules: CompiledRule[],
+    rules: readonly CompiledRule[],
     now: number,
   ): Verdict {
     const policy = compiled.policy;
@@ -719,6 +702,77 @@ function identityOf(
     address: client.address,
     ipCounters,
   };
+}
+
+/** Paths per match-cache generation, and the longest path kept (longer ones are matched anew). */
+const CACHED_PATHS_PER_GENERATION = 1024;
+const MAX_CACHED_PATH_LENGTH = 256;
+
+/**
+ * The rules a request matches, one per group. They depend on the tier, the plan, the path and,
+ * when a rule names methods, the method, and the same paths come back: recent paths' rules are
+ * kept (bounded, and never for a path too long to be worth holding), so a request usually costs
+ * one lookup instead of a prefix comparison per rule. The array is shared: never mutated.
+ */
+function matchOf(
+  compiled: Compiled,
+  identity: Identity,
+  path: string,
+  method: string,
+): readonly CompiledRule[] {
+  if (path.length > MAX_CACHED_PATH_LENGTH) return matchRules(compiled, identity, path, method);
+  const tier = identity.tier;
+  let cache = compiled.anonymousMatches;
+  if (tier !== "anonymous") {
+    const plan = identity.plan ?? "";
+    const byPlan = compiled.authenticatedMatches.get(plan);
+    if (byPlan === undefined) {
+      cache = new GenerationalCache(CACHED_PATHS_PER_GENERATION);
+      compiled.authenticatedMatches.set(plan, cache);
+    } else {
+      cache = byPlan;
+    }
+  }
+  const key = compiled.methodsMatter[tier] ? `${method.toUpperCase()} ${path}` : path;
+  let rules = cache.get(key);
+  if (rules === undefined) {
+    rules = matchRules(compiled, identity, path, method);
+    cache.set(key, rules);
+  }
+  return rules;
+}
+
+function matchRules(
+  compiled: Compiled,
+  identity: Identity,
+  path: string,
+  method: string,
+): CompiledRule[] {
+  const groups = compiled.groups[identity.tier];
+  // At most one rule per group: sized once, trimmed at the end.
+  const chosen: CompiledRule[] = new Array(groups.length);
+  let found = 0;
+  // Upper-cased only for a rule that names methods (most do not).
+  let upperMethod: string | undefined;
+  for (const group of groups) {
+    for (const candidate of group) {
+      const { rule } = candidate;
+      if (rule.pathPrefix !== undefined && !matchesPrefix(path, rule.pathPrefix)) continue;
+      if (candidate.methods !== undefined) {
+        upperMethod ??= method.toUpperCase();
+        if (!candidate.methods.has(upperMethod)) continue;
+      }
+      if (candidate.plans !== undefined) {
+        if (identity.plan === undefined || !candidate.plans.has(identity.plan)) continue;
+      }
+      if (rule.key === "user" && identity.userSubject === undefined) continue;
+      chosen[found++] = candidate;
+      break;
+    }
+  }
+  // Setting `length` goes through a runtime call in V8: only when a group matched nothing.
+  if (found !== chosen.length) chosen.length = found;
+  return chosen;
 }
 
 function anyChallenges(rules: readonly CompiledRule[]): boolean {
@@ -947,6 +1001,14 @@ function compile(policy: ResolvedPolicy, context: SecretContext): Compiled {
     deny: new CidrSet(policy.denylist),
     counterCache: new GenerationalCache(CACHED_SUBJECTS_PER_GENERATION),
     policyFields: new Map(),
+    anonymousMatches: new GenerationalCache(CACHED_PATHS_PER_GENERATION),
+    authenticatedMatches: new Map(),
+    methodsMatter: {
+      anonymous: groups.anonymous.some((group) => group.some((rule) => rule.methods !== undefined)),
+      authenticated: groups.authenticated.some((group) =>
+        group.some((rule) => rule.methods !== undefined),
+      ),
+    },
   };
 }
 

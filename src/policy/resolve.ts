@@ -1,6 +1,7 @@
 import { parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
 import type { Tier } from "../core/types.js";
+import { DEFAULT_ORIGIN_HEADER } from "../http/headers.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
 import type { ResolvedChallenge, ResolvedList, ResolvedPolicy, ResolvedRule } from "./types.js";
 
@@ -226,7 +227,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       headers: {
         legacy: spec.headers?.legacy ?? true,
         draft: spec.headers?.draft ?? true,
-        origin: (spec.headers?.origin ?? "x-ratelimit-remaining").toLowerCase(),
+        origin: (spec.headers?.origin ?? DEFAULT_ORIGIN_HEADER).toLowerCase(),
       },
     },
   };

@@ -160,6 +160,57 @@ describe("the seed's policy", () => {
   });
 });
 
+describe("matching", () => {
+  it("keeps each path's matched rules apart for every tier, plan and method", async () => {
+    const input: PolicyInput = {
+      version: 1,
+      identity: {
+        user: { jwt: { algorithms: ["HS256"], secret: { env: "EDGELIMIT_JWT_SECRET" } } },
+      },
+      tiers: {
+        anonymous: { global: 60, paths: { "/api/export": 3, "/api/search": 30 } },
+        authenticated: {
+          global: 300,
+          plans: { free: 100, pro: 1000 },
+          paths: { "/api/export": 20 },
+        },
+      },
+      plans: { default: "free" },
+      namespaces: { login: { match: { path: "/login", methods: ["POST"] }, key: "ip", limit: 5 } },
+    };
+    const tokens = [
+      undefined,
+      await signToken({ sub: "u_pro", plan: "pro" }),
+      await signToken({ sub: "u_odd", plan: "platinum" }),
+      await signToken({ sub: "u_none" }),
+    ];
+    const paths = ["/", "/api/export", "/api//export?x=1", "/api/search", "/login", "/LOGIN"];
+    const methods = ["GET", "POST", "post"];
+    // One limiter that has seen every combination before, against a new one for each request.
+    const remembering = createLimiter({ policy: definePolicy(input), store: memoryStore(), env });
+    const matched = (verdict: { outcomes: readonly { ruleId: string }[] }) =>
+      verdict.outcomes.map((outcome) => outcome.ruleId);
+    for (let round = 0; round < 2; round++) {
+      for (const token of tokens) {
+        for (const path of paths) {
+          for (const method of methods) {
+            const request = {
+              ip: "198.51.100.40",
+              method,
+              path,
+              headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+            };
+            const fresh = createLimiter({ policy: definePolicy(input), store: memoryStore(), env });
+            expect(matched(await remembering.check(request))).toEqual(
+              matched(await fresh.check(request)),
+            );
+          }
+        }
+      }
+    }
+  });
+});
+
 describe("failure of the store", () => {
   const failing: Store = {
     name: "failing",
