@@ -7,7 +7,8 @@
 #   bash bench/gateway-instructions.sh [requests] [dist-dir]
 #       (default 10000 requests and dist/; needs valgrind and a build: npm run build, or another
 #       commit's build for a before/after pair; about 3 minutes per gateway; set
-#       GATEWAY_INSTRUCTIONS_KEEP=<dir> to keep each gateway's by-function JSON, and
+#       GATEWAY_INSTRUCTIONS_KEEP=<dir> to keep each gateway's by-function JSON, profile and perf
+#       map (bench/callgrind-callers.mjs reads the last two: what each call costs, inclusive), and
 #       GATEWAY_INSTRUCTIONS_CACHE=1 to count simulated cache misses too)
 #
 # Three gateways, one at a time (runs made at the same time do not reproduce):
@@ -90,7 +91,10 @@ measure headers-only "$work/headers-only" --no-limit
 measure limited "$dist"
 kill "$upstream"
 node bench/callgrind-compare.mjs "$work/no-limit.json" "$work/headers-only.json" "$work/limited.json"
-# Kept for other comparisons (node bench/callgrind-compare.mjs a.json b.json) when asked.
+# Kept for other comparisons (node bench/callgrind-compare.mjs a.json b.json; node
+# bench/callgrind-callers.mjs limited.out.1 limited.map 10000) when asked.
 if [ -n "${GATEWAY_INSTRUCTIONS_KEEP:-}" ]; then
-  mkdir -p "$GATEWAY_INSTRUCTIONS_KEEP" && cp "$work"/*.json "$GATEWAY_INSTRUCTIONS_KEEP/"
+  mkdir -p "$GATEWAY_INSTRUCTIONS_KEEP"
+  cp "$work"/*.json "$work"/*.map "$GATEWAY_INSTRUCTIONS_KEEP/"
+  for label in no-limit headers-only limited; do cp "$work/$label.out.1" "$GATEWAY_INSTRUCTIONS_KEEP/"; done
 fi

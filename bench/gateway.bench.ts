@@ -23,12 +23,17 @@
  *   new          a new client per request (worst case: two memory-store inserts per request)
  *   refused      one client far over its limit: every answer is the gateway's own 429
  * Rounds interleave the targets (reversed every other round) and figures are medians.
+ * Placement: the scheduler places every process (as in every session's figures). With
+ * GATEWAY_BENCH_PIN=1 on a machine with two or more CPUs, the serving processes (the gateways,
+ * nginx) run on CPU 0 and everything else (wrk, the upstream, this process's open-loop
+ * generator) on CPU 1, as a gateway runs in production: on a core of its own, not time-sliced
+ * with the load generator and the origin. The report says which was used.
  * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 2), GATEWAY_BENCH_ROUNDS (default 5),
  * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_RATE_SECONDS
  * (default 2), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
  * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run; default `dist/cli/main.js`,
  * built first with `npm run build`, as users run it; `src` through tsx with
- * GATEWAY_BENCH_ENTRY=tsx).
+ *  GATEWAY_BENCH_ENTRY=tsx), GATEWAY_BENCH_PIN (1: pin, above).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -57,6 +62,11 @@ const ENTRY =
   env.GATEWAY_BENCH_ENTRY === "tsx"
     ? ["--import", "tsx", "src/cli/main.ts"]
     : [env.GATEWAY_BENCH_ENTRY || "dist/cli/main.js"];
+/** CPUs for the serving processes and for the rest (see the header), or none: no pinning. */
+const PIN =
+  env.GATEWAY_BENCH_PIN === "1" && cpus().length >= 2
+    ? { served: ["taskset", "-c", "0"], rest: ["taskset", "-c", "1"] }
+    : undefined;
 const POPULATION = 10_000;
 const PATH = "/api/search?q=shoes";
 
@@ -71,8 +81,17 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function start(command: string, args: string[], childEnv: NodeJS.ProcessEnv = env): ChildProcess {
-  const child = spawn(command, args, { stdio: ["ignore", "ignore", "inherit"], env: childEnv });
+function start(
+  command: string,
+  args: string[],
+  childEnv: NodeJS.ProcessEnv = env,
+  cpu: readonly string[] | undefined = undefined,
+): ChildProcess {
+  const argv = cpu === undefined ? [command, ...args] : [...cpu, command, ...args];
+  const child = spawn(argv[0] as string, argv.slice(1), {
+    stdio: ["ignore", "ignore", "inherit"],
+    env: childEnv,
+  });
   children.push(child);
   return child;
 }
@@ -126,8 +145,9 @@ interface Saturated {
 function wrk(port: number, script: string, pid: number, seconds = WRK_SECONDS): Saturated {
   const before = cpuSeconds(pid);
   const output = execFileSync(
-    "wrk",
+    PIN === undefined ? "wrk" : (PIN.rest[0] as string),
     [
+      ...(PIN === undefined ? [] : [...PIN.rest.slice(1), "wrk"]),
       "-t1",
       `-c${CONNECTIONS}`,
       `-d${seconds}s`,
@@ -364,7 +384,13 @@ async function main(): Promise<void> {
     execFileSync("npm", ["run", "build"], { stdio: "ignore" });
   }
   const upstreamPort = await freePort();
-  const upstream = start(process.execPath, ["-e", UPSTREAM_SOURCE(upstreamPort)]);
+  // This process sends the fixed-rate requests: on the load generator's CPU.
+  if (PIN !== undefined) {
+    execFileSync(PIN.rest[0] as string, ["-a", "-p", ...PIN.rest.slice(1), String(process.pid)], {
+      stdio: "ignore",
+    });
+  }
+  const upstream = start(process.execPath, ["-e", UPSTREAM_SOURCE(upstreamPort)], env, PIN?.rest);
   await waitForPort(upstreamPort);
 
   const serveEnv = { ...env, EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic" };
@@ -393,6 +419,7 @@ async function main(): Promise<void> {
         ...extra,
       ],
       serveEnv,
+      PIN?.served,
     );
     await waitForPort(port);
     return { name, port, pid: child.pid as number };
@@ -416,14 +443,12 @@ async function main(): Promise<void> {
   for (const sub of ["body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"])
     mkdirSync(join(dir, sub));
   writeFileSync(join(dir, "nginx.conf"), nginxConfig(nginxPort, upstreamPort));
-  const nginxProcess = start("/usr/sbin/nginx", [
-    "-p",
-    dir,
-    "-c",
-    join(dir, "nginx.conf"),
-    "-e",
-    join(dir, "logs/error.log"),
-  ]);
+  const nginxProcess = start(
+    "/usr/sbin/nginx",
+    ["-p", dir, "-c", join(dir, "nginx.conf"), "-e", join(dir, "logs/error.log")],
+    env,
+    PIN?.served,
+  );
   await waitForPort(nginxPort);
   const nginx: Target = { name: "nginx", port: nginxPort, pid: nginxProcess.pid as number };
 
@@ -537,7 +562,7 @@ async function main(): Promise<void> {
     `edgelimit (${firstShape}) / nginx limit_req: CPU per request ${f2(median(peer.map((run, i) => (nginxRuns[i] as Saturated).cpuMicros / run.cpuMicros)))}x as efficient, wrk req/s ${f2(median(peer.map((run, i) => run.requestsPerSecond / (nginxRuns[i] as Saturated).requestsPerSecond)))}x`,
   );
   out(
-    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; wrk -t1 -c${CONNECTIONS} -d${WRK_SECONDS}s; fixed rates ${RATES.join(", ")} req/s for ${RATE_SECONDS}s on ${OPEN_LOOP_CONNECTIONS} connections; ${ROUNDS} interleaved rounds; CLK_TCK ${CLOCK_TICKS_PER_SECOND}`,
+    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; wrk -t1 -c${CONNECTIONS} -d${WRK_SECONDS}s; fixed rates ${RATES.join(", ")} req/s for ${RATE_SECONDS}s on ${OPEN_LOOP_CONNECTIONS} connections; ${ROUNDS} interleaved rounds; CLK_TCK ${CLOCK_TICKS_PER_SECOND}; ${PIN === undefined ? "not pinned: the scheduler placed every process (GATEWAY_BENCH_PIN=1 pins)" : "pinned: gateways and nginx on CPU 0; wrk, the upstream and the fixed-rate generator on CPU 1"}`,
   );
   out(`load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
   process.stdout.write(`${lines.join("\n")}\n`);
