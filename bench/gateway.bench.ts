@@ -33,7 +33,7 @@
  * (default 2), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
  * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run; default `dist/cli/main.js`,
  * built first with `npm run build`, as users run it; `src` through tsx with
- *  GATEWAY_BENCH_ENTRY=tsx), GATEWAY_BENCH_PIN (1: pin, above).
+ * GATEWAY_BENCH_ENTRY=tsx), GATEWAY_BENCH_PIN (1: pin, above).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
