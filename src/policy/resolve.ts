@@ -31,6 +31,38 @@ const DEFAULT_TRUSTED_PROXIES = ["127.0.0.0/8", "::1/128"];
  * bucket, a plan default that names no plan). Returns the issues instead of throwing, so that
  * all of them are reported at once.
  */
+/**
+ * The values of a policy's enumerations, as this module's own string constants. A value parsed
+ * from YAML is a string of its own (often a slice of the whole file), and every request compares
+ * some of them (`rule.action === "challenge"`, the IP source, the algorithm a store entry was
+ * made with): against a constant, V8 then compares the characters, through a runtime call for a
+ * slice. The constant itself compares by identity.
+ */
+const CANONICAL = new Map<string, string>(
+  [
+    "fixed-window",
+    "sliding-window",
+    "token-bucket",
+    "block",
+    "challenge",
+    "open",
+    "closed",
+    "ip",
+    "user",
+    "user-or-ip",
+    "socket",
+    "header",
+    "x-forwarded-for",
+    "trusted-proxies",
+    "any",
+    DEFAULT_ORIGIN_HEADER,
+  ].map((value) => [value, value]),
+);
+
+function canonical<T extends string>(value: T): T {
+  return (CANONICAL.get(value) as T | undefined) ?? value;
+}
+
 export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issues: RawIssue[] } {
   const issues: RawIssue[] = [];
   const rules: ResolvedRule[] = [];
@@ -76,11 +108,12 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
     }
     rules.push({
       ...rule,
+      key: canonical(rule.key),
       window,
-      algorithm: merged.algorithm,
-      action: merged.action,
+      algorithm: canonical(merged.algorithm),
+      action: canonical(merged.action),
       challengeBand: merged.challengeBand,
-      failMode: merged.failMode,
+      failMode: canonical(merged.failMode),
       disclose: merged.disclose,
       shadow: merged.shadow,
       cost: merged.cost,
@@ -182,7 +215,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       version: 1,
       identity: {
         ip: {
-          source,
+          source: canonical(source),
           header: ip.header?.toLowerCase(),
           trustedProxies: ip.trustedProxies ?? DEFAULT_TRUSTED_PROXIES,
           ipv6Prefix: ip.ipv6Prefix ?? 64,
@@ -209,7 +242,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
             : {
                 user: trustedHeader.user.toLowerCase(),
                 plan: trustedHeader.plan?.toLowerCase(),
-                from: trustedHeader.from ?? "trusted-proxies",
+                from: canonical(trustedHeader.from ?? "trusted-proxies"),
               },
       },
       rules,
@@ -227,7 +260,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       headers: {
         legacy: spec.headers?.legacy ?? true,
         draft: spec.headers?.draft ?? true,
-        origin: (spec.headers?.origin ?? DEFAULT_ORIGIN_HEADER).toLowerCase(),
+        origin: canonical((spec.headers?.origin ?? DEFAULT_ORIGIN_HEADER).toLowerCase()),
       },
     },
   };
