@@ -118,7 +118,9 @@ export class MemoryStore implements Store {
           // Its `allowed` is `allows` again on the same state: the first phase's `ok`.
           results[i] = algorithm.countInPlace(entry, now, spec);
           entry.expiresAt = algorithm.expiresAt(entry, now, spec);
-          this.#touch(entry);
+          // A busy key is hot already: no call.
+          if (entry.hot) entry.referenced = true;
+          else this.#touch(entry);
           continue;
         }
         entry = this.#count(spec, algorithm, entry, ok, now);
