@@ -26,12 +26,6 @@ const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
 const DEFAULT_TRUSTED_PROXIES = ["127.0.0.0/8", "::1/128"];
 
 /**
- * Turns a schema-valid policy into the flat list of rules the limiter runs, checking what the
- * schema cannot see (a user-keyed rule without a user identity, a calendar window on a token
- * bucket, a plan default that names no plan). Returns the issues instead of throwing, so that
- * all of them are reported at once.
- */
-/**
  * The values of a policy's enumerations, as this module's own string constants. A value parsed
  * from YAML is a string of its own (often a slice of the whole file), and every request compares
  * some of them (`rule.action === "challenge"`, the IP source, the algorithm a store entry was
@@ -63,6 +57,12 @@ function canonical<T extends string>(value: T): T {
   return (CANONICAL.get(value) as T | undefined) ?? value;
 }
 
+/**
+ * Turns a schema-valid policy into the flat list of rules the limiter runs, checking what the
+ * schema cannot see (a user-keyed rule without a user identity, a calendar window on a token
+ * bucket, a plan default that names no plan). Returns the issues instead of throwing, so that
+ * all of them are reported at once.
+ */
 export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issues: RawIssue[] } {
   const issues: RawIssue[] = [];
   const rules: ResolvedRule[] = [];
