@@ -31,7 +31,10 @@ const compiled = readFileSync(mapFile, "utf8")
   .map((match) => ({
     start: Number.parseInt(match[1], 16),
     end: Number.parseInt(match[1], 16) + Number.parseInt(match[2], 16),
-    name: match[3].replace(/file:\/\/\S*?\/(core|stores|gateway|http|metrics|policy|challenge|cli|adapters)\//, "$1/"),
+    name: match[3].replace(
+      /file:\/\/\S*?\/(core|stores|gateway|http|metrics|policy|challenge|cli|adapters)\//,
+      "$1/",
+    ),
   }))
   .sort((a, b) => a.start - b.start);
 
