@@ -209,13 +209,10 @@ export class Gateway {
   }
 
   /**
-   * Swaps the policy; counters live in the store and are kept. Throws (and keeps the running
-   * policy) when the new one does not compile, for example a secret that is not set.
-   */
-  /**
-   * Applies a new policy; counters are kept. `companions` are what was built from the new
-   * policy (its challenge handler and lists); given, they replace the old ones, whose lists are
-   * closed. A policy that does not compile throws and everything running stays.
+   * Applies a new policy; counters live in the store and are kept. `companions` are what was
+   * built from the new policy (its challenge handler and lists); given, they replace the old
+   * ones, whose lists are closed. A policy that does not compile (a secret that is not set, for
+   * example) throws, and everything running stays.
    */
   reload(
     policy: ResolvedPolicy,
