@@ -228,30 +228,52 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
   return tokens;
 }
 
-/** The forwarded request's headers: hop-by-hop removed, X-Forwarded-For appended. */
+/**
+ * The forwarded request's headers as undici's flat list (`[name, value, name, value, ...]`):
+ * hop-by-hop removed, ours (`originHeaders`) in place of any the client sent under the same
+ * name, X-Forwarded-For appended. A list spares undici the object's iterator check, its key
+ * list and a lookup per name, and us an object grown one header at a time.
+ */
 export function requestHeaders(
   req: IncomingMessage,
   originHeaders: Readonly<Record<string, string>>,
   strippedHeader?: string,
-): Record<string, string | string[]> {
+): string[] {
   const listed = connectionTokens(req.headers.connection);
-  const out: Record<string, string | string[]> = {};
+  const out: string[] = [];
   const incoming: IncomingHttpHeaders = req.headers;
+  let prior: string | undefined;
   for (const name in incoming) {
     const value = incoming[name];
     if (value === undefined || HOP_BY_HOP.has(name) || listed?.has(name)) continue;
     if (name === strippedHeader) continue;
-    out[name] = value;
+    if (name === "x-forwarded-for") {
+      prior = typeof value === "string" ? value : value.join(", ");
+      continue;
+    }
+    // Node lists only a repeated `set-cookie` as an array: one line each, as it arrived.
+    if (typeof value === "string") out.push(name, value);
+    else for (const item of value) out.push(name, item);
   }
-  // A client must not be able to pretend it has quota left: our value replaces theirs.
-  // The limiter writes these names in lower case, as Node's own names are.
-  for (const name in originHeaders) out[name] = originHeaders[name] as string;
+  // A client must not be able to pretend it has quota left: our value replaces theirs. The
+  // limiter writes these names in lower case, as Node's own names are, and the usual one is
+  // `strippedHeader`, already left out above.
+  for (const name in originHeaders) {
+    if (name !== strippedHeader) removeHeader(out, name);
+    out.push(name, originHeaders[name] as string);
+  }
   const peer = plainAddress(req.socket.remoteAddress);
   if (peer !== undefined) {
-    const prior = incoming["x-forwarded-for"];
-    out["x-forwarded-for"] = prior === undefined || prior === "" ? peer : `${prior}, ${peer}`;
+    out.push("x-forwarded-for", prior === undefined || prior === "" ? peer : `${prior}, ${peer}`);
+  } else if (prior !== undefined) {
+    out.push("x-forwarded-for", prior);
   }
   return out;
+}
+
+/** Removes every line named `name` (lower case) from a flat header list. */
+function removeHeader(list: string[], name: string): void {
+  for (let i = list.length - 2; i >= 0; i -= 2) if (list[i] === name) list.splice(i, 2);
 }
 
 /**

@@ -1,9 +1,11 @@
+import type { IncomingMessage } from "node:http";
 import { Histogram, type Metric, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
 import type { Verdict } from "../../src/core/types.js";
 import { RecentHeavyHitters, SpaceSaving } from "../../src/gateway/heavy-hitters.js";
 import { GatewayMetrics } from "../../src/gateway/metrics.js";
+import { requestHeaders } from "../../src/gateway/proxy.js";
 import { RateSeries } from "../../src/gateway/rate-series.js";
 import { LabelFreeHistogram } from "../../src/metrics/prometheus.js";
 import { parsePolicy } from "../../src/policy/load.js";
@@ -190,5 +192,64 @@ describe("storeFromUrl", () => {
 
   it("hides credentials", () => {
     expect(redact("redis://:hunter2@10.0.0.1:6379")).toBe("redis://***@10.0.0.1:6379");
+  });
+});
+
+describe("requestHeaders", () => {
+  const request = (headers: Record<string, string | string[]>, peer?: string) =>
+    ({ headers, socket: { remoteAddress: peer } }) as unknown as IncomingMessage;
+  /** The flat list as name -> values, in order. */
+  const lines = (list: string[]) => {
+    const byName = new Map<string, string[]>();
+    for (let i = 0; i < list.length; i += 2) {
+      const name = list[i] as string;
+      byName.set(name, [...(byName.get(name) ?? []), list[i + 1] as string]);
+    }
+    return byName;
+  };
+
+  it("drops hop-by-hop and listed headers, replaces ours and appends the peer to X-Forwarded-For", () => {
+    const out = lines(
+      requestHeaders(
+        request(
+          {
+            host: "example.test",
+            connection: "keep-alive, x-secret",
+            "keep-alive": "timeout=5",
+            "x-secret": "hop",
+            "transfer-encoding": "chunked",
+            "x-ratelimit-remaining": "1000",
+            "x-other-ours": "forged",
+            "set-cookie": ["a=1", "b=2"],
+            "x-forwarded-for": "203.0.113.9",
+          },
+          "::ffff:127.0.0.1",
+        ),
+        { "x-ratelimit-remaining": "7", "x-other-ours": "real" },
+        "x-ratelimit-remaining",
+      ),
+    );
+    expect([...out.keys()].sort()).toEqual([
+      "host",
+      "set-cookie",
+      "x-forwarded-for",
+      "x-other-ours",
+      "x-ratelimit-remaining",
+    ]);
+    expect(out.get("x-ratelimit-remaining")).toEqual(["7"]);
+    expect(out.get("x-other-ours")).toEqual(["real"]);
+    expect(out.get("set-cookie")).toEqual(["a=1", "b=2"]);
+    expect(out.get("x-forwarded-for")).toEqual(["203.0.113.9, 127.0.0.1"]);
+  });
+
+  it("strips the origin header even when no count is disclosed, and keeps X-Forwarded-For without a peer", () => {
+    const out = lines(
+      requestHeaders(
+        request({ "x-ratelimit-remaining": "1000", "x-forwarded-for": "203.0.113.9" }),
+        {},
+        "x-ratelimit-remaining",
+      ),
+    );
+    expect([...out.entries()]).toEqual([["x-forwarded-for", ["203.0.113.9"]]]);
   });
 });
