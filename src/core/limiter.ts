@@ -1,4 +1,5 @@
 import {
+  admittedRateLimitHeaders,
   DEFAULT_ORIGIN_HEADER,
   type Disclosed,
   forbiddenBody,
@@ -8,7 +9,6 @@ import {
   sfString,
   tooManyRequestsBody,
   unavailableBody,
-  writeRateLimitHeaders,
 } from "../http/headers.js";
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { BlockCache } from "./block-cache.js";
@@ -476,9 +476,8 @@ export class Limiter {
       }
     }
 
-    const headers: Record<string, string> = {};
-
     if (refusing === -1) {
+      let headers = NO_HEADERS;
       let originHeaders = NO_HEADERS;
       let decidingRule: ResolvedRule | undefined;
       let decidingState: CounterState | undefined;
@@ -486,8 +485,7 @@ export class Limiter {
         const compiledRule = rules[deciding] as CompiledRule;
         decidingRule = compiledRule.rule;
         decidingState = states[deciding] as CounterState;
-        writeRateLimitHeaders(
-          headers,
+        headers = admittedRateLimitHeaders(
           policy,
           decidingRule,
           decidingState,
@@ -504,6 +502,7 @@ export class Limiter {
             : { [policy.headers.origin]: remaining };
       } else if (disclosedCount > 0) {
         // Only approximate rules matched: the quotas can be told, the counts cannot.
+        headers = {};
         rateLimitPolicyOnly(headers, policy, disclosedOf(rules, outcomes), now);
       }
       return makeVerdict(identity, path, {
@@ -527,7 +526,7 @@ export class Limiter {
     const outcome = outcomes[refusing] as RuleOutcome;
     const retryAfterSeconds = Math.max(1, Math.ceil(refusingRetryMs / 1000));
     const action: Action = hardBlock || !challenged ? "block" : "challenge";
-    headers["cache-control"] = "no-store";
+    const headers: Record<string, string> = { "cache-control": "no-store" };
     if (rule.disclose) {
       rateLimitHeaders(
         headers,
