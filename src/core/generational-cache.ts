@@ -9,16 +9,16 @@
  * eviction costs time proportional to the bound on every insert (measured: 15x slower at
  * 10,000 keys, the largest cost of a request from a new client).
  */
-export class GenerationalCache<V> {
+export class GenerationalCache<V, K = string> {
   readonly #keysPerGeneration: number;
-  #young = new Map<string, V>();
-  #old = new Map<string, V>();
+  #young = new Map<K, V>();
+  #old = new Map<K, V>();
 
   constructor(keysPerGeneration: number) {
     this.#keysPerGeneration = Math.max(1, Math.floor(keysPerGeneration));
   }
 
-  get(key: string): V | undefined {
+  get(key: K): V | undefined {
     const young = this.#young.get(key);
     if (young !== undefined) return young;
     const old = this.#old.get(key);
@@ -26,7 +26,7 @@ export class GenerationalCache<V> {
     return old;
   }
 
-  set(key: string, value: V): void {
+  set(key: K, value: V): void {
     if (this.#young.size >= this.#keysPerGeneration) {
       this.#old = this.#young;
       this.#young = new Map();
@@ -35,7 +35,7 @@ export class GenerationalCache<V> {
   }
 
   /** Forgets a key in both generations. */
-  delete(key: string): void {
+  delete(key: K): void {
     this.#young.delete(key);
     this.#old.delete(key);
   }

@@ -7,7 +7,7 @@ import type {
 } from "../policy/types.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
-import { type Address, CidrSet, ipSubject, parseIp } from "./ip.js";
+import { type Address, CidrSet, ipSubject, ipv4Key, parseIp } from "./ip.js";
 import { subjectKey } from "./keys.js";
 import type { RequestDescription } from "./types.js";
 
@@ -90,8 +90,9 @@ interface ParsedAddress {
 }
 
 /**
- * Addresses per cache generation (at most twice this many held): a working set of this size
- * is answered from the young generation alone, with one lookup.
+ * Addresses per cache generation (at most twice this many held, dotted quads and other texts
+ * each): a working set of this size is answered from the young generation alone, with one
+ * lookup.
  */
 const CACHED_ADDRESSES_PER_GENERATION = 16_384;
 const UNPARSED: ParsedAddress = {
@@ -115,6 +116,8 @@ export class IpResolver {
   readonly #config: IpIdentity;
   readonly #trusted: CidrSet;
   readonly #cache = new GenerationalCache<ParsedAddress>(CACHED_ADDRESSES_PER_GENERATION);
+  /** Dotted quads by their number (see `ipv4Key`): the usual client text, found without a string. */
+  readonly #quads = new GenerationalCache<ParsedAddress, number>(CACHED_ADDRESSES_PER_GENERATION);
   #lastPeerText: string | undefined;
   #lastPeer: ParsedAddress = UNPARSED;
 
@@ -185,11 +188,27 @@ export class IpResolver {
   /** Parses an address text once; later requests from the same client reuse the result. */
   #parse(text: string | undefined): ParsedAddress {
     if (text === undefined) return UNPARSED;
+    // A dotted quad is looked up by its number: the map then reads no key string, which for
+    // thousands of clients is a cache miss per request, and hashes none.
+    const quad = ipv4Key(text);
+    if (quad !== undefined) {
+      const known = this.#quads.get(quad);
+      if (known !== undefined) return known;
+      const parsed = this.#build(text);
+      this.#quads.set(quad, parsed);
+      return parsed;
+    }
     const cached = this.#cache.get(text);
     if (cached !== undefined) return cached;
+    const parsed = this.#build(text);
+    this.#cache.set(text, parsed);
+    return parsed;
+  }
+
+  #build(text: string): ParsedAddress {
     const address = parseIp(text);
     const subject = address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
-    const parsed: ParsedAddress = {
+    return {
       address,
       subject,
       subjectKey: subjectKey("ip", subject),
@@ -198,8 +217,6 @@ export class IpResolver {
       viaTrusted: undefined,
       viaUntrusted: undefined,
     };
-    this.#cache.set(text, parsed);
-    return parsed;
   }
 }
 

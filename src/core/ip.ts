@@ -101,6 +101,38 @@ const DOT = 46;
 const ZERO = 48;
 const NINE = 57;
 
+/**
+ * A dotted quad spelled as `parseIp` accepts it without trimming (four decimal parts, no
+ * leading zeros, none above 255) as one 32-bit integer, or undefined for any other text. Two
+ * texts give the same number only if they are the same text, so the number can stand for the
+ * text as a map key: a small integer, which V8 hashes and compares without reading a string.
+ */
+export function ipv4Key(text: string): number | undefined {
+  let key = 0;
+  let parts = 0;
+  let value = 0;
+  let digits = 0;
+  const length = text.length;
+  if (length < 7 || length > 15) return undefined;
+  for (let i = 0; i <= length; i++) {
+    const code = i < length ? text.charCodeAt(i) : DOT;
+    if (code === DOT) {
+      if (digits === 0 || parts === 4) return undefined;
+      key = (key << 8) | value;
+      parts++;
+      value = 0;
+      digits = 0;
+      continue;
+    }
+    if (code < ZERO || code > NINE) return undefined;
+    if (digits > 0 && value === 0) return undefined;
+    value = value * 10 + (code - ZERO);
+    digits++;
+    if (value > 255) return undefined;
+  }
+  return parts === 4 ? key : undefined;
+}
+
 /** Groups of 1-4 hex digits, one `::` at most, optionally ending in a dotted quad. */
 function parseIpv6(text: string): Address | undefined {
   const words: number[] = [];

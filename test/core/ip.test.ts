@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import ipaddr from "ipaddr.js";
 import { describe, expect, it } from "vitest";
-import { CidrSet, ipSubject, isCidr, parseCidr, parseIp } from "../../src/core/ip.js";
+import { CidrSet, ipSubject, ipv4Key, isCidr, parseCidr, parseIp } from "../../src/core/ip.js";
 
 // ipaddr.js is the oracle: edgelimit's own parser must agree with it on every well-formed
 // address and refuse what it refuses (and, stricter, the legacy IPv4 forms it accepts).
@@ -198,5 +198,50 @@ describe("the address parser against ipaddr.js", () => {
     expect([range.kind(), range.toString(), bits]).toEqual(["ipv4", "10.0.0.0", 8]);
     expect(new CidrSet(["::ffff:10.0.0.0/104"]).has(parseIp("10.1.2.3"))).toBe(true);
     expect(new CidrSet(["::ffff:10.0.0.0/104"]).has(parseIp("11.1.2.3"))).toBe(false);
+  });
+});
+
+describe("ipv4Key", () => {
+  /** Near-quads: leading zeros, parts above 255, spaces, too few or too many parts, ports. */
+  const nearQuad = fc
+    .array(
+      fc.oneof(
+        fc.nat(300).map(String),
+        fc.nat(255).map((n) => `0${n}`),
+        fc.constantFrom("", " 1", "1 ", "a", "-1", "1:80", "1e2", "0x1"),
+      ),
+      { minLength: 1, maxLength: 6 },
+    )
+    .map((parts) => parts.join("."));
+
+  it("numbers exactly the texts that parseIp reads as that same IPv4 address", () => {
+    fc.assert(
+      fc.property(fc.oneof(ipv4Text, nearQuad, fc.string({ maxLength: 16 })), (text) => {
+        const key = ipv4Key(text);
+        const address = parseIp(text);
+        const canonical = address?.kind() === "ipv4" && address.toString() === text;
+        expect(key !== undefined).toBe(canonical);
+        if (key !== undefined && address !== undefined) {
+          // The number is the address's four bytes: one number per address, so per text.
+          const bytes = address.toByteArray();
+          const expected =
+            ((bytes[0] as number) << 24) |
+            ((bytes[1] as number) << 16) |
+            ((bytes[2] as number) << 8) |
+            (bytes[3] as number);
+          expect(key).toBe(expected);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("is a small integer for every address, the highest included", () => {
+    expect(ipv4Key("255.255.255.255")).toBe(-1);
+    expect(ipv4Key("0.0.0.0")).toBe(0);
+    expect(ipv4Key("128.0.0.1")).toBe(-2147483647);
+    expect(ipv4Key("10.9.3.4")).toBe((10 << 24) | (9 << 16) | (3 << 8) | 4);
+    expect(ipv4Key(" 10.9.3.4")).toBeUndefined();
+    expect(ipv4Key("10.9.3.04")).toBeUndefined();
   });
 });
