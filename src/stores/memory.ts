@@ -37,6 +37,9 @@ interface Bookkeeping {
 
 type Entry = EntryState & Bookkeeping;
 
+/** The state fields of every algorithm, which a new entry declares up front (see `#count`). */
+export const ENTRY_STATE_FIELDS = ["index", "count", "previous", "tat"] as const;
+
 const DEFAULT_MAX_KEYS = 1_000_000;
 const PROTECTED_SHARE = 0.8;
 const SWEEP_PER_INSERT = 2;
@@ -190,6 +193,13 @@ export class MemoryStore implements Store {
         hot: false,
         older: undefined,
         newer: undefined,
+        // Every algorithm's state fields (ENTRY_STATE_FIELDS), declared here so that `assign`
+        // writes into the object itself: added afterwards they would go to a second object (V8's
+        // property array), one more cache line to miss on every hit. One shape for all, too.
+        index: undefined,
+        count: undefined,
+        previous: undefined,
+        tat: undefined,
       };
       algorithm.assign(created, state);
       this.#insert(created, now);

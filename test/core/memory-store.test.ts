@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS, type Algorithm } from "../../src/core/algorithms/index.js";
 import type { CounterSpec } from "../../src/core/types.js";
-import { memoryStore } from "../../src/stores/memory.js";
+import { ENTRY_STATE_FIELDS, memoryStore } from "../../src/stores/memory.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -208,6 +208,30 @@ describe("memory store under a flood of fresh keys", () => {
     // A scan from the front of the map on every eviction made this take minutes; constant-time
     // eviction takes well under a second on this machine, even when it is busy.
     expect(elapsed).toBeLessThan(5_000);
+  });
+});
+
+describe("memory store: entry layout", () => {
+  it("declares every algorithm's state fields when it creates an entry", () => {
+    const declared: readonly string[] = ENTRY_STATE_FIELDS;
+    for (const [name, algorithm] of Object.entries(ALGORITHMS) as [string, Algorithm<unknown>][]) {
+      const state = algorithm.count(undefined, NOW, counter("k", 5), true) as object;
+      expect({
+        name,
+        fields: Object.keys(state).filter((field) => !declared.includes(field)),
+      }).toEqual({ name, fields: [] });
+      // The entry the store keeps has them all, counted.
+      const spec = {
+        ...counter(`ip:1|${name}`, 5, { algorithm: name as CounterSpec["algorithm"] }),
+        storeHandle: null,
+      };
+      const store = memoryStore();
+      store.applySync([spec], NOW);
+      const entry = spec.storeHandle as unknown as Record<string, unknown>;
+      for (const field of declared) expect(Object.hasOwn(entry, field)).toBe(true);
+      for (const field of Object.keys(state))
+        expect(entry[field]).toEqual((state as Record<string, unknown>)[field]);
+    }
   });
 });
 
