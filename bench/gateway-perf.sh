@@ -69,4 +69,4 @@ for round in $(seq "$rounds"); do
   done
 done
 echo "node $(node -v); $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); build $dist; perf -e cpu-clock -F 4000 over 7 s of wrk -c32, returning clients"
-node bench/perf-categories.mjs "$work" "${runs[@]}"
+node bench/perf-categories.mjs "$work" "$dist" "${runs[@]}"

@@ -3,12 +3,13 @@
 // for every run, then the symbols whose time differs most between the limited and the no-limit
 // runs, summed over the rounds.
 //
-//   node bench/perf-categories.mjs <dir> <run>...    (runs named no-limit-N and limited-N)
+//   node bench/perf-categories.mjs <dir> <build-dir> <run>...    (runs named no-limit-N and
+//       limited-N; JavaScript under <build-dir> counts as ours)
 import { readFileSync } from "node:fs";
 
-const [dir, ...runs] = process.argv.slice(2);
-if (dir === undefined || runs.length === 0) {
-  console.error("usage: perf-categories.mjs <dir> <run>...");
+const [dir, build, ...runs] = process.argv.slice(2);
+if (dir === undefined || build === undefined || runs.length === 0) {
+  console.error("usage: perf-categories.mjs <dir> <build-dir> <run>...");
   process.exit(2);
 }
 /** One sample of cpu-clock at 4,000 Hz. */
@@ -20,7 +21,7 @@ function category(symbol) {
   const name = symbol.slice(4);
   if (name.startsWith("JS:") || name.startsWith("LazyCompile:")) {
     if (name.startsWith("JS:RegExp") || name.includes("RegExp:")) return "regexp";
-    if (name.includes("/dist/")) return "ours (JS)";
+    if (name.includes(`${build}/`)) return "ours (JS)";
     if (name.includes("node_modules")) return "packages (JS)";
     return "node (JS)";
   }
