@@ -1,8 +1,8 @@
 import {
-  admittedRateLimitHeaders,
   DEFAULT_ORIGIN_HEADER,
   type Disclosed,
   forbiddenBody,
+  rateLimitHeaderFields,
   rateLimitHeaders,
   rateLimitPolicyItem,
   rateLimitPolicyOnly,
@@ -485,7 +485,7 @@ export class Limiter {
         const compiledRule = rules[deciding] as CompiledRule;
         decidingRule = compiledRule.rule;
         decidingState = states[deciding] as CounterState;
-        headers = admittedRateLimitHeaders(
+        headers = rateLimitHeaderFields(
           policy,
           decidingRule,
           decidingState,

@@ -33,55 +33,24 @@ export function rateLimitHeaders(
   disclosed: readonly Disclosed[],
   now: number,
 ): void {
-  writeRateLimitHeaders(
+  Object.assign(
     headers,
-    policy,
-    deciding.rule,
-    deciding.outcome.state,
-    deciding.quotedId ?? sfString(deciding.rule.id),
-    policy.headers.draft ? policyField(disclosed, now) : "",
-    now,
+    rateLimitHeaderFields(
+      policy,
+      deciding.rule,
+      deciding.outcome.state,
+      deciding.quotedId ?? sfString(deciding.rule.id),
+      policy.headers.draft ? policyField(disclosed, now) : "",
+      now,
+    ),
   );
 }
 
 /**
- * `rateLimitHeaders` from its parts: the deciding rule and its state, the rule's id as a
- * structured-field string, and the `RateLimit-Policy` field already built.
+ * `rateLimitHeaders` from its parts, as a new object: the deciding rule and its state, the
+ * rule's id as a structured-field string, and the `RateLimit-Policy` field already built.
  */
-export function writeRateLimitHeaders(
-  headers: Record<string, string>,
-  policy: ResolvedPolicy,
-  rule: ResolvedRule,
-  state: CounterState,
-  quotedId: string,
-  policyFieldText: string,
-  now: number,
-): void {
-  // An approximate store (the Workers binding) knows the limit, not the count.
-  const countKnown = state.approximate !== true;
-  if (policy.headers.legacy) {
-    headers["x-ratelimit-limit"] = String(rule.limit);
-    if (countKnown) {
-      headers["x-ratelimit-remaining"] = String(state.remaining);
-      headers["x-ratelimit-reset"] = String(Math.ceil(state.resetAt / 1000));
-    }
-  }
-  if (policy.headers.draft) {
-    headers["ratelimit-policy"] = policyFieldText;
-    if (countKnown) {
-      const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
-      headers.ratelimit = `${quotedId};r=${state.remaining};t=${resetSeconds}`;
-    }
-  }
-}
-
-/**
- * `writeRateLimitHeaders` into a new object, for an admitted request. With both header sets on
- * and the count known (the usual case) the object is one literal: one shape, every field held
- * in the object itself, where five fields added one at a time to `{}` take five transitions
- * and a second allocation for the fifth.
- */
-export function admittedRateLimitHeaders(
+export function rateLimitHeaderFields(
   policy: ResolvedPolicy,
   rule: ResolvedRule,
   state: CounterState,
@@ -89,18 +58,32 @@ export function admittedRateLimitHeaders(
   policyFieldText: string,
   now: number,
 ): Record<string, string> {
-  if (policy.headers.legacy && policy.headers.draft && state.approximate !== true) {
-    const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+  const { legacy, draft } = policy.headers;
+  // An approximate store (the Workers binding) knows the limit, not the count.
+  const known = state.approximate !== true;
+  const limit = String(rule.limit);
+  const remaining = String(state.remaining);
+  const reset = String(Math.ceil(state.resetAt / 1000));
+  const binding = `${quotedId};r=${remaining};t=${Math.max(0, Math.ceil((state.resetAt - now) / 1000))}`;
+  // The usual case as one literal: one shape, every field held in the object itself, where five
+  // fields added one at a time to `{}` take five transitions and a second allocation.
+  if (legacy && draft && known) {
     return {
-      "x-ratelimit-limit": String(rule.limit),
-      "x-ratelimit-remaining": String(state.remaining),
-      "x-ratelimit-reset": String(Math.ceil(state.resetAt / 1000)),
+      "x-ratelimit-limit": limit,
+      "x-ratelimit-remaining": remaining,
+      "x-ratelimit-reset": reset,
       "ratelimit-policy": policyFieldText,
-      ratelimit: `${quotedId};r=${state.remaining};t=${resetSeconds}`,
+      ratelimit: binding,
     };
   }
   const headers: Record<string, string> = {};
-  writeRateLimitHeaders(headers, policy, rule, state, quotedId, policyFieldText, now);
+  if (legacy) headers["x-ratelimit-limit"] = limit;
+  if (legacy && known) {
+    headers["x-ratelimit-remaining"] = remaining;
+    headers["x-ratelimit-reset"] = reset;
+  }
+  if (draft) headers["ratelimit-policy"] = policyFieldText;
+  if (draft && known) headers.ratelimit = binding;
   return headers;
 }
 
