@@ -52,10 +52,6 @@ function hasUpperCase(name: string): boolean {
   return false;
 }
 
-/**
- * The client a request comes from. A returning client's is the same object on every request
- * (see `IpResolver.resolve`): read it, never change it.
- */
 export interface ClientAddress {
   /** The address the client is counted as, undefined when nothing valid was found. */
   readonly address: Address | undefined;
@@ -67,8 +63,8 @@ export interface ClientAddress {
   readonly peerTrusted: boolean;
   /**
    * Scratch slots that live as long as this address stays in the resolver's bounded cache:
-   * the limiter keeps the subject's counters there (and its anonymous identity), which saves
-   * it a map lookup and their construction per request. Use only when `address` is defined (the slots of "unknown" are
+   * the limiter keeps the subject's counters there, which saves it a map lookup and their
+   * construction per request. Use only when `address` is defined (the slots of "unknown" are
    * shared, frozen).
    */
   readonly memo: unknown[];
@@ -81,12 +77,6 @@ interface ParsedAddress {
   readonly subjectKey: string;
   readonly trusted: boolean;
   readonly memo: unknown[];
-  /**
-   * This address as the client, seen through a trusted and through an untrusted peer: built
-   * once, so that a returning client's request allocates no `ClientAddress`.
-   */
-  viaTrusted: ClientAddress | undefined;
-  viaUntrusted: ClientAddress | undefined;
 }
 
 /**
@@ -102,8 +92,6 @@ const UNPARSED: ParsedAddress = {
   trusted: false,
   // Shared across resolvers, so frozen: callers memoize only for a known address.
   memo: Object.freeze([]) as unknown as unknown[],
-  viaTrusted: undefined,
-  viaUntrusted: undefined,
 };
 
 /**
@@ -141,13 +129,13 @@ export class IpResolver {
         peer,
       );
     }
-    if (client === UNPARSED) return clientView(client, peer.trusted);
-    if (peer.trusted) {
-      client.viaTrusted ??= clientView(client, true);
-      return client.viaTrusted;
-    }
-    client.viaUntrusted ??= clientView(client, false);
-    return client.viaUntrusted;
+    return {
+      address: client.address,
+      subject: client.subject,
+      subjectKey: client.subjectKey,
+      peerTrusted: peer.trusted,
+      memo: client.memo,
+    };
   }
 
   isTrusted(address: Address | undefined): boolean {
@@ -214,20 +202,8 @@ export class IpResolver {
       subjectKey: subjectKey("ip", subject),
       trusted: this.#trusted.has(address),
       memo: [],
-      viaTrusted: undefined,
-      viaUntrusted: undefined,
     };
   }
-}
-
-function clientView(client: ParsedAddress, peerTrusted: boolean): ClientAddress {
-  return {
-    address: client.address,
-    subject: client.subject,
-    subjectKey: client.subjectKey,
-    peerTrusted,
-    memo: client.memo,
-  };
 }
 
 /**

@@ -682,15 +682,14 @@ function identityOf(
   const ipCounters =
     client.address === undefined ? undefined : (client.memo as (CounterSpec | undefined)[]);
   if (user === undefined) {
-    if (ipCounters === undefined) return anonymousIdentity(client, undefined);
-    // An address's anonymous identity is the same on every request: kept in the address's
-    // memo past its counters (one slot per rule ordinal), so a returning client allocates none.
-    const slot = compiled.policy.rules.length;
-    const known = client.memo[slot] as Identity | undefined;
-    if (known !== undefined) return known;
-    const identity = anonymousIdentity(client, ipCounters);
-    client.memo[slot] = identity;
-    return identity;
+    return {
+      tier: "anonymous",
+      plan: undefined,
+      ipSubject,
+      userSubject: undefined,
+      address: client.address,
+      ipCounters,
+    };
   }
   let plan = user.plan;
   if (plan !== undefined && !compiled.plans.has(plan)) plan = compiled.policy.plans.default;
@@ -699,20 +698,6 @@ function identityOf(
     plan,
     ipSubject,
     userSubject: subjectKey("user", user.id),
-    address: client.address,
-    ipCounters,
-  };
-}
-
-function anonymousIdentity(
-  client: ClientAddress,
-  ipCounters: (CounterSpec | undefined)[] | undefined,
-): Identity {
-  return {
-    tier: "anonymous",
-    plan: undefined,
-    ipSubject: client.subjectKey,
-    userSubject: undefined,
     address: client.address,
     ipCounters,
   };
