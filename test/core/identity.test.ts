@@ -240,4 +240,31 @@ describe("user identity", () => {
     });
     expect(fromClient.subject).toBe("ip:203.0.113.74");
   });
+
+  it("judges the peer on every request, whichever way the same address came before", async () => {
+    // Both arrive as the same address, one cache entry in the resolver: the address a trusted
+    // proxy named must not lend its trust to the same address connecting directly, nor the reverse.
+    const l = limiter({
+      identity: {
+        ip: { source: "x-forwarded-for", trustedProxies: ["127.0.0.0/8"] },
+        user: { trustedHeader: { user: "x-user-id" } },
+      },
+      tiers: { anonymous: { global: 50 }, authenticated: { global: 50 } },
+    });
+    const viaProxy = () =>
+      l.check({
+        ip: "127.0.0.1",
+        path: "/",
+        headers: { "x-forwarded-for": "203.0.113.80", "x-user-id": "u_2" },
+      });
+    const direct = () =>
+      l.check({ ip: "203.0.113.80", path: "/", headers: { "x-user-id": "u_2" } });
+    expect((await viaProxy()).subject).toBe("user:u_2");
+    expect((await direct()).subject).toBe("ip:203.0.113.80");
+    expect((await viaProxy()).subject).toBe("user:u_2");
+    expect((await direct()).subject).toBe("ip:203.0.113.80");
+    // The anonymous count of the address is one counter, whichever way it arrived.
+    const anonymous = await l.check({ ip: "203.0.113.80", path: "/" });
+    expect(anonymous.remaining).toBe(47);
+  });
 });
