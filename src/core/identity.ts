@@ -179,30 +179,22 @@ export class IpResolver {
     // A dotted quad is looked up by its number: the map then reads no key string, which for
     // thousands of clients is a cache miss per request, and hashes none.
     const quad = ipv4Key(text);
-    if (quad !== undefined) {
-      const known = this.#quads.get(quad);
-      if (known !== undefined) return known;
-      const parsed = this.#build(text);
-      this.#quads.set(quad, parsed);
-      return parsed;
-    }
-    const cached = this.#cache.get(text);
+    const cache: GenerationalCache<ParsedAddress, string | number> =
+      quad === undefined ? this.#cache : this.#quads;
+    const key = quad ?? text;
+    const cached = cache.get(key);
     if (cached !== undefined) return cached;
-    const parsed = this.#build(text);
-    this.#cache.set(text, parsed);
-    return parsed;
-  }
-
-  #build(text: string): ParsedAddress {
     const address = parseIp(text);
     const subject = address === undefined ? "unknown" : ipSubject(address, this.#config.ipv6Prefix);
-    return {
+    const parsed: ParsedAddress = {
       address,
       subject,
       subjectKey: subjectKey("ip", subject),
       trusted: this.#trusted.has(address),
       memo: [],
     };
+    cache.set(key, parsed);
+    return parsed;
   }
 }
 

@@ -95,7 +95,6 @@ export function ipv4Key(text: string): number | undefined {
   let value = 0;
   let digits = 0;
   const length = text.length;
-  if (length < 7 || length > 15) return undefined;
   for (let i = 0; i <= length; i++) {
     const code = i < length ? text.charCodeAt(i) : DOT;
     if (code === DOT) {
