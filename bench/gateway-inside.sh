@@ -25,19 +25,8 @@ dist=$(cd "$dist" && pwd)
 work=$(mktemp -d)
 # Copies of the build resolve their packages from here.
 ln -s "$PWD/node_modules" "$work/node_modules"
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-cat > "$work/returning.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  local i = n % 10000
-  local ip = "10.9." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
-  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
-end
-LUA
+# shellcheck source=bench/gateway-common.sh
+source bench/gateway-common.sh
 # Timers go into copies of the build by exact lines: a line that moved stops the script.
 cat > "$work/patch.py" <<'PY'
 import sys

@@ -22,19 +22,8 @@ rounds=${2:-2}
 if [ -z "$dist" ]; then npm run build >/dev/null; dist=dist; fi
 dist=$(cd "$dist" && pwd)
 work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-cat > "$work/returning.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  local i = n % 10000
-  local ip = "10.9." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
-  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
-end
-LUA
+# shellcheck source=bench/gateway-common.sh
+source bench/gateway-common.sh
 upstream_port=$(free_port)
 node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
 pids+=($!)

@@ -1,0 +1,16 @@
+# Shared by the gateway scripts (sourced, with $work set to a fresh directory): processes to stop
+# on exit, a free loopback port, and the returning-clients wrk script ($work/returning.lua,
+# 10,000 clients cycling, as bench/gateway.bench.ts).
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+cat > "$work/returning.lua" <<'LUA'
+local n = 0
+request = function()
+  n = n + 1
+  local i = n % 10000
+  local ip = "10.9." .. math.floor(i / 250) .. "." .. (i % 250 + 1)
+  return wrk.format("GET", "/api/search?q=shoes", { ["X-Forwarded-For"] = ip })
+end
+LUA
