@@ -29,6 +29,10 @@
  * generator) on CPU 1, as a gateway runs in production: on a core of its own, not time-sliced
  * with the load generator and the origin. The report says which was used.
  * Knobs: GATEWAY_BENCH_SECONDS (wrk run, default 2), GATEWAY_BENCH_ROUNDS (default 5),
+ * GATEWAY_BENCH_BODY_BYTES (the upstream's JSON answer, default its smallest: 27 bytes),
+ * GATEWAY_BENCH_WARMUP_SECONDS (wrk per target before the rounds, default 2; when set, returning
+ * clients warm up from a population of their own, 10.7.x.y, so that a long warm-up does not
+ * bring the measured clients near their limits),
  * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_RATE_SECONDS
  * (default 2), GATEWAY_BENCH_CONNECTIONS (wrk, default 32), GATEWAY_BENCH_SHAPES (default
  * "returning,new,refused"), GATEWAY_BENCH_ENTRY (the CLI file to run; default `dist/cli/main.js`,
@@ -44,6 +48,7 @@ import { performance } from "node:perf_hooks";
 
 const env = process.env;
 const WRK_SECONDS = Number(env.GATEWAY_BENCH_SECONDS ?? env.BENCH_SECONDS ?? 2);
+const WARMUP_SECONDS = Number(env.GATEWAY_BENCH_WARMUP_SECONDS ?? 2);
 const ROUNDS = Number(env.GATEWAY_BENCH_ROUNDS ?? env.BENCH_ROUNDS ?? 5);
 const RATES = (env.GATEWAY_BENCH_RATES ?? "1000,3000")
   .split(",")
@@ -338,8 +343,17 @@ function openLoopRequests(shape: Shape): (index: number) => string {
   return () => flood;
 }
 
+/** Bytes of the upstream's JSON answer (GATEWAY_BENCH_BODY_BYTES); default the smallest, 27 bytes. */
+const BODY_BYTES = Number(env.GATEWAY_BENCH_BODY_BYTES ?? 0);
 const UPSTREAM_SOURCE = (port: number) =>
-  `require("node:http").createServer((req, res) => { res.writeHead(200, { "content-type": "application/json" }); res.end('{"ok":true,"items":[1,2,3]}'); }).listen(${port}, "127.0.0.1")`;
+  `const body = ${JSON.stringify(upstreamBody(BODY_BYTES))}; require("node:http").createServer((req, res) => { res.writeHead(200, { "content-type": "application/json" }); res.end(body); }).listen(${port}, "127.0.0.1")`;
+
+/** A JSON answer of `bytes` bytes (at least the smallest one, 27 bytes). */
+function upstreamBody(bytes: number): string {
+  const smallest = '{"ok":true,"items":[1,2,3]}';
+  if (bytes <= smallest.length) return smallest;
+  return JSON.stringify({ ok: true, items: "x".repeat(bytes - '{"ok":true,"items":""}'.length) });
+}
 
 function nginxConfig(port: number, upstreamPort: number): string {
   return `daemon off;
@@ -472,8 +486,14 @@ async function main(): Promise<void> {
   }
   saturationPairs.push(["nginx", nginx, firstShape]);
   // Warm-up: JIT, upstream pools, and the open-loop client's connections.
+  const warmupScripts = new Map(scripts);
+  if (env.GATEWAY_BENCH_WARMUP_SECONDS !== undefined && SHAPES.includes("returning")) {
+    const file = join(dir, "returning-warmup.lua");
+    writeFileSync(file, WRK_SCRIPTS.returning.replace('"10.9."', '"10.7."'));
+    warmupScripts.set("returning", file);
+  }
   for (const [, target, shape] of saturationPairs)
-    wrk(target.port, scripts.get(shape) as string, target.pid, 2);
+    wrk(target.port, warmupScripts.get(shape) as string, target.pid, WARMUP_SECONDS);
   const saturated = new Map<string, Saturated[]>();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? saturationPairs : [...saturationPairs].reverse();
@@ -568,7 +588,7 @@ async function main(): Promise<void> {
     `edgelimit (${firstShape}) / nginx limit_req: CPU per request ${f2(median(peer.map((run, i) => (nginxRuns[i] as Saturated).cpuMicros / run.cpuMicros)))}x as efficient, wrk req/s ${f2(median(peer.map((run, i) => run.requestsPerSecond / (nginxRuns[i] as Saturated).requestsPerSecond)))}x`,
   );
   out(
-    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; wrk -t1 -c${CONNECTIONS} -d${WRK_SECONDS}s; fixed rates ${RATES.join(", ")} req/s for ${RATE_SECONDS}s on ${OPEN_LOOP_CONNECTIONS} connections; ${ROUNDS} interleaved rounds; CLK_TCK ${CLOCK_TICKS_PER_SECOND}; ${PIN === undefined ? "not pinned: the scheduler placed every process (GATEWAY_BENCH_PIN=1 pins)" : "pinned: gateways and nginx on CPU 0; wrk, the upstream and the fixed-rate generator on CPU 1"}`,
+    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; wrk -t1 -c${CONNECTIONS} -d${WRK_SECONDS}s; fixed rates ${RATES.join(", ")} req/s for ${RATE_SECONDS}s on ${OPEN_LOOP_CONNECTIONS} connections; upstream answer ${upstreamBody(BODY_BYTES).length} bytes; ${WARMUP_SECONDS} s warm-up per target; ${ROUNDS} interleaved rounds; CLK_TCK ${CLOCK_TICKS_PER_SECOND}; ${PIN === undefined ? "not pinned: the scheduler placed every process (GATEWAY_BENCH_PIN=1 pins)" : "pinned: gateways and nginx on CPU 0; wrk, the upstream and the fixed-rate generator on CPU 1"}`,
   );
   out(`load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
   process.stdout.write(`${lines.join("\n")}\n`);
