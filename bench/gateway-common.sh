@@ -1,10 +1,18 @@
 # Shared by the gateway scripts (sourced, with $work set to a fresh directory): processes to stop
-# on exit, a free loopback port, and the returning-clients wrk script ($work/returning.lua,
-# 10,000 clients cycling, as bench/gateway.bench.ts).
+# on exit, a free loopback port, the upstream (start_upstream: the 27-byte JSON answer of
+# bench/gateway.bench.ts on $upstream_port) and the returning-clients wrk script
+# ($work/returning.lua, 10,000 clients cycling, as bench/gateway.bench.ts).
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+start_upstream() {
+  upstream_port=$(free_port)
+  node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
+  pids+=($!)
+  # The example policy names a JWT secret; the bench's anonymous traffic never uses it.
+  export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+}
 cat > "$work/returning.lua" <<'LUA'
 local n = 0
 request = function()

@@ -39,10 +39,7 @@ def patch(path, edits):
         source = source.replace(old, new, 1)
     open(path, "w").write(source)
 PY
-upstream_port=$(free_port)
-node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
-pids+=($!)
-export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+start_upstream
 # One copy of the gateway under wrk (returning clients, 16 connections, 10 s): wrk's req/s goes
 # to $work/rps, the gateway's stderr (where the timers report) to $work/<label>.err.
 timed_run() {

@@ -24,12 +24,12 @@
 # GATEWAY_INSTRUCTIONS_WARMUP warm-up requests (default 40,000) from 10,000 returning clients
 # (X-Forwarded-For from loopback, as in bench/gateway.bench.ts), then the counters are zeroed and
 # the measured requests sent, 8 at a time over keep-alive. The warm-up brings every client back
-# four times: its store entries are past their first-visit and promotion steps, and V8 has
-# stopped recompiling the limiter (after 12,000 requests, the warm-up until 2026-12-01, much of
-# the limited path still ran in V8's baseline tier, and most measured requests were a client's
-# second: the memory store's promotion). GC and V8's optimizing compiler are reported apart: under valgrind they
-# run on the main thread and far more often per request than at full speed, and a major GC
-# lands in one run and not the next.
+# four times, so its store entries are past their first-visit and promotion steps and the
+# limited path runs in V8's optimized code. (After 12,000 requests, the warm-up until
+# 2026-12-01, parts of it still ran in V8's baseline tier, and most measured requests were a
+# client's second: the memory store's promotion.) GC and V8's optimizing compiler are reported
+# apart: under valgrind they run on the main thread and far more often per request than at full
+# speed, and a major GC lands in one run and not the next.
 # The policy's 60 s windows are made a day. Under valgrind a client comes back every 100 s or so,
 # past its window, so every request would be its first of a new window, and the sweep that runs on
 # each insert drops other idle clients' expired counters, which then insert again: a run of

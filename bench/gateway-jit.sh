@@ -23,10 +23,7 @@ if [ -z "$dist" ]; then npm run build >/dev/null; dist=dist; fi
 work=$(mktemp -d)
 # shellcheck source=bench/gateway-common.sh
 source bench/gateway-common.sh
-upstream_port=$(free_port)
-node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
-pids+=($!)
-export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+start_upstream
 ticks=$(getconf CLK_TCK)
 run() {
   local label=$1; shift

@@ -24,10 +24,7 @@ dist=$(cd "$dist" && pwd)
 work=$(mktemp -d)
 # shellcheck source=bench/gateway-common.sh
 source bench/gateway-common.sh
-upstream_port=$(free_port)
-node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
-pids+=($!)
-export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+start_upstream
 sample() {
   local label=$1; shift
   local port; port=$(free_port)
