@@ -15,6 +15,9 @@
  * Targets, all proxying to the same single-process Node upstream:
  *   direct       the upstream alone (the ceiling)
  *   no-limit     `edgelimit serve --no-limit` (the same proxy, limiter off)
+ *   headers-only the same proxy from a patched copy of the build that adds the limited gateway's
+ *                headers (five to the client, one to the origin) and asks no limiter: what the
+ *                headers SPEC requires cost on their own (returning shape, built entry only)
  *   edgelimit    `edgelimit serve`, memory store, examples/policies/cloudfront.yaml, one
  *                process per traffic shape so that shapes do not share counters
  *   nginx        Debian's nginx (one process, `master_process off`), limit_req per client
@@ -40,10 +43,18 @@
  * GATEWAY_BENCH_ENTRY=tsx), GATEWAY_BENCH_PIN (1: pin, above).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
 import { cpus, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 
 const env = process.env;
@@ -412,13 +423,14 @@ async function main(): Promise<void> {
     name: string,
     extra: string[],
     policy = "examples/policies/cloudfront.yaml",
+    entry = ENTRY,
   ): Promise<Target> => {
     const port = await freePort();
     const adminPort = await freePort();
     const child = start(
       process.execPath,
       [
-        ...ENTRY,
+        ...entry,
         "serve",
         "--policy",
         policy,
@@ -452,6 +464,21 @@ async function main(): Promise<void> {
   const noHeaders = SHAPES.includes("returning")
     ? await serve("edgelimit-no-headers", [], headerless)
     : undefined;
+  // The proxy with the limited gateway's headers and no decision, from a copy of the build
+  // (bench/patch-headers-only.mjs, as in bench/gateway-instructions.sh): what limiting costs
+  // beyond the headers that SPEC requires. Only for a built entry (not tsx).
+  let headersOnly: Target | undefined;
+  if (SHAPES.includes("returning") && env.GATEWAY_BENCH_ENTRY !== "tsx") {
+    const entry = ENTRY[0] as string;
+    const build = join(dir, "headers-only");
+    cpSync(dirname(dirname(entry)), build, { recursive: true });
+    // The copy finds its packages (undici, pino, ...) through this link.
+    symlinkSync(resolve("node_modules"), join(dir, "node_modules"));
+    execFileSync(process.execPath, ["bench/patch-headers-only.mjs", build], { stdio: "inherit" });
+    headersOnly = await serve("headers-only", ["--no-limit"], undefined, [
+      join(build, "cli", "main.js"),
+    ]);
+  }
 
   const nginxPort = await freePort();
   for (const sub of ["body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"])
@@ -479,6 +506,9 @@ async function main(): Promise<void> {
   saturationPairs.push(["direct", direct, firstShape]);
   for (const shape of SHAPES) {
     saturationPairs.push([`no-limit ${shape}`, noLimit, shape]);
+    if (shape === "returning" && headersOnly !== undefined) {
+      saturationPairs.push(["headers-only returning (no decision)", headersOnly, shape]);
+    }
     saturationPairs.push([`edgelimit ${shape}`, limited.get(shape) as Target, shape]);
     if (shape === "returning" && noHeaders !== undefined) {
       saturationPairs.push(["edgelimit returning, no rate-limit headers", noHeaders, shape]);
@@ -579,6 +609,25 @@ async function main(): Promise<void> {
     );
     out(
       `  returning without the rate-limit response headers: CPU per request ${pct(cost)} (the rest of the returning cost is the headers)`,
+    );
+  }
+  const headersOnlyRuns = saturated.get("headers-only returning (no decision)");
+  if (headersOnlyRuns !== undefined) {
+    const on = saturated.get("edgelimit returning") ?? [];
+    const off = saturated.get("no-limit returning") ?? [];
+    const headersCost = median(
+      headersOnlyRuns.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1),
+    );
+    const beyond = median(
+      on.map((run, i) => run.cpuMicros / (headersOnlyRuns[i] as Saturated).cpuMicros - 1),
+    );
+    const beyondRps = median(
+      on.map(
+        (run, i) => 1 - run.requestsPerSecond / (headersOnlyRuns[i] as Saturated).requestsPerSecond,
+      ),
+    );
+    out(
+      `  returning, the required headers alone (headers-only vs no-limit): CPU per request ${pct(headersCost)}; limiting beyond them (edgelimit vs headers-only): CPU per request ${pct(beyond)}, wrk req/s ${pct(-beyondRps)}`,
     );
   }
   const nginxRuns = saturated.get("nginx") ?? [];
