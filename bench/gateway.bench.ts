@@ -142,6 +142,15 @@ function median(values: readonly number[]): number {
     : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
+/** The median over paired rounds of `figure(on) / figure(off) - 1`: +0.1 is 10% more. */
+function pairedChange<Run>(
+  on: readonly Run[],
+  off: readonly Run[],
+  figure: (run: Run) => number,
+): number {
+  return median(on.map((run, i) => figure(run) / figure(off[i] as Run) - 1));
+}
+
 function toMs(text: string): number {
   const match = /^([\d.]+)(us|ms|s)$/.exec(text.trim());
   if (match === null) return Number.NaN;
@@ -575,13 +584,11 @@ async function main(): Promise<void> {
   for (const shape of SHAPES) {
     const on = saturated.get(`edgelimit ${shape}`) ?? [];
     const off = saturated.get(`no-limit ${shape}`) ?? [];
-    const cpuCost = median(on.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1));
-    const rpsCost = median(
-      on.map((run, i) => 1 - run.requestsPerSecond / (off[i] as Saturated).requestsPerSecond),
-    );
+    const cpuCost = pairedChange(on, off, (run) => run.cpuMicros);
+    const rpsChange = pairedChange(on, off, (run) => run.requestsPerSecond);
     const cpuAdded = median(on.map((run, i) => run.cpuMicros - (off[i] as Saturated).cpuMicros));
     out(
-      `  ${shape.padEnd(10)} CPU per request ${pct(cpuCost)} (+${f1(cpuAdded)} µs; target <= +10%), wrk req/s ${pct(-rpsCost)}, saturated p99 ${f2(median(on.map((run) => run.p99Ms)))} vs ${f2(median(off.map((run) => run.p99Ms)))} ms`,
+      `  ${shape.padEnd(10)} CPU per request ${pct(cpuCost)} (+${f1(cpuAdded)} µs; target <= +10%), wrk req/s ${pct(rpsChange)}, saturated p99 ${f2(median(on.map((run) => run.p99Ms)))} vs ${f2(median(off.map((run) => run.p99Ms)))} ms`,
     );
     for (const rate of RATES) {
       const fixedOn = fixed.get(`edgelimit ${shape} @${rate}`);
@@ -593,9 +600,7 @@ async function main(): Promise<void> {
       // Below saturation every request costs more (fewer events per turn of the event loop),
       // so the share limiting adds here differs from the saturated one. CPU is counted in
       // clock ticks: over a 2 s run at 1,000 req/s one tick is 5 µs per request.
-      const cpuShare = median(
-        fixedOn.map((run, i) => run.cpuMicros / (fixedOff[i] as FixedRate).cpuMicros - 1),
-      );
+      const cpuShare = pairedChange(fixedOn, fixedOff, (run) => run.cpuMicros);
       out(
         `    @${rate} req/s: p99 ${f2(median(fixedOn.map((run) => run.p99Ms)))} vs ${f2(median(fixedOff.map((run) => run.p99Ms)))} ms (${p99Added >= 0 ? "+" : ""}${f2(p99Added)} ms; target <= +1 ms), p50 ${f2(median(fixedOn.map((run) => run.p50Ms)))} vs ${f2(median(fixedOff.map((run) => run.p50Ms)))} ms, CPU ${f1(median(fixedOn.map((run) => run.cpuMicros)))} vs ${f1(median(fixedOff.map((run) => run.cpuMicros)))} µs/req (${pct(cpuShare)} paired), refused ${median(fixedOn.map((run) => run.refused))} (p99 by round on: ${fixedOn.map((run) => f2(run.p99Ms)).join(", ")}; off: ${fixedOff.map((run) => f2(run.p99Ms)).join(", ")})`,
       );
@@ -604,9 +609,7 @@ async function main(): Promise<void> {
   const headerlessRuns = saturated.get("edgelimit returning, no rate-limit headers");
   if (headerlessRuns !== undefined) {
     const off = saturated.get("no-limit returning") ?? [];
-    const cost = median(
-      headerlessRuns.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1),
-    );
+    const cost = pairedChange(headerlessRuns, off, (run) => run.cpuMicros);
     out(
       `  returning without the rate-limit response headers: CPU per request ${pct(cost)} (the rest of the returning cost is the headers)`,
     );
@@ -615,19 +618,11 @@ async function main(): Promise<void> {
   if (headersOnlyRuns !== undefined) {
     const on = saturated.get("edgelimit returning") ?? [];
     const off = saturated.get("no-limit returning") ?? [];
-    const headersCost = median(
-      headersOnlyRuns.map((run, i) => run.cpuMicros / (off[i] as Saturated).cpuMicros - 1),
-    );
-    const beyond = median(
-      on.map((run, i) => run.cpuMicros / (headersOnlyRuns[i] as Saturated).cpuMicros - 1),
-    );
-    const beyondRps = median(
-      on.map(
-        (run, i) => 1 - run.requestsPerSecond / (headersOnlyRuns[i] as Saturated).requestsPerSecond,
-      ),
-    );
+    const headersCost = pairedChange(headersOnlyRuns, off, (run) => run.cpuMicros);
+    const beyond = pairedChange(on, headersOnlyRuns, (run) => run.cpuMicros);
+    const beyondRps = pairedChange(on, headersOnlyRuns, (run) => run.requestsPerSecond);
     out(
-      `  returning, the required headers alone (headers-only vs no-limit): CPU per request ${pct(headersCost)}; limiting beyond them (edgelimit vs headers-only): CPU per request ${pct(beyond)}, wrk req/s ${pct(-beyondRps)}`,
+      `  returning, the required headers alone (headers-only vs no-limit): CPU per request ${pct(headersCost)}; limiting beyond them (edgelimit vs headers-only): CPU per request ${pct(beyond)}, wrk req/s ${pct(beyondRps)}`,
     );
   }
   const nginxRuns = saturated.get("nginx") ?? [];
