@@ -49,6 +49,16 @@ export async function createRateLimitTable(
     ],
     BillingMode: "PAY_PER_REQUEST",
   });
+  // dynalite makes a table ACTIVE on a timer of its own, which a busy machine runs late; until
+  // then it answers ResourceNotFoundException to item calls.
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const { Table } = await client.call<{ Table: { TableStatus: string } }>("DescribeTable", {
+      TableName: table,
+    });
+    if (Table.TableStatus === "ACTIVE") return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`table ${table} did not become ACTIVE`);
 }
 
 export interface StoredItem {
