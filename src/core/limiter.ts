@@ -12,7 +12,7 @@ import {
 } from "../http/headers.js";
 import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { BlockCache } from "./block-cache.js";
-import { EdgelimitError } from "./errors.js";
+import { withinBudget } from "./deadline.js";
 import { GenerationalCache } from "./generational-cache.js";
 import {
   type ClientAddress,
@@ -379,30 +379,12 @@ export class Limiter {
     if (store.applySync !== undefined) {
       return Promise.resolve(store.applySync(counters, now));
     }
-    const pending = store.apply(counters, now);
-    const budgetMs = compiled.policy.budgetMs;
-    return new Promise<CounterState[]>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new EdgelimitError(
-              "EL_STORE_TIMEOUT",
-              `store "${store.name}" did not answer within ${budgetMs} ms`,
-            ),
-          ),
-        budgetMs,
-      );
-      pending.then(
-        (states) => {
-          clearTimeout(timer);
-          resolve(states);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
+    const { budgetMs, connectBudgetMs } = compiled.policy;
+    return withinBudget(
+      (progress) => store.apply(counters, now, progress),
+      { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
+      store.name,
+    );
   }
 
   #decide(

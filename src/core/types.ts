@@ -2,6 +2,9 @@
  * The contract shared by the core, every store and every adapter.
  * Nothing here knows about a runtime, an HTTP framework or a cloud.
  */
+import type { StoreCallProgress } from "./deadline.js";
+
+export type { StoreCallProgress } from "./deadline.js";
 
 export type AlgorithmName = "fixed-window" | "sliding-window" | "token-bucket";
 
@@ -84,11 +87,26 @@ export interface CounterState {
  */
 export interface Store {
   readonly name: string;
-  apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]>;
+  /**
+   * `progress` lets a store tell the decision budget when it is setting up a connection for
+   * this call, so that a fresh instance's handshake is not taken for a slow store (see
+   * `core/deadline.ts`). A store that never reports setup may ignore it.
+   */
+  apply(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<CounterState[]>;
   /** Stores in the same process may answer synchronously; the limiter then skips the timer. */
   applySync?(counters: readonly CounterSpec[], now: number): CounterState[];
   /** True when the store lives in this process (no block cache or time budget needed). */
   readonly local?: boolean;
+  /**
+   * Milliseconds a healthy answer takes at least: the known round trip to the replica in use
+   * (Lambda@Edge far from its nearest replica). Added to the decision budget, so that distance
+   * alone never makes a healthy store count as failed. Default 0.
+   */
+  readonly expectedRoundTripMs?: number;
   close?(): Promise<void>;
 }
 

@@ -253,6 +253,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       challenge: resolveChallenge(spec.challenge),
       lists: (spec.lists ?? []).map(resolveList),
       budgetMs: parseDurationMs(spec.budget ?? 50),
+      connectBudgetMs: parseDurationMs(spec.connectBudget ?? "1s"),
       unavailableRetryAfterSeconds: Math.max(
         1,
         Math.round(parseDurationMs(spec.unavailableRetryAfter ?? "5s") / 1000),

@@ -255,6 +255,7 @@ export const policySchema = z.strictObject({
     )
     .optional(),
   budget: duration.optional(),
+  connectBudget: duration.optional(),
   unavailableRetryAfter: duration.optional(),
   headers: z
     .strictObject({

@@ -84,7 +84,10 @@ export interface ResolvedPolicy {
   readonly challenge: ResolvedChallenge;
   /** Allow and deny lists read from a source that is refreshed while the limiter runs. */
   readonly lists: readonly ResolvedList[];
+  /** Store time a decision waits beyond the store's known round trip (see core/deadline.ts). */
   readonly budgetMs: number;
+  /** How long a store may take to set up a connection for a call (a cold instance's handshake). */
+  readonly connectBudgetMs: number;
   readonly unavailableRetryAfterSeconds: number;
   readonly headers: {
     /** `X-RateLimit-Limit/Remaining/Reset`. */

@@ -1,0 +1,170 @@
+/**
+ * The decision budget: how long a decision waits for its store, measured so that only the
+ * store's own slowness spends it.
+ *
+ * A plain `setTimeout` races the store's reply, and in a busy process it wins when it should
+ * not: a loop iteration runs its due timers before it reads the sockets that became readable,
+ * so a reply that arrived in time, but waited behind a burst of our own work, would be taken for
+ * a store that never answered. Three things here keep our slowness out of the store's time:
+ *
+ * - a timer that has fired declares nothing yet: it first lets the I/O that is already waiting
+ *   be read (`afterPendingIo`), and only a reply that is still missing then is late;
+ * - the time the store spends setting up a connection for the call (a fresh instance's TCP and
+ *   TLS handshake) is bounded by its own, larger budget, and the store budget starts when the
+ *   request has been written (`StoreCallProgress.connecting`);
+ * - the known round trip to the store (`Store.expectedRoundTripMs`, a far replica) is added.
+ *
+ * So the budget is a lower bound on how long a decision waits for a store that has not answered,
+ * and a reply that is in our process by the time we look is always used.
+ */
+import { EdgelimitError } from "./errors.js";
+
+/** What a store tells the budget about one call while it is in flight. */
+export interface StoreCallProgress {
+  /**
+   * The store is setting up a connection for this call (no request has left yet). The store
+   * budget waits, up to the connect budget, and starts again when the returned function is
+   * called: once the request has been written on the connection, or the setup has failed.
+   */
+  connecting(): () => void;
+}
+
+export interface BudgetTimes {
+  /** Store time a call may take beyond its expected round trip. */
+  readonly budgetMs: number;
+  /** How long connection setup for one call may take before the store counts as failed. */
+  readonly connectBudgetMs: number;
+  /** The known round trip to the store, added to `budgetMs`. */
+  readonly expectedRoundTripMs: number;
+}
+
+type Timer = ReturnType<typeof setTimeout>;
+
+/** Budgets run on real time, never on a limiter's injected clock (a simulation may stop it). */
+function monotonicNow(): number {
+  return performance.now();
+}
+
+/**
+ * Runs `callback` once the I/O that is already waiting has been handled. In Node,
+ * `setImmediate` runs after the loop's poll phase, which reads every readable socket first; a
+ * runtime without it gets a zero timeout, which runs after the next poll as well.
+ */
+export function afterPendingIo(callback: () => void): void {
+  const immediate = (globalThis as { setImmediate?: (callback: () => void) => unknown })
+    .setImmediate;
+  if (immediate !== undefined) immediate(callback);
+  else setTimeout(callback, 0);
+}
+
+/**
+ * A timeout that fires no sooner than `ms` and only after the I/O waiting at that moment has
+ * been read: what stores use for their own give-up timers, so a reply that sits unread behind
+ * our work is never counted as a store that did not answer. `isSettled` is asked after that
+ * read; the callback runs only if it still says no. Returns a cancel function.
+ */
+export function timeoutAfterPendingIo(
+  ms: number,
+  isSettled: () => boolean,
+  onTimeout: () => void,
+): () => void {
+  let cancelled = false;
+  const timer: Timer = setTimeout(() => {
+    afterPendingIo(() => {
+      if (!cancelled && !isSettled()) onTimeout();
+    });
+  }, ms);
+  return () => {
+    cancelled = true;
+    clearTimeout(timer);
+  };
+}
+
+/**
+ * Resolves with the store's answer, or rejects with `EL_STORE_TIMEOUT` when the store has not
+ * answered within the budget as described above. `call` starts the store call and receives the
+ * progress callbacks; a store that reports no connection setup has its budget start at once.
+ */
+export function withinBudget<T>(
+  call: (progress: StoreCallProgress) => Promise<T>,
+  times: BudgetTimes,
+  storeName: string,
+  clock: () => number = monotonicNow,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const started = clock();
+    const storeBudgetMs = times.budgetMs + times.expectedRoundTripMs;
+    let settled = false;
+    let setups = 0;
+    // When the store budget runs from: the call's start, or the end of its last setup.
+    let budgetFrom = started;
+    let timer: Timer | undefined;
+
+    const fail = (message: string): void => {
+      settled = true;
+      reject(new EdgelimitError("EL_STORE_TIMEOUT", message));
+    };
+    const arm = (ms: number): void => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = setTimeout(onTimer, Math.max(0, ms));
+    };
+    const check = (): void => {
+      if (settled) return;
+      const now = clock();
+      if (setups > 0) {
+        const connectDue = started + times.connectBudgetMs;
+        if (now < connectDue) arm(connectDue - now);
+        else {
+          fail(
+            `store "${storeName}" could not set up a connection within ${times.connectBudgetMs} ms`,
+          );
+        }
+        return;
+      }
+      const due = budgetFrom + storeBudgetMs;
+      if (now < due) arm(due - now);
+      else fail(`store "${storeName}" did not answer within ${storeBudgetMs} ms`);
+    };
+    const onTimer = (): void => {
+      timer = undefined;
+      afterPendingIo(check);
+    };
+    const progress: StoreCallProgress = {
+      connecting() {
+        setups++;
+        let done = false;
+        return () => {
+          if (done) return;
+          done = true;
+          setups--;
+          if (setups > 0 || settled) return;
+          budgetFrom = clock();
+          arm(storeBudgetMs);
+        };
+      },
+    };
+
+    let pending: Promise<T>;
+    try {
+      pending = call(progress);
+    } catch (error) {
+      reject(error);
+      return;
+    }
+    if (!settled && timer === undefined) arm(storeBudgetMs);
+    pending.then(
+      (value) => {
+        if (settled) return;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,145 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { timeoutAfterPendingIo, withinBudget } from "../../src/core/deadline.js";
+import { EdgelimitError } from "../../src/core/errors.js";
+
+/** Keeps the event loop busy, as a burst of our own work does. */
+function busyFor(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+const times = { budgetMs: 20, connectBudgetMs: 1000, expectedRoundTripMs: 0 };
+
+describe("the decision budget measures the store, not us", () => {
+  // A loopback "store" in a process of its own (as Redis is) that echoes at once.
+  let store: ChildProcess;
+  let socket: Socket;
+  beforeAll(async () => {
+    store = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const s = require("node:net").createServer((p) => p.on("data", (d) => p.write(d)));
+         s.listen(0, "127.0.0.1", () => console.log(s.address().port));`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const [line] = (await once(store.stdout as NodeJS.ReadableStream, "data")) as [Buffer];
+    socket = connect(Number(line.toString().trim()), "127.0.0.1");
+    await once(socket, "connect");
+  });
+  afterAll(() => {
+    socket?.destroy();
+    store?.kill();
+  });
+
+  /** One request to the echo store: resolves when its answer is read. */
+  const ask = (): Promise<string> =>
+    new Promise((resolve) => {
+      socket.once("data", (data) => resolve(data.toString()));
+      socket.write("ping");
+    });
+
+  it("uses a reply that arrived in time but waited behind our own work past the budget", async () => {
+    const answer = withinBudget(() => ask(), times, "echo");
+    // The reply is back in microseconds; we then hold the loop for 5x the budget, so the budget
+    // timer is due before the reply is read. A plain setTimeout race would fail open here.
+    busyFor(100);
+    await expect(answer).resolves.toBe("ping");
+  });
+
+  it("gives up on a store that has really not answered, soon after the budget", async () => {
+    const started = performance.now();
+    const never = new Promise<string>(() => {});
+    const error = await withinBudget(() => never, times, "stalled").catch((e: unknown) => e);
+    const waited = performance.now() - started;
+    expect(error).toBeInstanceOf(EdgelimitError);
+    expect((error as EdgelimitError).code).toBe("EL_STORE_TIMEOUT");
+    expect((error as Error).message).toContain('store "stalled" did not answer within 20 ms');
+    expect(waited).toBeGreaterThanOrEqual(19);
+    expect(waited).toBeLessThan(20 + 20);
+  });
+
+  it("does not run the budget while the store sets up a connection", async () => {
+    const answer = withinBudget(
+      (progress) =>
+        new Promise<string>((resolve) => {
+          const connected = progress.connecting();
+          // A slow handshake (8x the budget), then a prompt answer.
+          setTimeout(() => {
+            connected();
+            setTimeout(() => resolve("counted"), 5);
+          }, 160);
+        }),
+      times,
+      "cold",
+    );
+    await expect(answer).resolves.toBe("counted");
+  });
+
+  it("runs the budget from the end of the setup, and bounds the setup by its own budget", async () => {
+    const afterSetup = withinBudget(
+      (progress) =>
+        new Promise<string>(() => {
+          const connected = progress.connecting();
+          setTimeout(connected, 60);
+        }),
+      times,
+      "silent",
+    );
+    const started = performance.now();
+    await expect(afterSetup).rejects.toThrow('store "silent" did not answer within 20 ms');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(60 + 19);
+
+    const stuck = withinBudget(
+      (progress) =>
+        new Promise<string>(() => {
+          progress.connecting();
+        }),
+      { ...times, connectBudgetMs: 80 },
+      "unreachable",
+    );
+    await expect(stuck).rejects.toThrow(
+      'store "unreachable" could not set up a connection within 80 ms',
+    );
+  });
+
+  it("adds the known round trip to a far replica to the budget", async () => {
+    const far = (): Promise<string> =>
+      new Promise((resolve) => setTimeout(() => resolve("from afar"), 60));
+    await expect(withinBudget(far, times, "far")).rejects.toThrow("did not answer within 20 ms");
+    await expect(withinBudget(far, { ...times, expectedRoundTripMs: 70 }, "far")).resolves.toBe(
+      "from afar",
+    );
+  });
+
+  it("passes the store's own failure through unchanged", async () => {
+    const failure = new EdgelimitError("EL_STORE_FAILED", "connection refused");
+    await expect(withinBudget(() => Promise.reject(failure), times, "down")).rejects.toBe(failure);
+  });
+
+  it("gives store timers the same rule: a reply already here is read before a timeout", async () => {
+    let settled = false;
+    let timedOut = false;
+    ask().then(() => {
+      settled = true;
+    });
+    const cancel = timeoutAfterPendingIo(
+      10,
+      () => settled,
+      () => {
+        timedOut = true;
+      },
+    );
+    busyFor(50);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    cancel();
+    expect(settled).toBe(true);
+    expect(timedOut).toBe(false);
+  });
+});
