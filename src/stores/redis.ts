@@ -3,8 +3,15 @@
  * all of a request's counters (and, on a single node, all requests of the same tick).
  */
 import { Cluster, Redis } from "ioredis";
+import { timeoutAfterPendingIo } from "../core/deadline.js";
 import { EdgelimitError } from "../core/errors.js";
-import type { CounterSpec, CounterState, Store, WindowSpec } from "../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  WindowSpec,
+} from "../core/types.js";
 import { CircuitBreaker, type CircuitBreakerOptions } from "./redis-breaker.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./redis-script.js";
 
@@ -31,6 +38,12 @@ export interface RedisStoreOptions {
   /** Circuit breaker settings, or `false` to turn it off. */
   readonly breaker?: CircuitBreakerOptions | false;
   /**
+   * A call still unanswered after this long has failed, and counts as a failure for the
+   * breaker (default 1000 ms). Measured like the decision budget: a reply already in this
+   * process, waiting behind our own work, is read before the call is declared lost.
+   */
+  readonly timeoutMs?: number;
+  /**
    * Single node only: requests that arrive in the same tick share one script call, up to this
    * many (default 64; 1 turns batching off). Each request is still applied atomically and in
    * order inside the script; the batch only saves per-call overhead in Node and in Redis.
@@ -47,6 +60,7 @@ interface QueuedRequest {
 
 const DEFAULT_PREFIX = "el:";
 const DEFAULT_MAX_BATCH = 64;
+const DEFAULT_TIMEOUT_MS = 1000;
 const FIELDS_PER_COUNTER = 5;
 const ALGORITHM_CODES = {
   "fixed-window": "f",
@@ -71,7 +85,10 @@ export class RedisStore implements Store {
   readonly #serverClock: boolean;
   readonly #isCluster: boolean;
   readonly #maxBatch: number;
+  readonly #timeoutMs: number;
   #queue: QueuedRequest[] = [];
+  /** Settles on the client's first connection (or its first failure); undefined after that. */
+  #firstConnection: Promise<void> | undefined;
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
   /** The last connection error of a client the store owns (for health pages). */
@@ -100,6 +117,20 @@ export class RedisStore implements Store {
       );
     }
     this.#maxBatch = this.#isCluster ? 1 : maxBatch;
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `redisStore: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
+      );
+    }
+    this.#timeoutMs = timeoutMs;
+    this.#firstConnection = this.client.status === "ready" ? undefined : this.#connected();
+    // Settled here so that a first connection that fails is never an unhandled rejection.
+    const connected = (): void => {
+      this.#firstConnection = undefined;
+    };
+    this.#firstConnection?.then(connected, connected);
     // After every (re)connection, cache the script before traffic asks for it: a restarted
     // server would otherwise answer NOSCRIPT to each of the first calls.
     this.client.on("ready", this.#onReady);
@@ -140,17 +171,36 @@ export class RedisStore implements Store {
       };
       const onEnd = (): void => {
         client.off("ready", onReady);
+        client.off("error", onEnd);
         reject(
           new EdgelimitError("EL_STORE_FAILED", "redis connection closed before it was ready"),
         );
       };
       client.once("ready", onReady);
       client.once("end", onEnd);
+      client.once("error", onEnd);
     });
   }
 
-  async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+  async apply(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<CounterState[]> {
     if (counters.length === 0) return [];
+    const first = this.#firstConnection;
+    if (first !== undefined) {
+      // A fresh process's first calls wait for its connection (the decision budget does not run
+      // meanwhile); a connection that fails makes them fail as any call would.
+      const connected = progress?.connecting();
+      try {
+        await first;
+      } catch {
+        // The call below fails at once on the unconnected client.
+      } finally {
+        connected?.();
+      }
+    }
     const breaker = this.breaker;
     if (breaker !== undefined && !breaker.tryAcquire()) {
       throw new EdgelimitError(
@@ -173,6 +223,40 @@ export class RedisStore implements Store {
         `redis store failed: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
+  }
+
+  /** The call's answer, or `EL_STORE_TIMEOUT` when none came within `timeoutMs` of sending it. */
+  #answeredInTime<T>(call: Promise<T>): Promise<T> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const cancel = timeoutAfterPendingIo(
+        this.#timeoutMs,
+        () => settled,
+        () => {
+          settled = true;
+          reject(
+            new EdgelimitError(
+              "EL_STORE_TIMEOUT",
+              `redis did not answer within ${this.#timeoutMs} ms`,
+            ),
+          );
+        },
+      );
+      call.then(
+        (reply) => {
+          if (settled) return;
+          settled = true;
+          cancel();
+          resolve(reply);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          cancel();
+          reject(error);
+        },
+      );
+    });
   }
 
   async close(): Promise<void> {
@@ -280,12 +364,16 @@ export class RedisStore implements Store {
   async #run(keys: string[], args: string[]): Promise<unknown> {
     this.roundTrips++;
     try {
-      return await this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args);
+      return await this.#answeredInTime(
+        this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args),
+      );
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
       // A restarted or flushed server lost the script: EVAL runs it and caches it again.
       this.roundTrips++;
-      return this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args);
+      return this.#answeredInTime(
+        this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args),
+      );
     }
   }
 }
@@ -318,16 +406,16 @@ function decodeReply(reply: unknown, offset: number, count: number): CounterStat
 export interface RedisConnectionTuning {
   /** Milliseconds to establish a connection (default 1000). */
   readonly connectTimeoutMs?: number;
-  /** Milliseconds before a sent command fails (default 1000). */
-  readonly commandTimeoutMs?: number;
   /** Longest pause between reconnection attempts (default 200 ms). */
   readonly maxReconnectDelayMs?: number;
 }
 
 /**
  * ioredis options for a rate limiter: no offline queue (a command on a dead connection fails
- * at once instead of queueing without bound), one retry per command, a connect and a command
- * timeout, quick reconnection. No auto-pipelining on a single node: the store already sends a
+ * at once instead of queueing without bound), one retry per command, a connect timeout, quick
+ * reconnection. No command timeout: ioredis's is a plain timer, which a busy process runs
+ * before it reads the reply that arrived in time; the store bounds each call itself
+ * (`RedisStoreOptions.timeoutMs`). No auto-pipelining on a single node: the store already sends a
  * tick's requests as one call, and a second layer of deferral only costs time. A Cluster
  * client turns it on, since the store does not batch across slots.
  */
@@ -338,7 +426,6 @@ export function redisClientOptions(tuning: RedisConnectionTuning = {}) {
     enableAutoPipelining: false,
     maxRetriesPerRequest: 1,
     connectTimeout: tuning.connectTimeoutMs ?? 1000,
-    commandTimeout: tuning.commandTimeoutMs ?? 1000,
     retryStrategy: (attempt: number) => Math.min(attempt * 50, maxReconnectDelayMs),
   };
 }
