@@ -105,6 +105,8 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
       `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
+      // The TCP and TLS handshakes happen while the module initialises, not in the first request.
+      "store.preconnect();",
       usesLists ? "const lists = edgeLists(policy);" : "",
       // The challenge is a file of its own: loaded by the first request that needs it.
       challenges

@@ -1,4 +1,5 @@
 import { createHash, createHmac } from "node:crypto";
+import type { StoreCallProgress } from "../core/deadline.js";
 import { EdgelimitError } from "../core/errors.js";
 import { Http1Pool, type Http1Response } from "./http1.js";
 
@@ -89,7 +90,11 @@ export class DynamoDbHttpClient {
   async call<T>(
     operation: string,
     input: object,
-    options?: { readonly resendOnStaleSocket?: boolean },
+    options?: {
+      readonly resendOnStaleSocket?: boolean;
+      /** Told of a new socket's setup (see `Store.apply`). */
+      readonly progress?: StoreCallProgress | undefined;
+    },
   ): Promise<T> {
     const body = JSON.stringify(input);
     const headers = this.#sign(operation, body, new Date());
@@ -101,6 +106,7 @@ export class DynamoDbHttpClient {
         body,
         this.#timeoutMs,
         options?.resendOnStaleSocket ?? true,
+        options?.progress,
       );
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -113,6 +119,11 @@ export class DynamoDbHttpClient {
       );
     }
     return readAnswer<T>(response);
+  }
+
+  /** Opens a connection ahead of the first call (TCP and TLS handshakes done in advance). */
+  preconnect(): void {
+    this.#pool.preconnect();
   }
 
   /** Closes every socket; calls in flight fail. */

@@ -2,7 +2,13 @@ import type { TokenBucketState, WindowedState } from "../core/algorithms/index.j
 import { ALGORITHMS } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import { GenerationalCache } from "../core/generational-cache.js";
-import type { CounterSpec, CounterState, Store, WindowSpec } from "../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  WindowSpec,
+} from "../core/types.js";
 import { windowAt, windowLengthMs } from "../core/windows.js";
 import {
   type AttributeValue,
@@ -33,6 +39,11 @@ export interface DynamoDbStoreOptions {
   readonly ttlGraceSeconds?: number;
   readonly requestTimeoutMs?: number;
   readonly maxSockets?: number;
+  /**
+   * The known round trip to `region`'s endpoint, in ms (a Lambda@Edge region far from its
+   * nearest replica); the decision budget is added to it (default 0).
+   */
+  readonly expectedRoundTripMs?: number;
   /** Bound of the per-instance caches (remote sums, token-bucket hints); default 10,000 keys. */
   readonly maxCachedKeys?: number;
 }
@@ -97,6 +108,7 @@ export class DynamoDbStore implements Store {
   readonly table: string;
   readonly region: string;
   readonly client: DynamoDbHttpClient;
+  readonly expectedRoundTripMs: number;
   readonly #global: boolean;
   readonly #regionSuffix: string;
   readonly #remoteCacheMs: number;
@@ -117,6 +129,14 @@ export class DynamoDbStore implements Store {
     }
     this.table = options.table ?? DEFAULT_TABLE;
     this.region = options.region;
+    const roundTrip = options.expectedRoundTripMs ?? 0;
+    if (!Number.isFinite(roundTrip) || roundTrip < 0) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `dynamodbStore: expectedRoundTripMs must be 0 or more milliseconds; got ${roundTrip}`,
+      );
+    }
+    this.expectedRoundTripMs = roundTrip;
     this.client = new DynamoDbHttpClient({
       region: options.region,
       endpoint: options.endpoint,
@@ -142,7 +162,11 @@ export class DynamoDbStore implements Store {
     this.#tatHints = new GenerationalCache(perGeneration);
   }
 
-  async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+  async apply(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<CounterState[]> {
     const outcomes: Outcome[] = new Array(counters.length);
     const calls: Promise<void>[] = [];
     // Fixed windows of one subject and one window share an item: one UpdateItem for them all.
@@ -157,8 +181,8 @@ export class DynamoDbStore implements Store {
       }
       const pending =
         spec.algorithm === "token-bucket"
-          ? this.#takeTokens(spec, now)
-          : this.#countSlidingWindow(spec, now);
+          ? this.#takeTokens(spec, now, progress)
+          : this.#countSlidingWindow(spec, now, progress);
       calls.push(
         pending.then((outcome) => {
           outcomes[i] = outcome;
@@ -168,7 +192,7 @@ export class DynamoDbStore implements Store {
     for (const members of shared.values()) {
       const specs = members.map((i) => counters[i] as CounterSpec);
       calls.push(
-        this.#countFixedWindows(specs, now).then((found) => {
+        this.#countFixedWindows(specs, now, progress).then((found) => {
           members.forEach((i, j) => {
             outcomes[i] = found[j] as WindowedOutcome;
           });
@@ -210,6 +234,14 @@ export class DynamoDbStore implements Store {
     return states;
   }
 
+  /**
+   * Opens a connection to the endpoint now, so that the first decision finds the TCP and TLS
+   * handshakes done (a Lambda@Edge function calls it while its module initialises).
+   */
+  preconnect(): void {
+    this.client.preconnect();
+  }
+
   /** Resolves when every background refund has landed (tests, and before a process exits). */
   async settled(): Promise<void> {
     while (this.#refunds.size > 0) await Promise.all(this.#refunds);
@@ -225,7 +257,11 @@ export class DynamoDbStore implements Store {
    * `SK` the window, one numeric attribute per counter) and one `UpdateItem`: `ADD` returns each
    * counter's new count, which no other request saw, so each stays exact under any concurrency.
    */
-  async #countFixedWindows(specs: readonly CounterSpec[], now: number): Promise<WindowedOutcome[]> {
+  async #countFixedWindows(
+    specs: readonly CounterSpec[],
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<WindowedOutcome[]> {
     const first = specs[0] as CounterSpec;
     const { index, end } = windowAt(first.window, now);
     const windowKey = windowKeyAt(first.window, now);
@@ -255,9 +291,10 @@ export class DynamoDbStore implements Store {
         ExpressionAttributeValues: values,
         ReturnValues: "UPDATED_NEW",
       },
+      { progress },
     );
     const remote = this.#global
-      ? this.#remoteSums(first.subject, windowKey, now)
+      ? this.#remoteSums(first.subject, windowKey, now, progress)
       : Promise.resolve(undefined);
     const [answer, remoteSums] = await Promise.all([increment, remote]);
     return specs.map((spec, i) => {
@@ -272,7 +309,11 @@ export class DynamoDbStore implements Store {
   }
 
   /** A sliding window keeps one item per counter and window, so the previous one reads alone. */
-  async #countSlidingWindow(spec: CounterSpec, now: number): Promise<WindowedOutcome> {
+  async #countSlidingWindow(
+    spec: CounterSpec,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<WindowedOutcome> {
     const { index } = windowAt(spec.window, now);
     const label = windowLabel(spec.window);
     const windowKey = `${label}:${index}`;
@@ -291,10 +332,11 @@ export class DynamoDbStore implements Store {
         },
         ReturnValues: "UPDATED_NEW",
       },
+      { progress },
     );
-    const previous = this.#closedWindowSum(spec.key, `${label}:${index - 1}`, now);
+    const previous = this.#closedWindowSum(spec.key, `${label}:${index - 1}`, now, progress);
     const remote = this.#global
-      ? this.#remoteSums(spec.key, windowKey, now)
+      ? this.#remoteSums(spec.key, windowKey, now, progress)
       : Promise.resolve(undefined);
     const [answer, previousCount, remoteSums] = await Promise.all([increment, previous, remote]);
     const own = numberOf(answer.Attributes?.count);
@@ -309,7 +351,11 @@ export class DynamoDbStore implements Store {
     return { kind: "windowed", before, after, allowed, item, attribute: "count" };
   }
 
-  async #takeTokens(spec: CounterSpec, now: number): Promise<TokenOutcome> {
+  async #takeTokens(
+    spec: CounterSpec,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<TokenOutcome> {
     const length = windowLengthMs(spec.window, now);
     const step = (spec.cost * length) / spec.limit;
     const item: ItemKey = { PK: { S: spec.key }, SK: { S: `tb${this.#regionSuffix}` } };
@@ -348,6 +394,7 @@ export class DynamoDbStore implements Store {
             ReturnValues: "UPDATED_NEW",
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           },
+          { progress },
         );
         const tat = numberOf(answer.Attributes?.tat);
         this.#tatHints.set(spec.key, tat);
@@ -363,7 +410,7 @@ export class DynamoDbStore implements Store {
         if (!(error instanceof DynamoDbError) || error.type !== "ConditionalCheckFailedException") {
           throw error;
         }
-        const current = error.item ?? (await this.#readItem(item));
+        const current = error.item ?? (await this.#readItem(item, progress));
         const tat = current?.tat === undefined ? undefined : numberOf(current.tat);
         if (tat !== undefined && tat > latestTat) {
           this.#tatHints.set(spec.key, tat);
@@ -373,7 +420,7 @@ export class DynamoDbStore implements Store {
       }
     }
     if (step > length + EPSILON) {
-      const current = await this.#readItem(item);
+      const current = await this.#readItem(item, progress);
       const state = current?.tat === undefined ? undefined : { tat: numberOf(current.tat) };
       return { kind: "token", before: state, after: state, allowed: false, taken: 0, item };
     }
@@ -418,25 +465,37 @@ export class DynamoDbStore implements Store {
     this.#refunds.add(refund);
   }
 
-  async #readItem(item: ItemKey): Promise<Record<string, AttributeValue> | undefined> {
-    const answer = await this.client.call<{ Item?: Record<string, AttributeValue> }>("GetItem", {
-      TableName: this.table,
-      Key: item,
-      ConsistentRead: true,
-    });
+  async #readItem(
+    item: ItemKey,
+    progress?: StoreCallProgress,
+  ): Promise<Record<string, AttributeValue> | undefined> {
+    const answer = await this.client.call<{ Item?: Record<string, AttributeValue> }>(
+      "GetItem",
+      {
+        TableName: this.table,
+        Key: item,
+        ConsistentRead: true,
+      },
+      { progress },
+    );
     return answer.Item;
   }
 
   /** The count of a window that has ended, over every region; stragglers are negligible. */
-  async #closedWindowSum(key: string, windowKey: string, now: number): Promise<number> {
+  async #closedWindowSum(
+    key: string,
+    windowKey: string,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<number> {
     const cacheKey = `${key}\u0000${windowKey}\u0000closed`;
     const cached = this.#sums.get(cacheKey);
     if (cached !== undefined && cached.until > now) return cached.sum;
     let sum: number;
     if (this.#global) {
-      sum = (await this.#querySums(key, windowKey, undefined)).get("count") ?? 0;
+      sum = (await this.#querySums(key, windowKey, undefined, progress)).get("count") ?? 0;
     } else {
-      const found = await this.#readItem({ PK: { S: key }, SK: { S: windowKey } });
+      const found = await this.#readItem({ PK: { S: key }, SK: { S: windowKey } }, progress);
       sum = numberOf(found?.count);
     }
     this.#sums.set(cacheKey, { sum, until: now + this.#remoteCacheMs });
@@ -444,11 +503,16 @@ export class DynamoDbStore implements Store {
   }
 
   /** Other regions' counts for this window, per attribute, reused for `remoteCacheMs`. */
-  async #remoteSums(pk: string, windowKey: string, now: number): Promise<Map<string, number>> {
+  async #remoteSums(
+    pk: string,
+    windowKey: string,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<Map<string, number>> {
     const cacheKey = `${pk}\u0000${windowKey}`;
     const cached = this.#remoteCounts.get(cacheKey);
     if (cached !== undefined && cached.until > now) return cached.sums;
-    const sums = await this.#querySums(pk, windowKey, windowKey + this.#regionSuffix);
+    const sums = await this.#querySums(pk, windowKey, windowKey + this.#regionSuffix, progress);
     this.#remoteCounts.set(cacheKey, { sums, until: now + this.#remoteCacheMs });
     return sums;
   }
@@ -458,12 +522,17 @@ export class DynamoDbStore implements Store {
     pk: string,
     windowKey: string,
     skip: string | undefined,
+    progress?: StoreCallProgress,
   ): Promise<Map<string, number>> {
-    const answer = await this.client.call<{ Items?: Record<string, AttributeValue>[] }>("Query", {
-      TableName: this.table,
-      KeyConditionExpression: "PK = :pk AND begins_with(SK, :window)",
-      ExpressionAttributeValues: { ":pk": { S: pk }, ":window": { S: `${windowKey}#` } },
-    });
+    const answer = await this.client.call<{ Items?: Record<string, AttributeValue>[] }>(
+      "Query",
+      {
+        TableName: this.table,
+        KeyConditionExpression: "PK = :pk AND begins_with(SK, :window)",
+        ExpressionAttributeValues: { ":pk": { S: pk }, ":window": { S: `${windowKey}#` } },
+      },
+      { progress },
+    );
     const sums = new Map<string, number>();
     for (const found of answer.Items ?? []) {
       if (skip !== undefined && (found.SK as { S: string } | undefined)?.S === skip) continue;

@@ -1,4 +1,5 @@
 import { connect as connectTcp, type Socket } from "node:net";
+import { type StoreCallProgress, timeoutAfterPendingIo } from "../core/deadline.js";
 import { EdgelimitError } from "../core/errors.js";
 
 /** A response head (status line and header fields) larger than this is refused. */
@@ -328,6 +329,10 @@ interface Exchange {
 interface Connection {
   readonly socket: Socket;
   readonly parser: ResponseParser;
+  /** False until the TCP (and TLS) handshake is done. */
+  ready: boolean;
+  /** Called once when the handshake is done (one waiting exchange at most). */
+  onReady: (() => void) | undefined;
   exchanges: number;
   current: Exchange | undefined;
   gone: boolean;
@@ -383,10 +388,13 @@ export class Http1Pool {
   /**
    * Sends `POST path` with the given fields (names as given; `host` and `content-length` must be
    * among them) and resolves to the whole response. Fails with `EL_STORE_TIMEOUT` when no
-   * complete response arrived within `timeoutMs` of the request being written (the socket is
-   * destroyed; time spent waiting for a free socket is the caller's budget to bound, as with an
-   * Agent's queue), `EL_STORE_FAILED` otherwise. `resendOnStaleSocket: false` is for requests
-   * that must not run twice even in the rare case described on the class (a refund).
+   * complete response arrived within `timeoutMs` of the request being written on a connected
+   * socket (the socket is destroyed; setting up a new socket has `timeoutMs` of its own, and
+   * time spent waiting for a free socket is the caller's budget to bound, as with an Agent's
+   * queue), `EL_STORE_FAILED` otherwise. A reply that has arrived is read before the timeout is
+   * declared. `progress` hears of a new socket's setup, so that a decision budget does not run
+   * during a handshake. `resendOnStaleSocket: false` is for requests that must not run twice
+   * even in the rare case described on the class (a refund).
    */
   post(
     path: string,
@@ -394,6 +402,7 @@ export class Http1Pool {
     body: string,
     timeoutMs: number,
     resendOnStaleSocket = true,
+    progress?: StoreCallProgress,
   ): Promise<Http1Response> {
     let head = `POST ${path} HTTP/1.1\r\n`;
     for (const name in headers) {
@@ -412,29 +421,53 @@ export class Http1Pool {
     return new Promise<Http1Response>((resolve, reject) => {
       let settled = false;
       let connection: Connection | undefined;
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      let cancelTimer: (() => void) | undefined;
+      // Ends the report of a socket setup to `progress` (set while one is under way).
+      let setupDone: (() => void) | undefined;
+      const endSetup = (): void => {
+        setupDone?.();
+        setupDone = undefined;
+      };
       const settle = (error: Error | undefined, response?: Http1Response): void => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        cancelTimer?.();
+        endSetup();
         if (error === undefined) resolve(response as Http1Response);
         else reject(error);
       };
       const startClock = (): void => {
-        timer ??= setTimeout(() => {
-          settle(
-            new EdgelimitError("EL_STORE_TIMEOUT", `no complete answer within ${timeoutMs} ms`),
-          );
-          if (connection !== undefined) this.#discard(connection);
-        }, timeoutMs);
+        cancelTimer?.();
+        cancelTimer = timeoutAfterPendingIo(
+          timeoutMs,
+          () => settled,
+          () => {
+            settle(
+              new EdgelimitError("EL_STORE_TIMEOUT", `no complete answer within ${timeoutMs} ms`),
+            );
+            if (connection !== undefined) this.#discard(connection);
+          },
+        );
       };
       const attempt = (mayRetry: boolean): void => {
+        if (this.#idle.length === 0 && this.#open < this.#maxSockets) {
+          setupDone ??= progress?.connecting();
+        }
         this.#acquire((acquired, failure) => {
           if (failure !== undefined) return settle(failure);
           const taken = acquired as Connection;
           if (settled) return this.#release(taken);
           connection = taken;
           startClock();
+          if (taken.ready) endSetup();
+          else {
+            setupDone ??= progress?.connecting();
+            // The answer's time runs from the end of the handshake.
+            taken.onReady = () => {
+              endSetup();
+              if (!settled) startClock();
+            };
+          }
           this.#exchange(taken, message, {
             reused: taken.exchanges > 0,
             received: false,
@@ -449,6 +482,35 @@ export class Http1Pool {
       };
       attempt(resendOnStaleSocket);
     });
+  }
+
+  /**
+   * Opens a socket now, when none is open, so that the first request finds its handshake done
+   * (a Lambda@Edge function calls it while its module initialises). Failures are left to the
+   * first request, which opens a socket of its own.
+   */
+  preconnect(): void {
+    if (this.#open > 0) return;
+    this.#open++;
+    const open = (tls: TlsModule | undefined): void => {
+      let connection: Connection;
+      try {
+        connection = this.#connect(tls);
+      } catch {
+        this.#open--;
+        return;
+      }
+      if (connection.gone) return;
+      this.#busy.delete(connection);
+      connection.socket.unref();
+      this.#idle.push(connection);
+    };
+    const tls = this.#origin.protocol === "https:" ? this.#loadTls() : undefined;
+    if (tls instanceof Promise) {
+      tls.then(open, () => {
+        this.#open--;
+      });
+    } else open(tls);
   }
 
   /** Destroys every socket; requests in flight fail. The pool stays usable, like an Agent. */
@@ -524,10 +586,18 @@ export class Http1Pool {
     const connection: Connection = {
       socket,
       parser: new ResponseParser(this.#maxBodyBytes),
+      ready: false,
+      onReady: undefined,
       exchanges: 0,
       current: undefined,
       gone: false,
     };
+    socket.once(tls === undefined ? "connect" : "secureConnect", () => {
+      connection.ready = true;
+      const onReady = connection.onReady;
+      connection.onReady = undefined;
+      onReady?.();
+    });
     this.#busy.add(connection);
     socket.on("data", (data: Buffer) => this.#onData(connection, data));
     socket.on("end", () => this.#onEnd(connection));

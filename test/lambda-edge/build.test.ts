@@ -85,7 +85,8 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).toContain('require("node:net")');
     expect(code).toMatch(/Promise\.resolve\(\)\.then\(\(\)=>\w+\(require\("node:tls"\)/);
     // The seed policy challenges, so the challenge page is served at the edge too.
-    expect(request.minifiedBytes).toBeLessThanOrEqual(50 * 1024);
+    // What every cold start loads stays small; bench/lambda-edge.bench.ts times it.
+    expect(request.minifiedBytes).toBeLessThanOrEqual(64 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
 
