@@ -87,7 +87,10 @@ export function describePolicy(file: string, policy: ResolvedPolicy): string {
     out.push(`fail closed (503) on: ${policy.failClosedPaths.join(", ")}`);
   if (policy.allowlist.length > 0) out.push(`allowlist: ${policy.allowlist.join(", ")}`);
   if (policy.denylist.length > 0) out.push(`denylist: ${policy.denylist.join(", ")}`);
-  out.push(`decision time budget: ${policy.budgetMs} ms`, "");
+  out.push(
+    `decision time budget: ${policy.budgetMs} ms of store time (connection setup: ${policy.connectBudgetMs} ms)`,
+    "",
+  );
   return out.join("\n");
 }
 
