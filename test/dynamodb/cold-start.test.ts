@@ -1,11 +1,12 @@
-import { execFile, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { selfSignedCertificate } from "../support/tls.js";
 import { createRateLimitTable, type LocalDynamo, startDynalite } from "./harness.js";
 
 const run = promisify(execFile);
@@ -28,34 +29,21 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
   let dynamo: LocalDynamo;
   const servers: Server[] = [];
   let endpoint: string;
+  let caFile: string;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "edgelimit-tls-"));
-    const key = join(dir, "key.pem");
-    const cert = join(dir, "cert.pem");
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        ...["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-        ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1"],
-        ...["-keyout", key, "-out", cert],
-      ],
-      { stdio: "ignore" },
-    );
+    const { key, cert, certFile } = selfSignedCertificate(dir, "IP:127.0.0.1");
+    caFile = certFile;
     dynamo = await startDynalite();
     await createRateLimitTable(dynamo.client, "rate-limits");
     const dynamoPort = Number(new URL(dynamo.endpoint).port);
-    const tlsServer = createTlsServer(
-      { key: readFileSync(key), cert: readFileSync(cert) },
-      (secure) => {
-        const plain = connect(dynamoPort, "127.0.0.1");
-        secure.pipe(plain).pipe(secure);
-        secure.on("error", () => plain.destroy());
-        plain.on("error", () => secure.destroy());
-      },
-    );
+    const tlsServer = createTlsServer({ key, cert }, (secure) => {
+      const plain = connect(dynamoPort, "127.0.0.1");
+      secure.pipe(plain).pipe(secure);
+      secure.on("error", () => plain.destroy());
+      plain.on("error", () => secure.destroy());
+    });
     servers.push(tlsServer);
     const tlsPort = await listen(tlsServer);
     const slowHandshake = createServer((client) => {
@@ -73,7 +61,6 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
     });
     servers.push(slowHandshake);
     endpoint = `https://127.0.0.1:${await listen(slowHandshake)}`;
-    writeFileSync(join(dir, "ca.pem"), readFileSync(cert));
   });
 
   afterAll(async () => {
@@ -107,7 +94,7 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
       await store.close();
     `;
     const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script], {
-      env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, "ca.pem") },
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: caFile },
       timeout: 20_000,
     });
     const { budgetMs, seen } = JSON.parse(stdout) as {

@@ -1,5 +1,4 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +6,7 @@ import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
 import { Http1Pool, MAX_HEAD_BYTES, ResponseParser } from "../../src/stores/http1.js";
+import { selfSignedCertificate } from "../support/tls.js";
 import { TEST_CREDENTIALS } from "./harness.js";
 
 interface ReceivedRequest {
@@ -431,20 +431,7 @@ describe("TLS", () => {
   afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
   function selfSigned(): { key: string; cert: string } {
-    const key = join(directory, "key.pem");
-    const cert = join(directory, "cert.pem");
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        ...["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-        ...["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1"],
-        ...["-keyout", key, "-out", cert],
-      ],
-      { stdio: "ignore" },
-    );
-    return { key: readFileSync(key, "utf8"), cert: readFileSync(cert, "utf8") };
+    return selfSignedCertificate(directory, "DNS:localhost");
   }
 
   it("verifies the certificate and the host name, and sends SNI", async () => {
