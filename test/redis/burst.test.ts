@@ -73,7 +73,7 @@ let contention: CpuContention;
 const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  contention = await startCpuContention({ maxMs: 5 * 60_000 });
+  contention = await startCpuContention({ maxMs: 4 * 60_000 });
 });
 
 afterAll(async () => {
@@ -135,7 +135,7 @@ describe("bursts under CPU contention admit exactly the limit", () => {
       failedOpen: [0, 0],
       storeErrors: [0, 0],
     });
-  }, 150_000);
+  }, 60_000);
 
   it("two gateways on a 3-master Redis Cluster: 20 bursts of 300 and 20 of 1,000 on /api/export", async () => {
     const cluster = await startCluster();
@@ -154,7 +154,7 @@ describe("bursts under CPU contention admit exactly the limit", () => {
       failedOpen: [0, 0],
       storeErrors: [0, 0],
     });
-  }, 150_000);
+  }, 60_000);
 
   it("Express with edgelimit/node on one redis-server: 20 bursts of 300 and 20 of 1,000 on /api/search", async () => {
     const redis = await startRedis();
@@ -201,5 +201,5 @@ describe("bursts under CPU contention admit exactly the limit", () => {
       failedOpen: reasons.get("store-failed-open") ?? 0,
       breakerOpened: store.breaker?.opened,
     }).toEqual({ ...exact(bursts.length, SEARCH.limit), failedOpen: 0, breakerOpened: 0 });
-  }, 150_000);
+  }, 60_000);
 });
