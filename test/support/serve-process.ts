@@ -6,10 +6,15 @@ export interface ServeProcess {
   output(): string;
 }
 
-/** The real `edgelimit serve` CLI in a child process, on loopback, its output captured. */
+/**
+ * The real `edgelimit serve` CLI in a child process, on loopback, its output captured: from
+ * `src` through tsx, or with `built` from `dist/cli/main.js` as users run it (`npm run build`
+ * first). Without `upstream` the gateway starts its built-in demo origin (`--demo`).
+ */
 export function spawnServe(options: {
   readonly policy: string;
-  readonly upstream: string;
+  readonly upstream?: string;
+  readonly built?: boolean;
   readonly port: number;
   readonly adminPort: number;
   readonly args?: readonly string[];
@@ -18,14 +23,11 @@ export function spawnServe(options: {
   const child = spawn(
     process.execPath,
     [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
+      ...(options.built === true ? ["dist/cli/main.js"] : ["--import", "tsx", "src/cli/main.ts"]),
       "serve",
       "--policy",
       options.policy,
-      "--upstream",
-      options.upstream,
+      ...(options.upstream === undefined ? ["--demo"] : ["--upstream", options.upstream]),
       "--port",
       String(options.port),
       "--admin-port",

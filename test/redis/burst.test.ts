@@ -1,0 +1,205 @@
+/**
+ * Issue 16: under a burst the limiter must count exactly, not fail open, while Redis is healthy.
+ * On a busy event loop Redis's reply can sit unread in the socket while the decision's budget
+ * timer (and ioredis's command timeout) fires first; the decision then fails open and the
+ * burst gets more than its limit through.
+ *
+ * Every case runs under CPU contention (one busy process per core) with real processes:
+ * redis-server (or a 3-master Cluster), and `edgelimit serve` from the build (`npm run build`
+ * first) with examples/policies/cloudfront.yaml, which trusts X-Forwarded-For from loopback.
+ * Each burst comes from an address of its own, so it starts from zero, and is split over both
+ * gateways; exactly the limit must be admitted and nothing may fail open.
+ *
+ * All three cases run the full 20 bursts of 300 and 20 of 1,000: the file takes about 30 s on
+ * the 2-core machine (two gateways about 5-8 s, the Cluster about 10 s, Express about 10 s),
+ * well inside its 3-minute share of CI. Reduce the Cluster and Express counts first if it grows.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import express from "express";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { nodeRateLimit } from "../../src/adapters/node.js";
+import { createLimiter } from "../../src/core/limiter.js";
+import { loadPolicy } from "../../src/policy/load.js";
+import { redisStoreFromUrl } from "../../src/stores/redis.js";
+import {
+  type BurstGateway,
+  type BurstResult,
+  burstAddress,
+  burstPool,
+  CLOUDFRONT_POLICY,
+  fireBurst,
+  metricValue,
+  startBurstGateway,
+} from "../support/burst.js";
+import { type CpuContention, startCpuContention } from "../support/cpu-contention.js";
+import { withinOneWindow } from "../support/windows.js";
+import { startCluster, startRedis } from "./redis-server.js";
+
+const SEARCH = { path: "/api/search?q=1", limit: 30 } as const;
+const EXPORT = { path: "/api/export", limit: 3 } as const;
+/** The policy's windows are 60 s, aligned to the epoch: no burst may straddle two. */
+const WINDOW_MS = 60_000;
+const BURST_NEEDS_MS = 5_000;
+
+/**
+ * A run of bursts in one line each, so that a failure shows every burst at once: the admitted
+ * counts in order, and the answers that were neither 200 nor 429.
+ */
+interface RunSummary {
+  readonly admitted: string;
+  readonly otherAnswers: string;
+}
+
+function summarize(results: readonly BurstResult[]): RunSummary {
+  const other: string[] = [];
+  for (const [index, result] of results.entries()) {
+    for (const [status, count] of Object.entries(result.statuses)) {
+      if (status !== "200" && status !== "429") other.push(`burst ${index}: ${count} x ${status}`);
+    }
+  }
+  return {
+    admitted: results.map((result) => result.admitted).join(" "),
+    otherAnswers: other.join(", "),
+  };
+}
+
+/** What every run must look like: `limit` admitted in each burst, the rest refused with 429. */
+function exact(bursts: number, limit: number): RunSummary {
+  return { admitted: Array.from({ length: bursts }, () => limit).join(" "), otherAnswers: "" };
+}
+
+let contention: CpuContention;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  contention = await startCpuContention({ maxMs: 4 * 60_000 });
+});
+
+afterAll(async () => {
+  // Last registered, first undone: gateways before their Redis.
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+  await contention?.stop();
+});
+
+/**
+ * Two gateways on one store URL, a pool to each with room for half of the largest burst, and
+ * the bursts fired one after the other; returns each burst's summary and the gateways'
+ * failed-open counters at the end.
+ */
+async function burstsThroughGateways(
+  store: string,
+  run: number,
+  bursts: readonly { readonly size: number; readonly path: string }[],
+): Promise<{ results: BurstResult[]; failedOpen: number[]; storeErrors: number[] }> {
+  const gateways: BurstGateway[] = await Promise.all([
+    startBurstGateway({ store }),
+    startBurstGateway({ store }),
+  ]);
+  for (const gateway of gateways) cleanups.push(() => gateway.stop());
+  const largest = Math.max(...bursts.map((burst) => burst.size));
+  const pools = gateways.map((gateway) => burstPool(gateway.base, Math.ceil(largest / 2)));
+  for (const pool of pools) cleanups.push(() => pool.destroy());
+  const results: BurstResult[] = [];
+  for (const [index, burst] of bursts.entries()) {
+    await withinOneWindow(WINDOW_MS, BURST_NEEDS_MS);
+    results.push(await fireBurst(pools, { ...burst, ip: burstAddress(run, index) }));
+  }
+  const scrapes = await Promise.all(gateways.map((gateway) => gateway.scrape()));
+  return {
+    results,
+    failedOpen: scrapes.map((text) => metricValue(text, "edgelimit_failed_open_total")),
+    storeErrors: scrapes.map((text) => metricValue(text, "edgelimit_store_errors_total")),
+  };
+}
+
+function repeat<T>(count: number, value: T): T[] {
+  return Array.from({ length: count }, () => value);
+}
+
+describe("bursts under CPU contention admit exactly the limit", () => {
+  it("two gateways on one redis-server: 20 bursts of 300 and 20 of 1,000 on /api/search", async () => {
+    const redis = await startRedis();
+    cleanups.push(redis.cleanup);
+    const bursts = [
+      ...repeat(20, { size: 300, path: SEARCH.path }),
+      ...repeat(20, { size: 1000, path: SEARCH.path }),
+    ];
+    const { results, failedOpen, storeErrors } = await burstsThroughGateways(
+      redis.server.url,
+      1,
+      bursts,
+    );
+    expect({ ...summarize(results), failedOpen, storeErrors }).toEqual({
+      ...exact(bursts.length, SEARCH.limit),
+      failedOpen: [0, 0],
+      storeErrors: [0, 0],
+    });
+  }, 60_000);
+
+  it("two gateways on a 3-master Redis Cluster: 20 bursts of 300 and 20 of 1,000 on /api/export", async () => {
+    const cluster = await startCluster();
+    cleanups.push(() => cluster.cleanup());
+    const bursts = [
+      ...repeat(20, { size: 300, path: EXPORT.path }),
+      ...repeat(20, { size: 1000, path: EXPORT.path }),
+    ];
+    const { results, failedOpen, storeErrors } = await burstsThroughGateways(
+      cluster.url,
+      2,
+      bursts,
+    );
+    expect({ ...summarize(results), failedOpen, storeErrors }).toEqual({
+      ...exact(bursts.length, EXPORT.limit),
+      failedOpen: [0, 0],
+      storeErrors: [0, 0],
+    });
+  }, 60_000);
+
+  it("Express with edgelimit/node on one redis-server: 20 bursts of 300 and 20 of 1,000 on /api/search", async () => {
+    const redis = await startRedis();
+    cleanups.push(redis.cleanup);
+    const store = redisStoreFromUrl(redis.server.url);
+    cleanups.push(() => store.close());
+    await store.ready();
+    const reasons = new Map<string, number>();
+    const limiter = createLimiter({
+      policy: loadPolicy(CLOUDFRONT_POLICY),
+      store,
+      env: { EDGELIMIT_JWT_SECRET: "burst-test-secret-0123456789abcdef" },
+      onDecision: (verdict) => reasons.set(verdict.reason, (reasons.get(verdict.reason) ?? 0) + 1),
+    });
+    const app = express();
+    app.use(nodeRateLimit({ limiter }));
+    app.get("/{*path}", (_request, response) => {
+      response.json({ ok: true });
+    });
+    // The server, its limiter and the client share this process's event loop: the burst's
+    // requests are parsed and decided on the same loop that has to read Redis's replies.
+    const server: Server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    );
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const pool = burstPool(base, 1000);
+    cleanups.push(() => pool.destroy());
+    const bursts = [...repeat(20, 300), ...repeat(20, 1000)];
+    const results: BurstResult[] = [];
+    for (const [index, size] of bursts.entries()) {
+      await withinOneWindow(WINDOW_MS, BURST_NEEDS_MS);
+      results.push(
+        await fireBurst([pool], { size, path: SEARCH.path, ip: burstAddress(3, index) }),
+      );
+    }
+    expect({
+      ...summarize(results),
+      failedOpen: reasons.get("store-failed-open") ?? 0,
+      breakerOpened: store.breaker?.opened,
+    }).toEqual({ ...exact(bursts.length, SEARCH.limit), failedOpen: 0, breakerOpened: 0 });
+  }, 60_000);
+});
