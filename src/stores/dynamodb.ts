@@ -35,6 +35,11 @@ export interface DynamoDbStoreOptions {
   readonly maxSockets?: number;
   /** Bound of the per-instance caches (remote sums, token-bucket hints); default 10,000 keys. */
   readonly maxCachedKeys?: number;
+  /**
+   * The known round trip to `region` in ms (0 when in-region), added to the decision budget so
+   * that a distant replica's latency is not taken for a failing store.
+   */
+  readonly expectedRoundTripMs?: number;
 }
 
 const DEFAULT_TABLE = "rate-limits";
