@@ -1,7 +1,9 @@
 /**
  * The CDK app: `npx cdk synth` (or deploy) from the repository root with infra/cdk.json.
  * Context: `-c policy=FILE` (default the seed's cloudfront.yaml), `-c origin=DOMAIN`,
- * `-c replicas=eu-west-1,ap-southeast-1,sa-east-1` (`-c replicas=` for a single region).
+ * `-c replicas=eu-west-1,ap-southeast-1` (default `DEFAULT_REPLICA_REGIONS`; `-c replicas=` for
+ * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
+ * than the policy's budget.
  * EDGELIMIT_JWT_SECRET must be set: Lambda@Edge has no environment variables, so the secret is
  * bundled at build time (see docs/aws.md for the Secrets Manager alternative).
  */
@@ -25,8 +27,9 @@ const replicaRegions =
 const tableName = (app.node.tryGetContext("table") as string | undefined) ?? "rate-limits";
 const bundleDir = join(app.outdir, "edgelimit-functions");
 
+const policy = loadPolicy(policyFile);
 const built = await buildLambdaEdge({
-  policy: loadPolicy(policyFile),
+  policy,
   store: {
     table: tableName,
     region: "us-east-1",
@@ -41,6 +44,7 @@ new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
   viewerResponseZip: zipOf("viewer-response"),
   tableName,
   replicaRegions,
+  budgetMs: policy.budgetMs,
   originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
 });
 app.synth();

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import type { Plugin } from "esbuild";
+import { distantReplicaWarnings } from "../adapters/lambda-edge/regions.js";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
 import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
@@ -61,11 +62,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const policy = loadPolicy(values.policy);
-    for (const warning of edgeWarnings(policy))
+    const store = parseDynamodbUrl(values.store);
+    for (const warning of edgeWarnings(policy, store))
       process.stderr.write(`edgelimit build: warning: ${warning}\n`);
     const built = await buildLambdaEdge({
       policy,
-      store: parseDynamodbUrl(values.store),
+      store,
       outDir: values.out,
       minify: !values["no-minify"],
     });
@@ -288,17 +290,20 @@ export function bakeSecrets(
 }
 
 /**
- * Problems that do not stop a build but break something at the edge: every Lambda@Edge
- * instance would sign passes with its own random key without `challenge.secret`.
+ * Problems that do not stop a build but cost something at the edge: a Lambda@Edge region whose
+ * nearest replica is farther than the policy's budget (`distantReplicaWarnings`, shared with
+ * the CDK stack), and a challenging policy without `challenge.secret` (every instance would
+ * sign passes with its own random key).
  */
-export function edgeWarnings(policy: ResolvedPolicy): string[] {
+export function edgeWarnings(policy: ResolvedPolicy, store: DynamoDbStoreOptions): string[] {
+  const warnings = distantReplicaWarnings(store.globalRegions ?? [store.region], policy.budgetMs);
   const challenges = policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow);
   if (challenges && policy.challenge.secret === undefined) {
-    return [
+    warnings.push(
       "challenge.secret is not set: each Lambda@Edge instance will sign passes with its own random key, so a pass works only on the instance that issued it; set challenge.secret (for example { env: EDGELIMIT_CHALLENGE_SECRET })",
-    ];
+    );
   }
-  return [];
+  return warnings;
 }
 
 /** Where the adapter sources are: `src/**.ts` under tsx, `dist/**.js` once compiled. */

@@ -5,12 +5,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_REPLICA_REGIONS } from "../../infra/stack.js";
 import type {
   CloudFrontRequest,
   CloudFrontRequestEvent,
 } from "../../src/adapters/lambda-edge/events.js";
 import { bakeSecrets, buildLambdaEdge, edgeWarnings, run } from "../../src/cli/build.js";
 import { definePolicy, loadPolicy } from "../../src/policy/load.js";
+import { parseDynamodbUrl } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -213,12 +215,37 @@ describe("edgelimit build lambda-edge", () => {
     const baked = bakeSecrets(challenging, { EDGELIMIT_CHALLENGE_SECRET: "challenge-key" });
     expect(baked.challenge.secret).toEqual({ value: "challenge-key" });
     expect(() => bakeSecrets(challenging, {})).toThrow(/EDGELIMIT_CHALLENGE_SECRET/);
-    expect(edgeWarnings(challenging)).toEqual([]);
+    const nearby = {
+      region: "us-east-1",
+      globalRegions: ["us-east-1", ...DEFAULT_REPLICA_REGIONS],
+    };
+    expect(edgeWarnings(challenging, nearby)).toEqual([]);
     const unsigned = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
     });
-    expect(edgeWarnings(unsigned)[0]).toMatch(/challenge\.secret/);
+    expect(edgeWarnings(unsigned, nearby)[0]).toMatch(/challenge\.secret/);
+  });
+
+  it("warns, naming region, replica and round trip, where the nearest replica is beyond the budget", () => {
+    const policy = loadPolicy("examples/policies/cloudfront.yaml");
+    const quickStart = parseDynamodbUrl(
+      "dynamodb://rate-limits?region=us-east-1&regions=us-east-1,eu-west-1,ap-southeast-1,sa-east-1",
+    );
+    const warnings = edgeWarnings(policy, quickStart);
+    expect(warnings).toContain(
+      "Lambda@Edge in ap-southeast-2 writes to the replica in ap-southeast-1, about 95 ms away: more than the policy's 50 ms budget, so every decision there waits that long for the store; add a replica in ap-southeast-2 (or one within 50 ms of it)",
+    );
+    expect(warnings.filter((warning) => warning.startsWith("Lambda@Edge in "))).toHaveLength(6);
+    // The example stack's replicas leave every edge region within the example policy's budget.
+    const stack = { region: "us-east-1", globalRegions: ["us-east-1", ...DEFAULT_REPLICA_REGIONS] };
+    expect(edgeWarnings(policy, stack).filter((w) => w.startsWith("Lambda@Edge"))).toEqual([]);
+    const patient = definePolicy({
+      version: 1,
+      budget: "100ms",
+      tiers: { anonymous: { global: 5 } },
+    });
+    expect(edgeWarnings(patient, quickStart)).toEqual([]);
   });
 
   it("prints usage for a wrong command line", async () => {

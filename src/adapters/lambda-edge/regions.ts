@@ -94,3 +94,25 @@ export function nearestReplica(
   }
   return nearest;
 }
+
+/**
+ * One line per Lambda@Edge region whose nearest replica is farther than `budgetMs`, naming the
+ * region, the replica and the round trip: every decision made there waits that long for the
+ * store. Used by `edgelimit build lambda-edge` and by the CDK stack, at build time only.
+ */
+export function distantReplicaWarnings(replicas: readonly string[], budgetMs: number): string[] {
+  const warnings: string[] = [];
+  for (const region of LAMBDA_EDGE_REGIONS) {
+    const nearest = nearestReplica(region, replicas);
+    if (nearest === undefined) {
+      warnings.push(
+        `Lambda@Edge in ${region}: no round-trip figure for any replica (${replicas.join(", ")}), so its distance cannot be checked against the ${budgetMs} ms budget`,
+      );
+    } else if (nearest.roundTripMs > budgetMs) {
+      warnings.push(
+        `Lambda@Edge in ${region} writes to the replica in ${nearest.region}, about ${nearest.roundTripMs} ms away: more than the policy's ${budgetMs} ms budget, so every decision there waits that long for the store; add a replica in ${region} (or one within ${budgetMs} ms of it)`,
+      );
+    }
+  }
+  return warnings;
+}
