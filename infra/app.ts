@@ -4,8 +4,9 @@
  * `-c replicas=eu-west-1,ap-southeast-1` (default `DEFAULT_REPLICA_REGIONS`; `-c replicas=` for
  * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
  * than the policy's budget.
- * EDGELIMIT_JWT_SECRET must be set: Lambda@Edge has no environment variables, so the secret is
- * bundled at build time (see docs/aws.md for the Secrets Manager alternative).
+ * EDGELIMIT_JWT_SECRET and EDGELIMIT_CHALLENGE_SECRET must be set: Lambda@Edge has no environment
+ * variables, so the secrets are bundled at build time (see docs/aws.md for the Secrets Manager
+ * alternative). A policy that challenges without challenge.secret is refused.
  */
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";

@@ -22,7 +22,7 @@ beforeAll(async () => {
       globalRegions: tableRegions,
     },
     outDir: join(work, "functions"),
-    env: { EDGELIMIT_JWT_SECRET: "synth-secret" },
+    env: { EDGELIMIT_JWT_SECRET: "synth-secret", EDGELIMIT_CHALLENGE_SECRET: "synth-challenge" },
   });
   zips = {
     viewerRequestZip: built.find((fn) => fn.name === "viewer-request")?.zip as string,

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,7 +60,10 @@ describe("edgelimit build lambda-edge", () => {
       policy: loadPolicy("examples/policies/cloudfront.yaml"),
       store: { table: "rate-limits", region: "us-east-1", endpoint: dynamo.endpoint },
       outDir: join(work, "out"),
-      env: { EDGELIMIT_JWT_SECRET: "bundled-secret" },
+      env: {
+        EDGELIMIT_JWT_SECRET: "bundled-secret",
+        EDGELIMIT_CHALLENGE_SECRET: "bundled-challenge",
+      },
     });
     expect(built.map((fn) => fn.name)).toEqual(["viewer-request", "viewer-response"]);
     for (const fn of built) {
@@ -79,6 +82,7 @@ describe("edgelimit build lambda-edge", () => {
     const request = built[0] as (typeof built)[number];
     const code = readFileSync(request.script, "utf8");
     expect(code).toContain("bundled-secret");
+    expect(code).toContain("bundled-challenge");
     // The YAML/zod loader stays out of the edge bundle.
     expect(code).not.toMatch(/YAMLParseError|ZodError/);
     // The store's own HTTP/1.1 client: node:http(s) never load (their first use is a large share
@@ -206,7 +210,7 @@ describe("edgelimit build lambda-edge", () => {
     });
   });
 
-  it("bakes the challenge secret too, and warns when a challenging policy has none", async () => {
+  it("bakes the challenge secret too", () => {
     const challenging = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
@@ -215,16 +219,69 @@ describe("edgelimit build lambda-edge", () => {
     const baked = bakeSecrets(challenging, { EDGELIMIT_CHALLENGE_SECRET: "challenge-key" });
     expect(baked.challenge.secret).toEqual({ value: "challenge-key" });
     expect(() => bakeSecrets(challenging, {})).toThrow(/EDGELIMIT_CHALLENGE_SECRET/);
-    const nearby = {
-      region: "us-east-1",
-      globalRegions: ["us-east-1", ...DEFAULT_REPLICA_REGIONS],
-    };
-    expect(edgeWarnings(challenging, nearby)).toEqual([]);
+  });
+
+  it("refuses a challenging policy without challenge.secret, naming the field and what to set", async () => {
     const unsigned = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
     });
-    expect(edgeWarnings(unsigned, nearby)[0]).toMatch(/challenge\.secret/);
+    const refusal = buildLambdaEdge({
+      policy: unsigned,
+      store: { table: "rate-limits", region: "us-east-1" },
+      outDir: join(work, "unsigned"),
+      env: {},
+    });
+    await expect(refusal).rejects.toMatchObject({
+      code: "EL_POLICY_SECRET_MISSING",
+      message: expect.stringMatching(/^challenge\.secret is not set.*EDGELIMIT_CHALLENGE_SECRET/),
+      issues: [expect.objectContaining({ path: "challenge.secret" })],
+    });
+    // Shadow challenges and blocking rules never sign anything: they build without a secret.
+    for (const action of [{ limit: 5, action: "challenge", shadow: true }, { limit: 5 }] as const) {
+      const built = await buildLambdaEdge({
+        policy: definePolicy({ version: 1, tiers: { anonymous: { global: action } } }),
+        store: { table: "rate-limits", region: "us-east-1" },
+        outDir: join(work, "unsigned-ok"),
+        env: {},
+      });
+      expect(built[0]?.files).toEqual(["index.js", "jose.js"]);
+    }
+  });
+
+  it("the CLI exits 1 on that refusal, printing the code and the field", async () => {
+    const file = join(work, "unsigned.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
+      }),
+    );
+    const written: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string) => {
+      written.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    let code: number;
+    try {
+      code = await run([
+        "lambda-edge",
+        "--policy",
+        file,
+        "--store",
+        "dynamodb://rate-limits?region=us-east-1",
+        "--out",
+        join(work, "cli-unsigned"),
+      ]);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(code).toBe(1);
+    const stderr = written.join("");
+    expect(stderr).toContain("(EL_POLICY_SECRET_MISSING)");
+    expect(stderr).toContain("challenge.secret: required when the policy challenges");
   });
 
   it("warns, naming region, replica and round trip, where the nearest replica is beyond the budget", () => {
