@@ -10,8 +10,9 @@ start_upstream() {
   upstream_port=$(free_port)
   node -e "require('node:http').createServer((q, r) => { r.writeHead(200, { 'content-type': 'application/json' }); r.end('{\"ok\":true,\"items\":[1,2,3]}'); }).listen($upstream_port, '127.0.0.1')" &
   pids+=($!)
-  # The example policy names a JWT secret; the bench's anonymous traffic never uses it.
+  # The example policy names a JWT and a challenge secret; the bench's traffic uses neither.
   export EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic
+  export EDGELIMIT_CHALLENGE_SECRET=bench-challenge-secret-not-used
 }
 cat > "$work/returning.lua" <<'LUA'
 local n = 0

@@ -82,6 +82,7 @@ measure() {
   local port; port=$(free_port)
   local out="$work/$label.out"
   EDGELIMIT_JWT_SECRET=bench-secret-not-used-by-anonymous-traffic \
+  EDGELIMIT_CHALLENGE_SECRET=bench-challenge-secret-not-used \
     valgrind --tool=callgrind --smc-check=all --dump-instr=yes "${cache_sim[@]}" --callgrind-out-file="$out" \
     node --single-threaded --perf-basic-prof "$build/cli/main.js" serve \
     --policy "$work/policy.yaml" --upstream "http://127.0.0.1:$upstream_port" \

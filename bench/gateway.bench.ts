@@ -427,7 +427,11 @@ async function main(): Promise<void> {
   const upstream = start(process.execPath, ["-e", UPSTREAM_SOURCE(upstreamPort)], env, PIN?.rest);
   await waitForPort(upstreamPort);
 
-  const serveEnv = { ...env, EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic" };
+  const serveEnv = {
+    ...env,
+    EDGELIMIT_JWT_SECRET: "bench-secret-not-used-by-anonymous-traffic",
+    EDGELIMIT_CHALLENGE_SECRET: "bench-challenge-secret-not-used",
+  };
   const serve = async (
     name: string,
     extra: string[],

@@ -42,7 +42,10 @@ try {
       policy,
       store: { table: "rate-limits", region: "us-east-1", endpoint },
       outDir: join(work, outDir),
-      env: { EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length" },
+      env: {
+        EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length",
+        EDGELIMIT_CHALLENGE_SECRET: "bench-challenge-secret-of-reasonable-length",
+      },
     });
   const [ours] = await buildWith(buildLambdaEdge, "ours");
   if (ours === undefined) throw new Error("build produced nothing");

@@ -1,9 +1,12 @@
 /**
  * The CDK app: `npx cdk synth` (or deploy) from the repository root with infra/cdk.json.
  * Context: `-c policy=FILE` (default the seed's cloudfront.yaml), `-c origin=DOMAIN`,
- * `-c replicas=eu-west-1,ap-southeast-1,sa-east-1` (`-c replicas=` for a single region).
- * EDGELIMIT_JWT_SECRET must be set: Lambda@Edge has no environment variables, so the secret is
- * bundled at build time (see docs/aws.md for the Secrets Manager alternative).
+ * `-c replicas=eu-west-1,ap-southeast-1` (default `DEFAULT_REPLICA_REGIONS`; `-c replicas=` for
+ * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
+ * than the policy's budget.
+ * EDGELIMIT_JWT_SECRET and EDGELIMIT_CHALLENGE_SECRET must be set: Lambda@Edge has no environment
+ * variables, so the secrets are bundled at build time (see docs/aws.md for the Secrets Manager
+ * alternative). A policy that challenges without challenge.secret is refused.
  */
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";
@@ -25,8 +28,9 @@ const replicaRegions =
 const tableName = (app.node.tryGetContext("table") as string | undefined) ?? "rate-limits";
 const bundleDir = join(app.outdir, "edgelimit-functions");
 
+const policy = loadPolicy(policyFile);
 const built = await buildLambdaEdge({
-  policy: loadPolicy(policyFile),
+  policy,
   store: {
     table: tableName,
     region: "us-east-1",
@@ -41,6 +45,7 @@ new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
   viewerResponseZip: zipOf("viewer-response"),
   tableName,
   replicaRegions,
+  budgetMs: policy.budgetMs,
   originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
 });
 app.synth();

@@ -1,12 +1,31 @@
-import { RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import { Annotations, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
 import * as cloudfront from "aws-cdk-lib/aws-cloudfront";
 import * as origins from "aws-cdk-lib/aws-cloudfront-origins";
 import { AttributeType, Billing, TableV2 } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import { Construct } from "constructs";
+import { distantReplicaWarnings } from "../src/adapters/lambda-edge/regions.js";
 
-export const DEFAULT_REPLICA_REGIONS = ["eu-west-1", "ap-southeast-1", "sa-east-1"] as const;
+/**
+ * Replicas besides us-east-1 such that every Lambda@Edge region has one within 50 ms (the
+ * default decision budget) by the approximate table in src/adapters/lambda-edge/regions.ts:
+ * us-east-2 writes to us-east-1, us-west-1 to us-west-2, eu-west-2 and eu-central-1 to
+ * eu-west-1, ap-northeast-2 to ap-northeast-1, the others in-region. Eight regions cost about
+ * twice the writes of four (docs/aws.md, "Choosing the replicas").
+ */
+export const DEFAULT_REPLICA_REGIONS = [
+  "us-west-2",
+  "sa-east-1",
+  "eu-west-1",
+  "ap-south-1",
+  "ap-southeast-1",
+  "ap-southeast-2",
+  "ap-northeast-1",
+] as const;
+
+/** The policy's default decision budget (`budget` unset). */
+const DEFAULT_BUDGET_MS = 50;
 
 /** The only item operations the store issues (UpdateItem always; GetItem and Query for sliding windows, token buckets and the per-region sums). */
 export const STORE_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"] as const;
@@ -86,8 +105,13 @@ export interface EdgeRateLimitStackProps extends StackProps {
   readonly viewerRequestZip: string;
   readonly viewerResponseZip: string;
   readonly tableName?: string;
-  /** Replica regions besides us-east-1 (default eu-west-1, ap-southeast-1, sa-east-1; [] for one region). */
+  /** Replica regions besides us-east-1 (default `DEFAULT_REPLICA_REGIONS`; [] for one region). */
   readonly replicaRegions?: readonly string[];
+  /**
+   * The policy's decision budget (`policy.budgetMs`, default 50): the stack warns for each
+   * Lambda@Edge region whose nearest replica is farther than this.
+   */
+  readonly budgetMs?: number;
   /** The origin the new distribution fronts. Omit `originDomain` and use `functions.edgeLambdas()` to attach to an existing one. */
   readonly originDomain?: string;
 }
@@ -104,6 +128,11 @@ export class EdgeRateLimitStack extends Stack {
   constructor(scope: Construct, id: string, props: EdgeRateLimitStackProps) {
     super(scope, id, { ...props, env: { ...props.env, region: "us-east-1" } });
     const replicaRegions = props.replicaRegions ?? DEFAULT_REPLICA_REGIONS;
+    for (const warning of distantReplicaWarnings(
+      ["us-east-1", ...replicaRegions],
+      props.budgetMs ?? DEFAULT_BUDGET_MS,
+    ))
+      Annotations.of(this).addWarning(warning);
     this.table = new TableV2(this, "RateLimitTable", {
       tableName: props.tableName ?? "rate-limits",
       partitionKey: { name: "PK", type: AttributeType.STRING },

@@ -2,6 +2,7 @@
  * DynamoDB cost of rate limiting at the edge: seed 000's design against edgelimit's, for the
  * seed's 50M requests a month in 4 regions. Run: npx tsx scripts/cost.ts [--requests 50e6]
  * [--path-share 0.3] [--blocked-share 0.2] [--cache-hit 0.9] [--regions 4] [--shared-window 1]
+ * [--writes-per-item 5]
  */
 import { parseArgs } from "node:util";
 
@@ -14,6 +15,7 @@ const { values } = parseArgs({
     "cache-hit": { type: "string", default: "0.9" },
     "remote-read-share": { type: "string", default: "0.25" },
     "shared-window": { type: "string", default: "1" },
+    "writes-per-item": { type: "string", default: "5" },
   },
 });
 
@@ -32,6 +34,12 @@ const remoteReadShare = Number(values["remote-read-share"]);
  * policy: every rule is per 60 s): edgelimit counts both in one item, with one write.
  */
 const sharedWindow = Number(values["shared-window"]);
+/**
+ * Writes an item takes before its window ends (a client's counted requests per window). Every
+ * item is deleted once by TTL: free in the region that deletes it, but on a global table the
+ * delete reaches every other replica as a replicated write.
+ */
+const writesPerItem = Number(values["writes-per-item"]);
 
 // On-demand prices, us-east-1, after AWS's November 2024 reduction (USD per million units).
 const PRICE = {
@@ -94,7 +102,8 @@ const designs: Design[] = [
 
 function monthly(design: Design): { writes: number; cost: number; perMillion: number } {
   const writes = requests * design.writesPerRequest;
-  const replicated = writes * design.replicatedTo;
+  const ttlDeletesReplicated = (writes / writesPerItem) * design.replicatedTo;
+  const replicated = writes * design.replicatedTo + ttlDeletesReplicated;
   const reads = requests * design.readUnitsPerRequest;
   const cost =
     (writes * PRICE.writeUnit + replicated * PRICE.replicatedWriteUnit + reads * PRICE.readUnit) /
@@ -102,12 +111,12 @@ function monthly(design: Design): { writes: number; cost: number; perMillion: nu
   return {
     writes: writes + replicated,
     cost,
-    perMillion: design.writesPerRequest * (1 + design.replicatedTo) * 1e6,
+    perMillion: ((writes + replicated) / requests) * 1e6,
   };
 }
 
 const lines = [
-  `Assumptions: ${requests / 1e6}M requests/month, ${regions} regions, ${pathShare * 100}% of requests on a per-path rule, ${blockedShare * 100}% blocked, ${cacheHit * 100}% of blocked answered by the block cache, ${sharedWindow * 100}% of path rules share the global rule's window (one item, one write for both), ${remoteReadShare * 100}% of items re-read other regions (1 s cache).`,
+  `Assumptions: ${requests / 1e6}M requests/month, ${regions} regions, ${pathShare * 100}% of requests on a per-path rule, ${blockedShare * 100}% blocked, ${cacheHit * 100}% of blocked answered by the block cache, ${sharedWindow * 100}% of path rules share the global rule's window (one item, one write for both), ${remoteReadShare * 100}% of items re-read other regions (1 s cache), ${writesPerItem} writes per item before TTL deletes it (each TTL delete is a replicated write in every other region).`,
   `Prices (on-demand, us-east-1): $${PRICE.writeUnit}/M write units, $${PRICE.replicatedWriteUnit}/M replicated write units, $${PRICE.readUnit}/M read units; items < 1 KB (1 WRU per write).`,
   "",
   "| design | write units per 1M requests (all regions) | write units / month | DynamoDB $/month | note |",

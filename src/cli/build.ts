@@ -3,7 +3,9 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import type { Plugin } from "esbuild";
+import { distantReplicaWarnings } from "../adapters/lambda-edge/regions.js";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
+import { challenges, requireSharedChallengeSecret } from "../challenge/shared-secret.js";
 import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
@@ -61,11 +63,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const policy = loadPolicy(values.policy);
-    for (const warning of edgeWarnings(policy))
+    const store = parseDynamodbUrl(values.store);
+    for (const warning of edgeWarnings(policy, store))
       process.stderr.write(`edgelimit build: warning: ${warning}\n`);
     const built = await buildLambdaEdge({
       policy,
-      store: parseDynamodbUrl(values.store),
+      store,
       outDir: values.out,
       minify: !values["no-minify"],
     });
@@ -91,12 +94,14 @@ export async function run(argv: string[]): Promise<number> {
  * store settings. Each function is one esbuild bundle in its own zip.
  */
 export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<BuiltFunction[]> {
+  // The CLI and the CDK app (infra/app.ts) both build through here, so both refuse this.
+  requireSharedChallengeSecret(options.policy, "Lambda@Edge runs many instances of the function");
   const policy = bakeSecrets(options.policy, options.env ?? process.env);
   const sources = sourceLayout();
   const outDir = resolve(options.outDir);
   mkdirSync(outDir, { recursive: true });
   const usesLists = (policy.lists ?? []).length > 0;
-  const challenges = policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow);
+  const challenging = challenges(policy);
   const entries: Record<BuiltFunction["name"], string> = {
     "viewer-request": [
       `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
@@ -109,10 +114,10 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       "store.preconnect();",
       usesLists ? "const lists = edgeLists(policy);" : "",
       // The challenge is a file of its own: loaded by the first request that needs it.
-      challenges
+      challenging
         ? `const challenge = lazyChallenge(policy, () => import(${JSON.stringify(sources.challenge)}).then((module) => module.createChallenge(policy, { env: {} })));`
         : "",
-      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenges ? ", challenge" : ""} });`,
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenging ? ", challenge" : ""} });`,
     ].join("\n"),
     "viewer-response": [
       `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,
@@ -154,7 +159,7 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
     const outputs = [{ name: "index.js", data: await bundle(`${ENTRY_PREFIX}${name}`) }];
     if (name === "viewer-request") {
       for (const [source, file] of Object.entries(lazyFiles)) {
-        if (source === sources.challenge && !challenges) continue;
+        if (source === sources.challenge && !challenging) continue;
         outputs.push({ name: file.slice(2), data: await bundle(source) });
       }
     }
@@ -290,17 +295,13 @@ export function bakeSecrets(
 }
 
 /**
- * Problems that do not stop a build but break something at the edge: every Lambda@Edge
- * instance would sign passes with its own random key without `challenge.secret`.
+ * What does not stop a build but costs something at the edge: each Lambda@Edge region whose
+ * nearest replica is farther than the policy's budget. The CDK stack warns with the same
+ * function (`distantReplicaWarnings`). A challenging policy without `challenge.secret` is not a
+ * warning: `buildLambdaEdge` refuses it.
  */
-export function edgeWarnings(policy: ResolvedPolicy): string[] {
-  const challenges = policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow);
-  if (challenges && policy.challenge.secret === undefined) {
-    return [
-      "challenge.secret is not set: each Lambda@Edge instance will sign passes with its own random key, so a pass works only on the instance that issued it; set challenge.secret (for example { env: EDGELIMIT_CHALLENGE_SECRET })",
-    ];
-  }
-  return [];
+export function edgeWarnings(policy: ResolvedPolicy, store: DynamoDbStoreOptions): string[] {
+  return distantReplicaWarnings(store.globalRegions ?? [store.region], policy.budgetMs);
 }
 
 /** Where the adapter sources are: `src/**.ts` under tsx, `dist/**.js` once compiled. */

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type Logger, pino } from "pino";
 import { createChallenge } from "../challenge/index.js";
+import { challenges } from "../challenge/shared-secret.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { Store } from "../core/types.js";
 import { type DemoOrigin, demoSecret, startDemoOrigin } from "../gateway/demo-origin.js";
@@ -22,7 +23,7 @@ const USAGE = `Usage: edgelimit serve --policy FILE --upstream URL [options]
   --admin-port N         admin port on 127.0.0.1: dashboard, /metrics, /healthz (default 9090)
   --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
                          dynamodb://TABLE?region=R&endpoint=URL (default memory)
-  --demo                 start a built-in demo origin (and a session JWT secret if unset)
+  --demo                 start a built-in demo origin (and session JWT and challenge secrets if unset)
   --no-limit             forward everything without limiting (a baseline for benchmarks)
   --log-sample RATE      share of allowed decisions logged (default 0.01; refusals always)
   --upstream-timeout MS  wait for upstream response headers, then 504 (default 30000)
@@ -97,6 +98,18 @@ export async function run(argv: string[]): Promise<number> {
     mintedSecret = demoSecret();
     env[secretSource.env] = mintedSecret;
   }
+  // The demo is one process: a random challenge key of its own is enough there.
+  const challengeSecret = policy.challenge.secret;
+  let mintedChallengeSecret: string | undefined;
+  if (
+    demo &&
+    challengeSecret !== undefined &&
+    "env" in challengeSecret &&
+    !env[challengeSecret.env]
+  ) {
+    mintedChallengeSecret = challengeSecret.env;
+    env[challengeSecret.env] = demoSecret();
+  }
   const readFile = (path: string) => readFileSync(path, "utf8");
 
   let store: Store | undefined;
@@ -112,6 +125,7 @@ export async function run(argv: string[]): Promise<number> {
       });
     }
     const challenge = createChallenge(policy, { env, readFile });
+    warnUnsharedChallenge(policy, logger);
     const lists = policy.lists.length > 0 ? await createLists(policy, { env, logger }) : undefined;
     gateway = createGateway({
       policy,
@@ -157,6 +171,7 @@ export async function run(argv: string[]): Promise<number> {
       demoOrigin,
       mintedSecret,
       secretSource,
+      mintedChallengeSecret,
     ),
   );
   logger.info({
@@ -178,6 +193,7 @@ export async function run(argv: string[]): Promise<number> {
       const next = loadPolicy(policyFile);
       // The challenge and the lists come from the policy too: rebuild them with it.
       const challenge = createChallenge(next, { env, readFile });
+      warnUnsharedChallenge(next, logger);
       lists = next.lists.length > 0 ? await createLists(next, { env, logger }) : undefined;
       gateway.reload(next, { challenge, lists });
       logger.info({
@@ -220,6 +236,18 @@ export async function run(argv: string[]): Promise<number> {
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
+  });
+}
+
+/**
+ * The gateway runs as one process, so a challenging policy without `challenge.secret` still
+ * works: the process signs with a random key of its own. Another instance behind the same load
+ * balancer, or this one after a restart, refuses those challenges and passes: say so.
+ */
+function warnUnsharedChallenge(policy: ResolvedPolicy, logger: Logger): void {
+  if (!challenges(policy) || policy.challenge.secret !== undefined) return;
+  logger.warn({
+    msg: "challenge.secret is not set: challenges and passes are signed with a random key of this process, refused by any other instance and after a restart; set challenge.secret (for example { env: EDGELIMIT_CHALLENGE_SECRET }) when more than one instance serves the same clients",
   });
 }
 
@@ -287,6 +315,7 @@ function banner(
   demoOrigin: DemoOrigin | undefined,
   mintedSecret: string | undefined,
   secretSource: SecretSource | undefined,
+  mintedChallengeSecret: string | undefined,
 ): string {
   const base = `http://127.0.0.1:${port}`;
   const lines = [
@@ -309,6 +338,12 @@ function banner(
       "Get a demo token and call as an authenticated pro user:",
       `  TOKEN=$(curl -s "${base}/demo/token?sub=u1&plan=pro" | sed -E 's/.*"token":"([^"]+)".*/\\1/')`,
       `  curl -i -H "Authorization: Bearer $TOKEN" ${base}/api/reports`,
+    );
+  }
+  if (mintedChallengeSecret !== undefined) {
+    lines.push(
+      "",
+      `${mintedChallengeSecret} was not set: challenges and passes are signed with a random key of this process (DEMO ONLY; every instance of a real deployment needs the same one).`,
     );
   }
   lines.push(

@@ -61,7 +61,7 @@ beforeAll(async () => {
     port,
     adminPort,
     args: ["--log-sample", "0"],
-    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
+    env: { EDGELIMIT_JWT_SECRET: TEST_SECRET, EDGELIMIT_CHALLENGE_SECRET: TEST_SECRET },
   });
   child = served.child;
   await waitFor(() => output().includes('"msg":"gateway started"'), "the gateway to start");

@@ -2,14 +2,16 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";
-import { Match, Template } from "aws-cdk-lib/assertions";
+import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EdgeRateLimitStack } from "../../infra/stack.js";
+import { DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "../../infra/stack.js";
 import { buildLambdaEdge } from "../../src/cli/build.js";
 import { loadPolicy } from "../../src/policy/load.js";
 
 const work = mkdtempSync(join(tmpdir(), "edgelimit-infra-"));
+const tableRegions = ["us-east-1", ...DEFAULT_REPLICA_REGIONS];
 let template: Template;
+let zips: { viewerRequestZip: string; viewerResponseZip: string };
 
 beforeAll(async () => {
   const built = await buildLambdaEdge({
@@ -17,27 +19,35 @@ beforeAll(async () => {
     store: {
       table: "rate-limits",
       region: "us-east-1",
-      globalRegions: ["us-east-1", "eu-west-1", "ap-southeast-1", "sa-east-1"],
+      globalRegions: tableRegions,
     },
     outDir: join(work, "functions"),
-    env: { EDGELIMIT_JWT_SECRET: "synth-secret" },
+    env: { EDGELIMIT_JWT_SECRET: "synth-secret", EDGELIMIT_CHALLENGE_SECRET: "synth-challenge" },
   });
-  const app = new App({ outdir: join(work, "cdk.out") });
-  const stack = new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
-    env: { account: "111111111111" },
+  zips = {
     viewerRequestZip: built.find((fn) => fn.name === "viewer-request")?.zip as string,
     viewerResponseZip: built.find((fn) => fn.name === "viewer-response")?.zip as string,
-    originDomain: "origin.example.com",
-  });
-  template = Template.fromStack(stack);
+  };
+  template = Template.fromStack(stackWith({}));
 }, 60_000);
+
+let stacks = 0;
+function stackWith(props: { replicaRegions?: readonly string[]; budgetMs?: number }) {
+  const app = new App({ outdir: join(work, `cdk.out.${stacks++}`) });
+  return new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
+    env: { account: "111111111111" },
+    ...zips,
+    originDomain: "origin.example.com",
+    ...props,
+  });
+}
 
 afterAll(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
 describe("the CDK stack synthesises offline", () => {
-  it("declares the seed's table: PK/SK, TTL on ttl, on-demand, replicas in three regions", () => {
+  it("declares the seed's table: PK/SK, TTL on ttl, on-demand, replicas in eight regions", () => {
     template.resourceCountIs("AWS::DynamoDB::GlobalTable", 1);
     template.hasResourceProperties("AWS::DynamoDB::GlobalTable", {
       TableName: "rate-limits",
@@ -48,11 +58,13 @@ describe("the CDK stack synthesises offline", () => {
       BillingMode: "PAY_PER_REQUEST",
       TimeToLiveSpecification: { AttributeName: "ttl", Enabled: true },
       Replicas: Match.arrayWith(
-        ["eu-west-1", "ap-southeast-1", "sa-east-1", "us-east-1"].map((region) =>
+        [...DEFAULT_REPLICA_REGIONS, "us-east-1"].map((region) =>
           Match.objectLike({ Region: region }),
         ),
       ),
     });
+    const [table] = Object.values(template.findResources("AWS::DynamoDB::GlobalTable"));
+    expect(table?.Properties.Replicas).toHaveLength(8);
   });
 
   it("creates both functions on Node 22 with index.handler", () => {
@@ -99,12 +111,56 @@ describe("the CDK stack synthesises offline", () => {
       "dynamodb:UpdateItem",
     ]);
     const resources = JSON.stringify(dynamo[0]?.Resource);
-    for (const region of ["us-east-1", "eu-west-1", "ap-southeast-1", "sa-east-1"]) {
+    for (const region of tableRegions) {
       expect(resources).toContain(`:dynamodb:${region}:`);
     }
     expect(resources).not.toContain("*");
-    expect(dynamo[0]?.Resource).toHaveLength(4);
+    expect(dynamo[0]?.Resource).toHaveLength(8);
     // The viewer-response function's role has no DynamoDB access at all.
     expect(policies).toHaveLength(1);
+  });
+});
+
+describe("the stack warns when an edge region's nearest replica is far for the budget", () => {
+  it("warns for nothing with the default replicas and the default 50 ms budget", () => {
+    expect(Annotations.fromStack(stackWith({})).findWarning("*", Match.anyValue())).toEqual([]);
+  });
+
+  it("names the region, the replica and the round trip for each region beyond the budget", () => {
+    const annotations = Annotations.fromStack(
+      stackWith({ replicaRegions: ["eu-west-1", "ap-southeast-1", "sa-east-1"] }),
+    );
+    const warnings = annotations
+      .findWarning("*", Match.anyValue())
+      .map((found) => String(found.entry.data));
+    const far = warnings.map((warning) => /Lambda@Edge in (\S+) writes/.exec(warning)?.[1]);
+    expect(far.sort()).toEqual(
+      [
+        "ap-northeast-1",
+        "ap-northeast-2",
+        "ap-south-1",
+        "ap-southeast-2",
+        "us-west-1",
+        "us-west-2",
+      ].sort(),
+    );
+    annotations.hasWarning(
+      "*",
+      Match.stringLikeRegexp(
+        "Lambda@Edge in ap-southeast-2 writes to the replica in ap-southeast-1, about 95 ms away: more than the policy's 50 ms budget",
+      ),
+    );
+  });
+
+  it("follows the policy's budget", () => {
+    const warnings = (budgetMs: number) =>
+      Annotations.fromStack(stackWith({ replicaRegions: [], budgetMs })).findWarning(
+        "*",
+        Match.anyValue(),
+      );
+    // A single region (us-east-1): Singapore 215 ms and Sydney 195 ms away, Ohio 10 ms.
+    expect(warnings(50)).toHaveLength(11);
+    expect(warnings(190)).toHaveLength(2);
+    expect(warnings(250)).toHaveLength(0);
   });
 });

@@ -1,20 +1,22 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundledStoreOptions } from "../../src/adapters/lambda-edge/bundled.js";
+import { DEFAULT_REPLICA_REGIONS } from "../../infra/stack.js";
 import type {
   CloudFrontRequest,
   CloudFrontRequestEvent,
 } from "../../src/adapters/lambda-edge/events.js";
 import { bakeSecrets, buildLambdaEdge, edgeWarnings, run } from "../../src/cli/build.js";
 import { definePolicy, loadPolicy } from "../../src/policy/load.js";
+import { parseDynamodbUrl } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
+  scanTable,
   startDynalite,
   TEST_CREDENTIALS,
 } from "../dynamodb/harness.js";
@@ -58,7 +60,10 @@ describe("edgelimit build lambda-edge", () => {
       policy: loadPolicy("examples/policies/cloudfront.yaml"),
       store: { table: "rate-limits", region: "us-east-1", endpoint: dynamo.endpoint },
       outDir: join(work, "out"),
-      env: { EDGELIMIT_JWT_SECRET: "bundled-secret" },
+      env: {
+        EDGELIMIT_JWT_SECRET: "bundled-secret",
+        EDGELIMIT_CHALLENGE_SECRET: "bundled-challenge",
+      },
     });
     expect(built.map((fn) => fn.name)).toEqual(["viewer-request", "viewer-response"]);
     for (const fn of built) {
@@ -77,6 +82,7 @@ describe("edgelimit build lambda-edge", () => {
     const request = built[0] as (typeof built)[number];
     const code = readFileSync(request.script, "utf8");
     expect(code).toContain("bundled-secret");
+    expect(code).toContain("bundled-challenge");
     // The YAML/zod loader stays out of the edge bundle.
     expect(code).not.toMatch(/YAMLParseError|ZodError/);
     // The store's own HTTP/1.1 client: node:http(s) never load (their first use is a large share
@@ -84,8 +90,9 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).not.toMatch(/require\("(node:)?https?"\)/);
     expect(code).toContain('require("node:net")');
     expect(code).toMatch(/Promise\.resolve\(\)\.then\(\(\)=>\w+\(require\("node:tls"\)/);
-    // The seed policy challenges, so the challenge page is served at the edge too.
-    // What every cold start loads stays small; bench/lambda-edge.bench.ts times it.
+    // The seed policy challenges, so the challenge page is served at the edge too. What every
+    // cold start loads stays small (bench/lambda-edge.bench.ts times it): the region table and
+    // the budget's read-before-timeout took it past the earlier 50 KB target.
     expect(request.minifiedBytes).toBeLessThanOrEqual(64 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
@@ -204,7 +211,7 @@ describe("edgelimit build lambda-edge", () => {
     });
   });
 
-  it("bakes the challenge secret too, and warns when a challenging policy has none", async () => {
+  it("bakes the challenge secret too", () => {
     const challenging = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
@@ -213,28 +220,132 @@ describe("edgelimit build lambda-edge", () => {
     const baked = bakeSecrets(challenging, { EDGELIMIT_CHALLENGE_SECRET: "challenge-key" });
     expect(baked.challenge.secret).toEqual({ value: "challenge-key" });
     expect(() => bakeSecrets(challenging, {})).toThrow(/EDGELIMIT_CHALLENGE_SECRET/);
-    expect(edgeWarnings(challenging)).toEqual([]);
+  });
+
+  it("refuses a challenging policy without challenge.secret, naming the field and what to set", async () => {
     const unsigned = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
     });
-    expect(edgeWarnings(unsigned)[0]).toMatch(/challenge\.secret/);
+    const refusal = buildLambdaEdge({
+      policy: unsigned,
+      store: { table: "rate-limits", region: "us-east-1" },
+      outDir: join(work, "unsigned"),
+      env: {},
+    });
+    await expect(refusal).rejects.toMatchObject({
+      code: "EL_POLICY_SECRET_MISSING",
+      message: expect.stringMatching(/^challenge\.secret is not set.*EDGELIMIT_CHALLENGE_SECRET/),
+      issues: [expect.objectContaining({ path: "challenge.secret" })],
+    });
+    // Shadow challenges and blocking rules never sign anything: they build without a secret.
+    for (const action of [{ limit: 5, action: "challenge", shadow: true }, { limit: 5 }] as const) {
+      const built = await buildLambdaEdge({
+        policy: definePolicy({ version: 1, tiers: { anonymous: { global: action } } }),
+        store: { table: "rate-limits", region: "us-east-1" },
+        outDir: join(work, "unsigned-ok"),
+        env: {},
+      });
+      expect(built[0]?.files).toEqual(["index.js", "jose.js"]);
+    }
+  });
+
+  it("the CLI exits 1 on that refusal, printing the code and the field", async () => {
+    const file = join(work, "unsigned.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        tiers: { anonymous: { global: { limit: 5, action: "challenge" } } },
+      }),
+    );
+    const written: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string) => {
+      written.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    let code: number;
+    try {
+      code = await run([
+        "lambda-edge",
+        "--policy",
+        file,
+        "--store",
+        "dynamodb://rate-limits?region=us-east-1",
+        "--out",
+        join(work, "cli-unsigned"),
+      ]);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(code).toBe(1);
+    const stderr = written.join("");
+    expect(stderr).toContain("(EL_POLICY_SECRET_MISSING)");
+    expect(stderr).toContain("challenge.secret: required when the policy challenges");
+  });
+
+  it("warns, naming region, replica and round trip, where the nearest replica is beyond the budget", () => {
+    const policy = loadPolicy("examples/policies/cloudfront.yaml");
+    const quickStart = parseDynamodbUrl(
+      "dynamodb://rate-limits?region=us-east-1&regions=us-east-1,eu-west-1,ap-southeast-1,sa-east-1",
+    );
+    const warnings = edgeWarnings(policy, quickStart);
+    expect(warnings).toContain(
+      "Lambda@Edge in ap-southeast-2 writes to the replica in ap-southeast-1, about 95 ms away: more than the policy's 50 ms budget, so every decision there waits that long for the store; add a replica in ap-southeast-2 (or one within 50 ms of it)",
+    );
+    expect(warnings.filter((warning) => warning.startsWith("Lambda@Edge in "))).toHaveLength(6);
+    // The example stack's replicas leave every edge region within the example policy's budget.
+    const stack = { region: "us-east-1", globalRegions: ["us-east-1", ...DEFAULT_REPLICA_REGIONS] };
+    expect(edgeWarnings(policy, stack).filter((w) => w.startsWith("Lambda@Edge"))).toEqual([]);
+    const patient = definePolicy({
+      version: 1,
+      budget: "100ms",
+      tiers: { anonymous: { global: 5 } },
+    });
+    expect(edgeWarnings(patient, quickStart)).toEqual([]);
   });
 
   it("prints usage for a wrong command line", async () => {
     expect(await run(["lambda-edge", "--policy", "x.yaml"])).toBe(2);
   });
 
-  it("writes to the nearest replica when the function runs in a replica region", () => {
-    const settings = {
-      table: "rate-limits",
-      region: "us-east-1",
-      globalRegions: ["us-east-1", "eu-west-1"],
-    };
-    expect(bundledStoreOptions(settings, "eu-west-1").region).toBe("eu-west-1");
-    expect(bundledStoreOptions(settings, "ap-northeast-1").region).toBe("us-east-1");
-    expect(bundledStoreOptions({ table: "t", region: "us-east-1" }, "eu-west-1").region).toBe(
-      "us-east-1",
-    );
+  it("writes from a region without a replica to the nearest one (Frankfurt to Ireland)", async () => {
+    const [request] = await buildLambdaEdge({
+      policy: definePolicy({ version: 1, tiers: { anonymous: { global: 5 } } }),
+      store: {
+        table: "rate-limits",
+        region: "us-east-1",
+        endpoint: dynamo.endpoint,
+        globalRegions: ["us-east-1", "eu-west-1"],
+      },
+      outDir: join(work, "nearest"),
+      env: {},
+    });
+    const previous = { ...process.env };
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+      AWS_REGION: "eu-central-1",
+    });
+    try {
+      const { handler } = require(request?.script as string) as {
+        handler: (event: CloudFrontRequestEvent) => Promise<CloudFrontRequest>;
+      };
+      const viewerEvent = event("/nearest");
+      (viewerEvent.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request.clientIp =
+        "198.51.100.77";
+      const forwarded = await handler(viewerEvent);
+      expect(forwarded.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("4");
+      const written = (await scanTable(dynamo.client, "rate-limits")).filter(
+        (item) => item.PK === "ip:198.51.100.77",
+      );
+      expect(written.map((item) => item.SK.replace(/^.*#/, ""))).toEqual(["eu-west-1"]);
+      await (
+        handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+      ).limiter.store.close();
+    } finally {
+      process.env = previous;
+    }
   });
 });

@@ -8,7 +8,8 @@ import {
   lazyChallenge,
 } from "../../src/adapters/lambda-edge/index.js";
 import { createChallenge, solveProofOfWork } from "../../src/challenge/index.js";
-import { definePolicy } from "../../src/policy/load.js";
+import { definePolicy, loadPolicy } from "../../src/policy/load.js";
+import type { ResolvedPolicy } from "../../src/policy/types.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,
@@ -39,7 +40,13 @@ const policy = definePolicy({
 
 function viewerRequest(
   uri: string,
-  options: { method?: string; querystring?: string; cookie?: string; form?: string } = {},
+  options: {
+    method?: string;
+    querystring?: string;
+    cookie?: string;
+    form?: string;
+    clientIp?: string;
+  } = {},
 ): CloudFrontRequestEvent {
   const headers: CloudFrontRequest["headers"] = {
     host: [{ key: "Host", value: "d111111abcdef8.cloudfront.net" }],
@@ -49,7 +56,7 @@ function viewerRequest(
     headers["content-type"] = [{ key: "Content-Type", value: "application/x-www-form-urlencoded" }];
   }
   const request: CloudFrontRequest = {
-    clientIp: "203.0.113.178",
+    clientIp: options.clientIp ?? "203.0.113.178",
     method: options.method ?? "GET",
     uri,
     querystring: options.querystring ?? "",
@@ -152,5 +159,81 @@ describe("the challenge at the edge", () => {
     expect(
       await status(viewerRequest("/reports", { cookie: "edgelimit_pass=1.forged.AAAA" })),
     ).toBe("429");
+  });
+
+  describe("two instances of the example policy's handler", () => {
+    const env = {
+      EDGELIMIT_JWT_SECRET: "edge-jwt-secret-0123456789",
+      EDGELIMIT_CHALLENGE_SECRET: "edge-shared-challenge-secret-0123",
+    };
+    const example = { ...loadPolicy("examples/policies/cloudfront.yaml"), budgetMs: 5_000 };
+    const instances: DynamoDbStore[] = [];
+
+    /** One Lambda@Edge instance: its own store connection, limiter and challenge keys. */
+    function instance(policy: ResolvedPolicy) {
+      const ownStore = new DynamoDbStore({
+        region: "us-east-1",
+        endpoint: dynamo.endpoint,
+        credentials: TEST_CREDENTIALS,
+      });
+      instances.push(ownStore);
+      const handler = createViewerRequestHandler({
+        policy,
+        store: ownStore,
+        env,
+        challenge: lazyChallenge(policy, () => createChallenge(policy, { env, clock: () => T0 })),
+        clock: () => T0,
+        metrics: false,
+      });
+      return async (uri: string, options: Parameters<typeof viewerRequest>[1] = {}) => {
+        const result = await handler(viewerRequest(uri, options));
+        return "clientIp" in result
+          ? { status: "forwarded" }
+          : (result as CloudFrontResultResponse);
+      };
+    }
+
+    afterAll(async () => {
+      for (const ownStore of instances) await ownStore.close();
+    });
+
+    /** Takes the client past the anonymous limit of 60 on `first`, then solves the page it serves on `second`. */
+    async function solveAcross(policy: ResolvedPolicy, clientIp: string) {
+      const first = instance(policy);
+      const second = instance(policy);
+      for (let i = 0; i < 60; i++)
+        expect((await first("/home", { clientIp })).status).toBe("forwarded");
+      expect((await first("/home", { clientIp })).status).toBe("302");
+      const page = await first("/captcha", { clientIp, querystring: "redirect=%2Fhome" });
+      expect(page.status).toBe("200");
+      const token = /name="challenge" value="([^"]+)"/.exec(page.body ?? "")?.[1] as string;
+      const solution = await solveProofOfWork(token, policy.challenge.difficulty);
+      const verified = await second("/captcha/verify", {
+        clientIp,
+        method: "POST",
+        form: `challenge=${encodeURIComponent(token)}&solution=${solution}&redirect=%2Fhome`,
+      });
+      return { first, second, verified };
+    }
+
+    it("honour a challenge solved on the other, and each other's passes", async () => {
+      expect(example.challenge.secret).toEqual({ env: "EDGELIMIT_CHALLENGE_SECRET" });
+      const clientIp = "198.51.100.61";
+      const { first, second, verified } = await solveAcross(example, clientIp);
+      expect(verified.status).toBe("303");
+      const setCookie = verified.headers?.["set-cookie"]?.[0]?.value ?? "";
+      expect(setCookie).toMatch(/^edgelimit_pass=/);
+      const cookie = setCookie.split(";")[0];
+      // The pass from the second instance lifts the band on both (61st and 62nd request).
+      expect((await first("/home", { clientIp, cookie })).status).toBe("forwarded");
+      expect((await second("/home", { clientIp, cookie })).status).toBe("forwarded");
+      expect((await first("/home", { clientIp })).status).toBe("302");
+    });
+
+    it("refuse each other's challenges (403) when each signs with a random key of its own", async () => {
+      const unsigned = { ...example, challenge: { ...example.challenge, secret: undefined } };
+      const { verified } = await solveAcross(unsigned, "198.51.100.62");
+      expect(verified.status).toBe("403");
+    });
   });
 });

@@ -3,20 +3,24 @@ import { readHeader } from "../../core/identity.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
+import { nearestReplica } from "./regions.js";
 
 /**
- * The store settings a bundled function runs with. Lambda@Edge runs in the region nearest the
- * viewer and says which in `AWS_REGION`: with Global Tables the function writes to that
- * region's replica when there is one, and to the configured region otherwise.
+ * The store settings a bundled function runs with. Lambda@Edge runs in the region of the
+ * regional edge cache nearest the viewer and says which in `AWS_REGION`: the function writes to
+ * the replica nearest that region (its own when there is one, by the approximate round trips in
+ * `regions.ts`) and tells the store that round trip (`expectedRoundTripMs`), so that a distant
+ * replica's latency is not taken for a failing store. Outside Lambda, or in a region the table
+ * does not know, the configured region is kept.
  */
 export function bundledStoreOptions(
   settings: DynamoDbStoreOptions,
   runningIn: string | undefined,
 ): DynamoDbStoreOptions {
-  const replicas = settings.globalRegions ?? [];
-  if (runningIn !== undefined && replicas.includes(runningIn))
-    return { ...settings, region: runningIn };
-  return settings;
+  if (runningIn === undefined) return settings;
+  const nearest = nearestReplica(runningIn, settings.globalRegions ?? [settings.region]);
+  if (nearest === undefined) return settings;
+  return { ...settings, region: nearest.region, expectedRoundTripMs: nearest.roundTripMs };
 }
 
 /**
