@@ -1,0 +1,145 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { type AddressInfo, connect, createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type {
+  CloudFrontRequest,
+  CloudFrontRequestEvent,
+} from "../../src/adapters/lambda-edge/events.js";
+import { roundTripMs } from "../../src/adapters/lambda-edge/regions.js";
+import { buildLambdaEdge } from "../../src/cli/build.js";
+import { definePolicy } from "../../src/policy/load.js";
+import {
+  createRateLimitTable,
+  type LocalDynamo,
+  startDynalite,
+  TEST_CREDENTIALS,
+} from "../dynamodb/harness.js";
+
+const require = createRequire(import.meta.url);
+const ADDED_MS = 80;
+
+/** A loopback proxy that holds every answer back by `delayMs`, in order: a distant replica. */
+async function distantProxy(target: number, delayMs: number): Promise<Server> {
+  const server = createServer((client) => {
+    const upstream = connect(target, "127.0.0.1");
+    client.pipe(upstream);
+    let last = 0;
+    upstream.on("data", (data) => {
+      const at = Math.max(Date.now() + delayMs, last);
+      last = at;
+      setTimeout(() => client.write(data), at - Date.now());
+    });
+    upstream.on("end", () => setTimeout(() => client.end(), Math.max(0, last - Date.now())));
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return server;
+}
+
+function viewerRequest(clientIp: string): CloudFrontRequestEvent {
+  return {
+    Records: [
+      {
+        cf: {
+          config: { eventType: "viewer-request" },
+          request: {
+            clientIp,
+            method: "GET",
+            uri: "/api/items",
+            querystring: "",
+            headers: { host: [{ key: "Host", value: "d111111abcdef8.cloudfront.net" }] },
+          },
+        },
+      },
+    ],
+  };
+}
+
+/**
+ * Lambda@Edge in eu-central-1 writing to a table that has its only replica in us-east-1 (about
+ * 90 ms away by the region table): the store's endpoint here answers 80 ms late, as that
+ * distance would. The bundle knows the distance from its region table, so the budget is added to
+ * it and every decision is counted; a function that took itself to be in-region would take the
+ * distance for a failing store and let everything through.
+ */
+describe("a Lambda@Edge function far from its replica", () => {
+  const work = mkdtempSync(join(tmpdir(), "edgelimit-distance-"));
+  let dynamo: LocalDynamo;
+  let proxy: Server;
+  let endpoint: string;
+  const policy = definePolicy({
+    version: 1,
+    tiers: { anonymous: { global: 5 } },
+  });
+
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+    await createRateLimitTable(dynamo.client, "rate-limits");
+    proxy = await distantProxy(Number(new URL(dynamo.endpoint).port), ADDED_MS);
+    endpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    proxy?.close();
+    await dynamo?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  /** Loads a fresh build of the function as Lambda would in `region`, and makes 8 requests. */
+  async function requestsFrom(region: string, clientIp: string): Promise<string[]> {
+    const [built] = await buildLambdaEdge({
+      policy,
+      store: { table: "rate-limits", region: "us-east-1", endpoint },
+      outDir: join(work, region),
+      env: {},
+    });
+    const previous = { ...process.env };
+    Object.assign(process.env, {
+      AWS_REGION: region,
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+    });
+    try {
+      const { handler } = require(built?.script as string) as {
+        handler: (
+          event: CloudFrontRequestEvent,
+        ) => Promise<CloudFrontRequest & { status?: string }>;
+      };
+      const outcomes: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const answer = await handler(viewerRequest(clientIp));
+        outcomes.push(answer.status ?? answer.headers["x-ratelimit-remaining"]?.[0]?.value ?? "?");
+      }
+      await (
+        handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+      ).limiter.store.close();
+      return outcomes;
+    } finally {
+      process.env = previous;
+    }
+  }
+
+  it("counts exactly when built for that distance", async () => {
+    expect(roundTripMs("eu-central-1", "us-east-1")).toBeGreaterThanOrEqual(ADDED_MS);
+    expect(await requestsFrom("eu-central-1", "198.51.100.80")).toEqual([
+      "4",
+      "3",
+      "2",
+      "1",
+      "0",
+      "429",
+      "429",
+      "429",
+    ]);
+  });
+
+  it("fails open when it takes a far replica for a near one (the distance is what counts)", async () => {
+    // In us-east-1 the replica is in-region: 80 ms answers exceed the 50 ms budget.
+    const outcomes = await requestsFrom("us-east-1", "198.51.100.81");
+    expect(outcomes.filter((outcome) => outcome === "429")).toEqual([]);
+  });
+});
