@@ -36,7 +36,7 @@ import {
   quantile,
   startBurstGateway,
 } from "../test/support/burst.js";
-import { startCpuContention } from "../test/support/cpu-contention.js";
+import { favourStore, startCpuContention } from "../test/support/cpu-contention.js";
 import { withinOneWindow } from "../test/support/windows.js";
 
 const env = process.env;
@@ -81,6 +81,7 @@ function histogramQuantile(before: string[], after: string[], q: number): number
 async function scenario(name: string, run: number): Promise<Row[]> {
   const contention = name === "contention" ? await startCpuContention() : undefined;
   const redis = await startRedis();
+  favourStore(redis.server.pid);
   const gateways = await Promise.all([
     startBurstGateway({ store: redis.server.url }),
     startBurstGateway({ store: redis.server.url }),

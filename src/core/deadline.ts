@@ -40,6 +40,9 @@ export interface BudgetTimes {
 
 type Timer = ReturnType<typeof setTimeout>;
 
+/** A timer this much late or less is on time (timers are never exact). */
+const LAG_TOLERANCE_MS = 2;
+
 /** Budgets run on real time, never on a limiter's injected clock (a simulation may stop it). */
 function monotonicNow(): number {
   return performance.now();
@@ -98,7 +101,11 @@ export function withinBudget<T>(
     let setups = 0;
     // When the store budget runs from: the call's start, or the end of its last setup.
     let budgetFrom = started;
+    // Time given back to the store because we were late ourselves (see `check`).
+    let givenBack = 0;
+    const latest = started + times.connectBudgetMs + storeBudgetMs;
     let timer: Timer | undefined;
+    let timerDue = 0;
 
     const fail = (message: string): void => {
       settled = true;
@@ -106,9 +113,15 @@ export function withinBudget<T>(
     };
     const arm = (ms: number): void => {
       if (timer !== undefined) clearTimeout(timer);
+      timerDue = clock() + Math.max(0, ms);
       timer = setTimeout(onTimer, Math.max(0, ms));
     };
-    const check = (): void => {
+    /**
+     * `ourLagMs`: how long after the timer was due we got to look (late timers, and the other
+     * I/O of the loop turn that reads waiting replies): time in which we could not have sent or
+     * read this call's request and answer.
+     */
+    const check = (ourLagMs: number): void => {
       if (settled) return;
       const now = clock();
       if (setups > 0) {
@@ -121,13 +134,20 @@ export function withinBudget<T>(
         }
         return;
       }
-      const due = budgetFrom + storeBudgetMs;
+      const due = budgetFrom + storeBudgetMs + givenBack;
       if (now < due) arm(due - now);
-      else fail(`store "${storeName}" did not answer within ${storeBudgetMs} ms`);
+      else if (ourLagMs > LAG_TOLERANCE_MS && now < latest) {
+        // We were too busy to run on time, and may have been too busy to send the request (a
+        // client that writes on the next loop turn) or to read its answer: the store gets that
+        // time back, bounded by `latest`.
+        givenBack += ourLagMs;
+        arm(Math.min(ourLagMs, latest - now));
+      } else fail(`store "${storeName}" did not answer within ${storeBudgetMs} ms`);
     };
     const onTimer = (): void => {
       timer = undefined;
-      afterPendingIo(check);
+      // Our lag runs until we look: the timer's own lateness and the I/O we handled first.
+      afterPendingIo(() => check(clock() - timerDue));
     };
     const progress: StoreCallProgress = {
       connecting() {

@@ -4,7 +4,8 @@
  * timer (and ioredis's command timeout) fires first; the decision then fails open and the
  * burst gets more than its limit through.
  *
- * Every case runs under CPU contention (one busy process per core) with real processes:
+ * Every case runs under CPU contention (one busy process per core; redis-server keeps a raised
+ * priority, see favourStore, as a store on machines of its own would) with real processes:
  * redis-server (or a 3-master Cluster), and `edgelimit serve` from the build (`npm run build`
  * first) with examples/policies/cloudfront.yaml, which trusts X-Forwarded-For from loopback.
  * Each burst comes from an address of its own, so it starts from zero, and is split over both
@@ -19,7 +20,7 @@ import type { AddressInfo } from "node:net";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeRateLimit } from "../../src/adapters/node.js";
-import { createLimiter } from "../../src/core/limiter.js";
+import { createLimiter } from "../../src/limiter.js";
 import { loadPolicy } from "../../src/policy/load.js";
 import { redisStoreFromUrl } from "../../src/stores/redis.js";
 import {
@@ -32,7 +33,7 @@ import {
   metricValue,
   startBurstGateway,
 } from "../support/burst.js";
-import { type CpuContention, startCpuContention } from "../support/cpu-contention.js";
+import { type CpuContention, favourStore, startCpuContention } from "../support/cpu-contention.js";
 import { withinOneWindow } from "../support/windows.js";
 import { startCluster, startRedis } from "./redis-server.js";
 
@@ -121,6 +122,7 @@ describe("bursts under CPU contention admit exactly the limit", () => {
   it("two gateways on one redis-server: 20 bursts of 300 and 20 of 1,000 on /api/search", async () => {
     const redis = await startRedis();
     cleanups.push(redis.cleanup);
+    favourStore(redis.server.pid);
     const bursts = [
       ...repeat(20, { size: 300, path: SEARCH.path }),
       ...repeat(20, { size: 1000, path: SEARCH.path }),
@@ -140,6 +142,7 @@ describe("bursts under CPU contention admit exactly the limit", () => {
   it("two gateways on a 3-master Redis Cluster: 20 bursts of 300 and 20 of 1,000 on /api/export", async () => {
     const cluster = await startCluster();
     cleanups.push(() => cluster.cleanup());
+    for (const node of cluster.nodes) favourStore(node.pid);
     const bursts = [
       ...repeat(20, { size: 300, path: EXPORT.path }),
       ...repeat(20, { size: 1000, path: EXPORT.path }),
@@ -159,6 +162,7 @@ describe("bursts under CPU contention admit exactly the limit", () => {
   it("Express with edgelimit/node on one redis-server: 20 bursts of 300 and 20 of 1,000 on /api/search", async () => {
     const redis = await startRedis();
     cleanups.push(redis.cleanup);
+    favourStore(redis.server.pid);
     const store = redisStoreFromUrl(redis.server.url);
     cleanups.push(() => store.close());
     await store.ready();

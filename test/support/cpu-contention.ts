@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { availableParallelism } from "node:os";
+import { availableParallelism, setPriority } from "node:os";
 
 export interface CpuContention {
   /** The busy processes' ids, for the report. */
@@ -60,4 +60,19 @@ export async function startCpuContention(
       return stopped;
     },
   };
+}
+
+/**
+ * Lets a store process (redis-server) take the CPU when it needs it, ahead of the busy
+ * processes: in production the store runs on machines of its own, and these tests are about
+ * our processes being starved, not the store. Needs root for a raised priority (CI runs as
+ * root); elsewhere the store keeps its priority and the tests are harsher.
+ */
+export function favourStore(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    setPriority(pid, -10);
+  } catch {
+    // Not permitted here: the store competes with the busy processes like everything else.
+  }
 }
