@@ -18,8 +18,8 @@ import { cpus } from "node:os";
 import { fileURLToPath } from "node:url";
 import { MemoryStore as ExpressMemoryStore } from "express-rate-limit";
 import { RateLimiterMemory } from "rate-limiter-flexible";
-import { createLimiter } from "../src/core/limiter.js";
 import type { CounterSpec } from "../src/core/types.js";
+import { createLimiter } from "../src/limiter.js";
 import { loadPolicy } from "../src/policy/load.js";
 import { memoryStore } from "../src/stores/memory.js";
 

@@ -13,8 +13,8 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
-import { createLimiter } from "../src/core/limiter.js";
 import type { CounterSpec } from "../src/core/types.js";
+import { createLimiter } from "../src/limiter.js";
 import { definePolicy } from "../src/policy/load.js";
 import { RedisStore, redisClientOptions } from "../src/stores/redis.js";
 

@@ -3,9 +3,11 @@
  * Bun, Workers without the native binding). It translates a `Request` into the core's request
  * description and a verdict into a `Response`; nothing else.
  */
-import type { Limiter } from "../core/limiter.js";
+
 import { matchesPrefix, normalizePath } from "../core/path.js";
-import type { ChallengeHandler, RequestDescription, Verdict } from "../core/types.js";
+import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
+import type { Limiter } from "../limiter.js";
 
 export interface FetchRateLimitOptions<Context = unknown> {
   readonly limiter: Limiter;

@@ -6,9 +6,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
-import type { Limiter } from "../core/limiter.js";
 import { matchesPrefix, normalizePath } from "../core/path.js";
-import type { ChallengeHandler, RequestDescription, Verdict } from "../core/types.js";
+import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
+import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 

@@ -1,4 +1,4 @@
-import { resolveSecret, type SecretContext } from "../core/identity.js";
+import { resolveSecret, type SecretContext } from "../core/secrets.js";
 import type { ChallengeHandler } from "../core/types.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 import { base64UrlEncode, KeyRing, randomToken, sha256 } from "./crypto.js";

@@ -1,5 +1,5 @@
 import { GenerationalCache } from "../core/generational-cache.js";
-import { readHeader } from "../core/identity.js";
+import { readHeader } from "../core/request-headers.js";
 import type { PassVerifier, RequestDescription } from "../core/types.js";
 import type { KeyRing } from "./crypto.js";
 

@@ -1,5 +1,5 @@
-import type { ResolvedRule } from "../policy/types.js";
 import { GenerationalCache } from "./generational-cache.js";
+import type { ResolvedRule } from "./model.js";
 import type { CounterSpec, CounterState } from "./types.js";
 
 const DEFAULT_MAX_KEYS = 100_000;

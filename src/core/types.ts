@@ -37,13 +37,6 @@ export interface CounterSpec {
   readonly namespace: string;
   /** Cloudflare: which backend counts this rule. Other stores ignore it. */
   readonly backend: "approximate" | "exact" | undefined;
-  /**
-   * Opaque to all but the store that sets it: the limiter keeps a returning client's counters,
-   * and an in-process store may leave here what spares it a lookup next time (the memory store
-   * keeps its entry). The limiter's counters start with `null`; a store writes only a counter
-   * that has the slot, and must check that a handle is its own and still live.
-   */
-  storeHandle?: unknown;
 }
 
 /** The state of one counter after a store applied a request. */
@@ -176,39 +169,4 @@ export interface RuleOutcome {
   readonly limit: number;
   readonly state: CounterState;
   readonly shadow: boolean;
-}
-
-export interface Verdict {
-  readonly action: Action;
-  readonly reason: Reason;
-  /** HTTP status to answer with when not allowed (429, 302, 503, 403); 200 when allowed. */
-  readonly status: number;
-  /** Headers for the client's response (on 429/503 and on allowed responses alike). */
-  readonly headers: Record<string, string>;
-  /** Headers to set on the request forwarded to the origin (allowed requests only). */
-  readonly originHeaders: Record<string, string>;
-  /** JSON body for a refusal, undefined when allowed. */
-  readonly body: string | undefined;
-  /** The deciding rule's numbers (the most restrictive rule when allowed). */
-  readonly limit: number;
-  readonly remaining: number;
-  /** Epoch seconds at which the deciding rule resets. */
-  readonly reset: number;
-  readonly retryAfterSeconds: number;
-  /** The rule that decided (undefined when no rule matched). */
-  readonly rule: string | undefined;
-  readonly tier: Tier;
-  readonly plan: string | undefined;
-  /** The encoded subject that was counted (`ip:203.0.113.0/64`, `user:u_abc`). */
-  readonly subject: string;
-  /** Normalised path the rules matched against. */
-  readonly path: string;
-  /** Every rule that counted this request, shadow rules included. */
-  readonly outcomes: readonly RuleOutcome[];
-  /** Shadow rules that would have refused the request. */
-  readonly shadowed: readonly string[];
-  /** Location for a challenge redirect. */
-  readonly location: string | undefined;
-  /** Time the decision took, milliseconds. */
-  readonly durationMs: number;
 }

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Verdict } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
 
 /**
  * One JSON line per refused, challenged or failed-open decision, and one per `1 / sampleRate`

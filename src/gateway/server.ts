@@ -2,11 +2,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { toWebRequest, writeWebResponse } from "../adapters/node.js";
+import { IpResolver } from "../core/client-address.js";
 import { formatWindow } from "../core/duration.js";
-import { IpResolver } from "../core/identity.js";
-import { type AddressList, createLimiter, type Limiter } from "../core/limiter.js";
 import { matchesPrefix, normalizePath } from "../core/path.js";
-import type { Action, ChallengeHandler, Store, Verdict } from "../core/types.js";
+import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
+import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";

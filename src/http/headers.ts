@@ -1,10 +1,9 @@
 import { formatWindow } from "../core/duration.js";
+import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
 import type { CounterState, RuleOutcome } from "../core/types.js";
 import { windowLengthMs } from "../core/windows.js";
-import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 
-/** The request header that tells the origin the remaining count, unless the policy names another. */
-export const DEFAULT_ORIGIN_HEADER = "x-ratelimit-remaining";
+export { DEFAULT_ORIGIN_HEADER } from "../core/model.js";
 
 /** One outcome with the rule it came from, as the header builders need them. */
 export interface Disclosed {

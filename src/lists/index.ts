@@ -1,4 +1,4 @@
-import type { AddressList } from "../core/limiter.js";
+import type { AddressList } from "../limiter.js";
 import type { ResolvedList, ResolvedPolicy } from "../policy/types.js";
 import {
   type ListSource,

@@ -1,6 +1,6 @@
 import type { Address } from "../core/ip.js";
 import { type CidrSet, parseIp } from "../core/ip.js";
-import type { AddressList } from "../core/limiter.js";
+import type { AddressList } from "../limiter.js";
 
 export interface ListStats {
   readonly name: string;

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Metric, Registry } from "prom-client";
-import type { Verdict } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 
 /**

@@ -1,9 +1,14 @@
 import { parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
+import {
+  DEFAULT_ORIGIN_HEADER,
+  type ResolvedChallenge,
+  type ResolvedList,
+  type ResolvedPolicy,
+  type ResolvedRule,
+} from "../core/model.js";
 import type { Tier } from "../core/types.js";
-import { DEFAULT_ORIGIN_HEADER } from "../http/headers.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
-import type { ResolvedChallenge, ResolvedList, ResolvedPolicy, ResolvedRule } from "./types.js";
 
 /** A problem found after the schema passed: a path into the document and what to change. */
 export interface RawIssue {

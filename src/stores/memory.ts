@@ -23,7 +23,7 @@ interface Bookkeeping {
    * changed algorithm (a policy reload) starts afresh instead of misreading another's state.
    */
   readonly algorithm: Algorithm<EntryState>;
-  /** The store holding it; cleared when it is dropped (see CounterSpec.storeHandle). */
+  /** The store holding it; cleared when it is dropped (an entry evicted mid-call is not counted in). */
   owner: MemoryStore | undefined;
   expiresAt: number;
   /** Second-chance bit: set on every hit, cleared when the clock hand passes. */
@@ -145,7 +145,7 @@ export class MemoryStore implements Store {
    * (the three phases fold into one when there is nothing else to agree with).
    */
   applyOneSync(spec: CounterSpec, now: number): CounterState {
-    const entry = this.#find(spec);
+    const entry = this.#entries.get(spec.key);
     if (entry !== undefined) {
       const algorithm = entry.algorithm;
       if (algorithm.countInPlace !== undefined && algorithm.name === spec.algorithm) {
@@ -203,7 +203,6 @@ export class MemoryStore implements Store {
       };
       algorithm.assign(created, state);
       this.#insert(created, now);
-      if (spec.storeHandle !== undefined) spec.storeHandle = created;
       return created;
     }
     algorithm.assign(entry, state);
@@ -214,8 +213,7 @@ export class MemoryStore implements Store {
 
   /** Drops every counter (tests, and a policy reload that wants a clean slate). */
   clear(): void {
-    // Counters the limiter keeps may still point at entries: none may stay ours, or hold the
-    // others through the list links.
+    // An entry a call still holds must not stay ours, nor keep the others through its links.
     for (const entry of this.#entries.values()) {
       entry.owner = undefined;
       entry.older = undefined;
@@ -231,19 +229,6 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * The counter's entry: the one its spec carries when that is still ours and held, else the
-   * map's (then carried for next time). A returning client's counter skips the hash lookup.
-   */
-  #find(spec: CounterSpec): Entry | undefined {
-    const carried = spec.storeHandle as Entry | null | undefined;
-    if (carried != null && carried.owner === this && carried.key === spec.key) return carried;
-    const entry = this.#entries.get(spec.key);
-    // Only a counter with the slot (null until first carried) gets the entry to carry.
-    if (entry !== undefined && carried !== undefined) spec.storeHandle = entry;
-    return entry;
-  }
-
-  /**
    * The counter's entry, expired or not. An expired state carries no information (see
    * `Algorithm.expiresAt`): every step on it answers as on no state at all, so a returning
    * client is counted in the entry it already has, instead of having it dropped from the map
@@ -252,7 +237,7 @@ export class MemoryStore implements Store {
    * entry of another algorithm (its rule changed on a policy reload) is dropped.
    */
   #lookup(spec: CounterSpec): Entry | undefined {
-    const entry = this.#find(spec);
+    const entry = this.#entries.get(spec.key);
     if (entry === undefined || entry.algorithm.name === spec.algorithm) return entry;
     this.#drop(entry);
     return undefined;

@@ -13,7 +13,7 @@ import {
   nodeRateLimit,
   prometheusMetrics,
 } from "../../src/adapters/node.js";
-import { createLimiter } from "../../src/core/limiter.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
 

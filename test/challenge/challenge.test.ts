@@ -7,7 +7,7 @@ import {
   passFromCookies,
   solveProofOfWork,
 } from "../../src/challenge/index.js";
-import { createLimiter } from "../../src/core/limiter.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
 import { MemoryStore } from "../../src/stores/memory.js";

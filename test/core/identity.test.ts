@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { readHeader } from "../../src/core/identity.js";
 import { ipSubject, parseIp } from "../../src/core/ip.js";
-import { createLimiter } from "../../src/core/limiter.js";
+import { readHeader } from "../../src/core/request-headers.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
 import { memoryStore } from "../../src/stores/memory.js";

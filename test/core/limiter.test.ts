@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/core/limiter.js";
 import { normalizePath } from "../../src/core/path.js";
 import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy, loadPolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
 import { memoryStore } from "../../src/stores/memory.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { CreateTableCommand, DynamoDBClient, PutItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CidrSet } from "../../src/core/ip.js";
-import { createLimiter } from "../../src/core/limiter.js";
+import { createLimiter } from "../../src/limiter.js";
 import { createLists, type ListSource, refreshingList } from "../../src/lists/index.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";

@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/core/limiter.js";
 import type { CounterSpec } from "../../src/core/types.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { startCluster, type TestCluster } from "./redis-server.js";

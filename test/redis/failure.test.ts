@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/core/limiter.js";
-import type { Verdict } from "../../src/core/types.js";
+import type { Verdict } from "../../src/http/respond.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { CircuitBreaker } from "../../src/stores/redis-breaker.js";

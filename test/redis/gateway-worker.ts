@@ -4,8 +4,8 @@
  * that many requests at once and prints a JSON line with the verdicts by reason.
  */
 import { createInterface } from "node:readline";
-import { createLimiter, type Limiter } from "../../src/core/limiter.js";
 import type { AlgorithmName } from "../../src/core/types.js";
+import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { redisStoreFromUrl } from "../../src/stores/redis.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/core/limiter.js";
 import type { CounterSpec } from "../../src/core/types.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { RedisStore } from "../../src/stores/redis.js";
 import { type RedisServer, startRedis } from "./redis-server.js";

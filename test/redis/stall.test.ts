@@ -10,8 +10,8 @@
  * stops before the caller's continuation runs, so it could only understate the wait.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/core/limiter.js";
-import type { Verdict } from "../../src/core/types.js";
+import type { Verdict } from "../../src/http/respond.js";
+import { createLimiter } from "../../src/limiter.js";
 import { loadPolicy } from "../../src/policy/load.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { CLOUDFRONT_POLICY } from "../support/burst.js";

@@ -1,6 +1,7 @@
 import { EdgelimitError } from "../../core/errors.js";
-import { createLimiter, type Limiter, type LimiterOptions } from "../../core/limiter.js";
-import type { RequestDescription, Verdict } from "../../core/types.js";
+import type { RequestDescription } from "../../core/types.js";
+import type { Verdict } from "../../http/respond.js";
+import { createLimiter, type Limiter, type LimiterOptions } from "../../limiter.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
 import { checkCloudflarePolicy } from "./check.js";

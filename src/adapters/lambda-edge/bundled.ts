@@ -1,5 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
-import { readHeader } from "../../core/identity.js";
+import { readHeader } from "../../core/request-headers.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";

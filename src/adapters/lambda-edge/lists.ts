@@ -1,5 +1,5 @@
 import type { Address } from "../../core/ip.js";
-import type { AddressList } from "../../core/limiter.js";
+import type { AddressList } from "../../limiter.js";
 import { createLists, type Lists } from "../../lists/index.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 

@@ -1,4 +1,4 @@
-import type { Verdict } from "../../core/types.js";
+import type { Verdict } from "../../http/respond.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 
 export interface EmfOptions {

@@ -1,13 +1,13 @@
-import type { SecretContext } from "../../core/identity.js";
-import { type AddressList, createLimiter, type Limiter } from "../../core/limiter.js";
 import { matchesPrefix, normalizePath } from "../../core/path.js";
+import type { SecretContext } from "../../core/secrets.js";
 import type {
   ChallengeHandler,
   PassVerifier,
   RequestDescription,
   Store,
-  Verdict,
 } from "../../core/types.js";
+import type { Verdict } from "../../http/respond.js";
+import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import {
   type CloudFrontHeaders,

@@ -1,0 +1,275 @@
+/**
+ * The decision engine: a request description in, a `Decision` out. This file only orchestrates;
+ * each step lives in a file named for it (identify, match, counters, deadline, outcome).
+ */
+import { BlockCache } from "./block-cache.js";
+import { CounterBuilder } from "./counters.js";
+import { withinBudget } from "./deadline.js";
+import type { Decision } from "./decision.js";
+import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
+import { type Address, CidrSet } from "./ip.js";
+import { type CompiledRule, RuleMatcher } from "./match.js";
+import type { ResolvedPolicy } from "./model.js";
+import { type CountedDecision, decideFromCounts } from "./outcome.js";
+import { matchesPrefix, normalizePath } from "./path.js";
+import type {
+  CounterSpec,
+  CounterState,
+  PassVerifier,
+  RequestDescription,
+  RuleOutcome,
+  Store,
+} from "./types.js";
+
+/** Anything that can say whether an address is on a list (static CIDRs, a refreshing source). */
+export interface AddressList {
+  has(address: Address | undefined): boolean;
+}
+
+/** What the engine consults beside the policy, built from it (see `reload`). */
+export interface EngineCompanions {
+  readonly passes?: PassVerifier | undefined;
+  readonly allowlists?: readonly AddressList[] | undefined;
+  readonly denylists?: readonly AddressList[] | undefined;
+}
+
+export interface EngineOptions extends EngineCompanions {
+  readonly policy: ResolvedPolicy;
+  readonly store: Store;
+  /** Verifies the policy's tokens; required when the policy authenticates users by token. */
+  readonly tokens?: TokenVerifier | undefined;
+  /** Epoch milliseconds; injected so tests and simulations drive time. */
+  readonly clock?: () => number;
+  /**
+   * Remember hard blocks locally and answer them without a round trip until they expire
+   * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
+   */
+  readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
+}
+
+/** One policy, ready to decide with. */
+interface Prepared {
+  readonly policy: ResolvedPolicy;
+  readonly identifier: Identifier;
+  readonly matcher: RuleMatcher;
+  readonly counters: CounterBuilder;
+  readonly allow: CidrSet;
+  readonly deny: CidrSet;
+}
+
+const NO_OUTCOMES: readonly RuleOutcome[] = Object.freeze([]);
+const NO_NAMES: readonly string[] = Object.freeze([]);
+
+/**
+ * Decides requests for a policy against a store. `decide` never throws for a store failure
+ * (the rules' fail modes apply) and never waits for a store longer than the policy's budget
+ * (see `deadline.ts` for what the budget measures).
+ */
+export class DecisionEngine {
+  readonly store: Store;
+  readonly #clock: () => number;
+  readonly #blockCache: BlockCache | undefined;
+  #companions: EngineCompanions;
+  #prepared: Prepared;
+
+  constructor(options: EngineOptions) {
+    this.store = options.store;
+    this.#clock = options.clock ?? Date.now;
+    this.#companions = options;
+    this.#prepared = prepare(options.policy, options.tokens);
+    const cache = options.blockCache ?? (options.store.local ? false : {});
+    this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
+  }
+
+  get policy(): ResolvedPolicy {
+    return this.#prepared.policy;
+  }
+
+  /** Round trips the block cache saved since start. */
+  get blockCacheHits(): number {
+    return this.#blockCache?.hits ?? 0;
+  }
+
+  /** Swaps the policy; counters live in the store, so they survive. Throws if it cannot. */
+  reload(
+    policy: ResolvedPolicy,
+    tokens: TokenVerifier | undefined,
+    companions?: EngineCompanions,
+  ): void {
+    this.#prepared = prepare(policy, tokens);
+    if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
+  }
+
+  /** The subject a request is counted as, resolved exactly as `decide` does. */
+  async subjectOf(request: RequestDescription): Promise<string> {
+    return primarySubject(await this.#prepared.identifier.identify(request, this.#clock()));
+  }
+
+  /** Synchronous when nothing has to wait (a known identity, an in-process store). */
+  decide(request: RequestDescription): Decision | Promise<Decision> {
+    const started = this.#clock();
+    const prepared = this.#prepared;
+    const path = normalizePath(request.path);
+    const identity = prepared.identifier.identify(request, started);
+    if (identity instanceof Promise) {
+      return identity.then((known) => this.#decideFor(prepared, request, known, path, started));
+    }
+    return this.#decideFor(prepared, request, identity, path, started);
+  }
+
+  #decideFor(
+    prepared: Prepared,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    started: number,
+  ): Decision | Promise<Decision> {
+    const finish = (rules: readonly CompiledRule[], counted: CountedDecision): Decision => ({
+      ...counted,
+      rules: rules.map(({ rule }) => rule),
+      tier: identity.tier,
+      plan: identity.plan,
+      subject: primarySubject(identity),
+      path,
+      durationMs: this.#clock() - started,
+    });
+    const verdictOnly = (action: "allow" | "block", reason: Decision["reason"]) =>
+      finish([], {
+        action,
+        reason,
+        rule: undefined,
+        outcome: undefined,
+        outcomes: NO_OUTCOMES,
+        shadowed: NO_NAMES,
+        retryAfterSeconds: 0,
+      });
+
+    const { address } = identity;
+    if (listed(prepared.deny, this.#companions.denylists, address)) {
+      return verdictOnly("block", "denylisted");
+    }
+    if (listed(prepared.allow, this.#companions.allowlists, address)) {
+      return verdictOnly("allow", "allowlisted");
+    }
+    const rules = prepared.matcher.match(identity, path, request.method ?? "GET");
+    if (rules.length === 0) return verdictOnly("allow", "no-rule");
+
+    const count = (passVerified: boolean): Decision | Promise<Decision> => {
+      const counters = prepared.counters.countersFor(rules, identity, request.cost, passVerified);
+      const blocked = this.#blockCache?.blockedUntil(counters, started);
+      if (blocked !== undefined)
+        return finish(rules, cachedBlock(rules, counters, blocked, started));
+      const counted = (states: CounterState[]) =>
+        finish(
+          rules,
+          decideFromCounts(rules, counters, states, passVerified, this.#blockCache, started),
+        );
+      const failed = () => finish(rules, failMode(prepared.policy, rules, path));
+      const store = this.store;
+      if (store.applySync !== undefined) {
+        // The in-process store answers at once: no promise, no timer.
+        let states: CounterState[];
+        try {
+          states = store.applySync(counters, started);
+        } catch {
+          return failed();
+        }
+        return counted(states);
+      }
+      const { budgetMs, connectBudgetMs } = prepared.policy;
+      return withinBudget(
+        (progress) => store.apply(counters, started, progress),
+        { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
+        store.name,
+      ).then(counted, failed);
+    };
+
+    // A challenge pass is checked only when a matched rule challenges.
+    const passes = this.#companions.passes;
+    if (request.passVerified === true || passes === undefined || !anyChallenges(rules)) {
+      return count(request.passVerified === true);
+    }
+    const verified = passes.verify(request, primarySubject(identity), started);
+    return verified instanceof Promise ? verified.then(count) : count(verified);
+  }
+}
+
+function prepare(policy: ResolvedPolicy, tokens: TokenVerifier | undefined): Prepared {
+  return {
+    policy,
+    identifier: new Identifier(policy, tokens),
+    matcher: new RuleMatcher(policy),
+    counters: new CounterBuilder(policy.rules.length),
+    allow: new CidrSet(policy.allowlist),
+    deny: new CidrSet(policy.denylist),
+  };
+}
+
+function listed(
+  own: CidrSet,
+  extra: readonly AddressList[] | undefined,
+  address: Address | undefined,
+): boolean {
+  if (address === undefined) return false;
+  if (own.size > 0 && own.has(address)) return true;
+  return extra?.some((list) => list.has(address)) ?? false;
+}
+
+function anyChallenges(rules: readonly CompiledRule[]): boolean {
+  return rules.some(({ rule }) => rule.action === "challenge");
+}
+
+/** A block the block cache still holds: answered without the store. */
+function cachedBlock(
+  rules: readonly CompiledRule[],
+  counters: readonly CounterSpec[],
+  blocked: { readonly key: string; readonly until: number },
+  now: number,
+): CountedDecision {
+  const index = counters.findIndex((counter) => counter.key === blocked.key);
+  const { rule } = rules[index] as CompiledRule;
+  const retryAfterMs = blocked.until - now;
+  const outcome: RuleOutcome = {
+    ruleId: rule.id,
+    namespace: rule.namespace,
+    key: blocked.key,
+    limit: rule.limit,
+    state: {
+      allowed: false,
+      count: rule.limit,
+      remaining: 0,
+      resetAt: blocked.until,
+      retryAfterMs,
+    },
+    shadow: false,
+  };
+  return {
+    action: "block",
+    reason: "blocked-cached",
+    rule,
+    outcome,
+    outcomes: [outcome],
+    shadowed: NO_NAMES,
+    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  };
+}
+
+/** The store failed or missed the budget: fail closed where a rule or the path says so. */
+function failMode(
+  policy: ResolvedPolicy,
+  rules: readonly CompiledRule[],
+  path: string,
+): CountedDecision {
+  const closedRule = rules.find(({ rule }) => !rule.shadow && rule.failMode === "closed");
+  const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
+  const open = closedRule === undefined && !closedPath;
+  return {
+    action: open ? "allow" : "unavailable",
+    reason: open ? "store-failed-open" : "store-failed-closed",
+    rule: (closedRule ?? rules[0])?.rule,
+    outcome: undefined,
+    outcomes: NO_OUTCOMES,
+    shadowed: NO_NAMES,
+    retryAfterSeconds: open ? 0 : policy.unavailableRetryAfterSeconds,
+  };
+}

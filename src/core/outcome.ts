@@ -1,0 +1,100 @@
+/**
+ * From the counters' states to a decision: admitted when every enforcing rule admits; refused
+ * otherwise, by the rule with the longest wait, as a challenge while every refusing rule is a
+ * challenging rule inside its band, else as a block.
+ */
+import type { BlockCache } from "./block-cache.js";
+import type { Decision } from "./decision.js";
+import type { CompiledRule } from "./match.js";
+import type { CounterSpec, CounterState, RuleOutcome } from "./types.js";
+
+/** The part of a decision that the counts settle (the engine adds who and where). */
+export type CountedDecision = Pick<
+  Decision,
+  "action" | "reason" | "rule" | "outcome" | "outcomes" | "shadowed" | "retryAfterSeconds"
+>;
+
+const NO_SHADOWED: readonly string[] = Object.freeze([]);
+
+export function decideFromCounts(
+  rules: readonly CompiledRule[],
+  counters: readonly CounterSpec[],
+  states: readonly CounterState[],
+  passVerified: boolean,
+  blockCache: BlockCache | undefined,
+  now: number,
+): CountedDecision {
+  const outcomes: RuleOutcome[] = [];
+  let shadowed: string[] | undefined;
+  let refusing: RuleOutcome | undefined;
+  let refusingRule: CompiledRule | undefined;
+  let deciding: RuleOutcome | undefined;
+  let decidingRule: CompiledRule | undefined;
+  let challenged = false;
+  let hardBlock = false;
+
+  rules.forEach((compiled, i) => {
+    const { rule } = compiled;
+    const counter = counters[i] as CounterSpec;
+    const state = states[i] as CounterState;
+    const outcome: RuleOutcome = {
+      ruleId: rule.id,
+      namespace: rule.namespace,
+      key: counter.key,
+      limit: rule.limit,
+      state,
+      shadow: rule.shadow,
+    };
+    outcomes.push(outcome);
+    if (rule.shadow) {
+      if (!state.allowed) {
+        shadowed ??= [];
+        shadowed.push(rule.id);
+      }
+      return;
+    }
+    // An approximate count (the Workers binding) is never disclosed, so it never decides.
+    if (
+      rule.disclose &&
+      state.approximate !== true &&
+      (deciding === undefined || state.remaining < deciding.state.remaining)
+    ) {
+      deciding = outcome;
+      decidingRule = compiled;
+    }
+    if (state.allowed) return;
+    const inBand =
+      rule.action === "challenge" && !passVerified && state.count < rule.limit * rule.challengeBand;
+    if (inBand) challenged = true;
+    else {
+      hardBlock = true;
+      blockCache?.remember(counter, rule, state, now);
+    }
+    if (refusing === undefined || state.retryAfterMs > refusing.state.retryAfterMs) {
+      refusing = outcome;
+      refusingRule = compiled;
+    }
+  });
+
+  if (refusing === undefined) {
+    return {
+      action: "allow",
+      reason: "within-limit",
+      rule: decidingRule?.rule,
+      outcome: deciding,
+      outcomes,
+      shadowed: shadowed ?? NO_SHADOWED,
+      retryAfterSeconds: 0,
+    };
+  }
+  const challenge = challenged && !hardBlock;
+  return {
+    action: challenge ? "challenge" : "block",
+    reason: challenge ? "challenge-band" : "over-limit",
+    rule: refusingRule?.rule,
+    outcome: refusing,
+    outcomes,
+    shadowed: shadowed ?? NO_SHADOWED,
+    retryAfterSeconds: Math.max(1, Math.ceil(refusing.state.retryAfterMs / 1000)),
+  };
+}

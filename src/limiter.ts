@@ -1,0 +1,131 @@
+/**
+ * `createLimiter`: the decision engine (`core/`) with its HTTP presentation (`http/`), which
+ * every adapter and the gateway use. A newcomer's map: core/engine.ts decides, http/respond.ts
+ * answers, this file joins them and builds the token verifier the policy asks for.
+ */
+import {
+  type AddressList,
+  DecisionEngine,
+  type EngineCompanions,
+  type EngineOptions,
+} from "./core/engine.js";
+import type { TokenVerifier } from "./core/identify.js";
+import type { ResolvedPolicy } from "./core/model.js";
+import type { SecretContext } from "./core/secrets.js";
+import type { RequestDescription, Store } from "./core/types.js";
+import { Responder, type Verdict } from "./http/respond.js";
+import { JwtVerifier } from "./tokens/jwt.js";
+
+export type { AddressList, Verdict };
+
+/** What the limiter consults beside the policy, built from it (see `Limiter.reload`). */
+export type LimiterCompanions = EngineCompanions;
+
+export interface LimiterOptions extends SecretContext, Omit<EngineOptions, "tokens"> {
+  /** Called once per decision, after the verdict is built (metrics, logs). Must not throw. */
+  readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
+  /**
+   * Verifies the policy's tokens. Default: a JWT verifier (jose) built from the policy's
+   * `identity.user.jwt`, with secrets read through `env` and `readFile`.
+   */
+  readonly tokens?: (policy: ResolvedPolicy) => TokenVerifier | undefined;
+}
+
+/**
+ * Turns a policy and a store into verdicts. `check` takes a plain description of a request and
+ * resolves to a verdict; it never throws for a store failure (the rules' fail modes apply) and
+ * never waits for a store longer than the policy's time budget.
+ */
+export class Limiter {
+  readonly #engine: DecisionEngine;
+  readonly #options: LimiterOptions;
+  readonly #clock: () => number;
+  #responder: Responder;
+
+  constructor(options: LimiterOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? Date.now;
+    this.#engine = new DecisionEngine({ ...options, tokens: this.#tokensFor(options.policy) });
+    this.#responder = new Responder(options.policy);
+  }
+
+  get policy(): ResolvedPolicy {
+    return this.#engine.policy;
+  }
+
+  get store(): Store {
+    return this.#engine.store;
+  }
+
+  /** Round trips the block cache saved since start. */
+  get blockCacheHits(): number {
+    return this.#engine.blockCacheHits;
+  }
+
+  /**
+   * Swaps the policy in place. Counters live in the store, so they survive; a policy that does
+   * not compile throws and the running one stays.
+   */
+  reload(policy: ResolvedPolicy, companions?: LimiterCompanions): void {
+    const responder = new Responder(policy);
+    this.#engine.reload(policy, this.#tokensFor(policy), companions);
+    this.#responder = responder;
+  }
+
+  /**
+   * The subject a request is counted as (`ip:203.0.113.7`, `user:u_abc`), resolved exactly as
+   * `check` does. Challenge pages bind their passes to it.
+   */
+  subjectOf(request: RequestDescription): Promise<string> {
+    return this.#engine.subjectOf(request);
+  }
+
+  check(request: RequestDescription): Promise<Verdict> {
+    try {
+      return Promise.resolve(this.decide(request));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * `check` without the promise when nothing has to wait: a cached (or absent) identity and
+   * the in-process store give the verdict synchronously (the gateway uses it); it may still
+   * return a promise.
+   */
+  decide(request: RequestDescription): Verdict | Promise<Verdict> {
+    const responder = this.#responder;
+    const decision = this.#engine.decide(request);
+    if (decision instanceof Promise) {
+      return decision.then((known) => this.#present(responder, known, request));
+    }
+    return this.#present(responder, decision, request);
+  }
+
+  #present(
+    responder: Responder,
+    decision: Awaited<ReturnType<DecisionEngine["decide"]>>,
+    request: RequestDescription,
+  ): Verdict {
+    const verdict = responder.respond(decision, request.path, this.#clock());
+    const onDecision = this.#options.onDecision;
+    if (onDecision !== undefined) {
+      try {
+        onDecision(verdict, request);
+      } catch {
+        // Observers must never change a decision.
+      }
+    }
+    return verdict;
+  }
+
+  #tokensFor(policy: ResolvedPolicy): TokenVerifier | undefined {
+    if (this.#options.tokens !== undefined) return this.#options.tokens(policy);
+    const jwt = policy.identity.jwt;
+    return jwt === undefined ? undefined : new JwtVerifier(jwt, this.#options);
+  }
+}
+
+export function createLimiter(options: LimiterOptions): Limiter {
+  return new Limiter(options);
+}

@@ -1,0 +1,84 @@
+/**
+ * The layers, as STYLE.md draws them: `core/` is the floor and imports nothing of ours above
+ * it, no runtime and no third-party package; `http/` and `policy/` build on the core only.
+ * The check reads every import (static, `export ... from`, and dynamic `import()`) of every
+ * file under src/.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const SRC = resolve("src");
+
+function sourceFiles(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith(".ts") ? [path] : [];
+  });
+}
+
+/** Every module a file names in an import, an `export ... from` or an `import()`. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, "utf8");
+  const found: string[] = [];
+  const patterns = [
+    /^\s*(?:import|export)\s[^;]*?\sfrom\s+["']([^"']+)["']/gms,
+    /^\s*import\s+["']([^"']+)["']/gm,
+    /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+  ];
+  for (const pattern of patterns) {
+    for (const match of text.matchAll(pattern)) found.push(match[1] as string);
+  }
+  return found;
+}
+
+/** The top folder under src/ a relative import lands in (`core`, `http`, ...), or the package. */
+function layerOf(file: string, specifier: string): string {
+  if (!specifier.startsWith(".")) return `package:${specifier}`;
+  const target = relative(SRC, resolve(dirname(file), specifier));
+  return target.includes("/") ? (target.split("/")[0] as string) : target.replace(/\.js$/, "");
+}
+
+/** What each layer may import besides itself. */
+const ALLOWED: Record<string, readonly string[]> = {
+  core: [],
+  http: ["core"],
+  policy: ["core", "package:yaml", "package:zod", "package:node:fs"],
+};
+
+function violations(layer: string): string[] {
+  const allowed = ALLOWED[layer] ?? [];
+  const found: string[] = [];
+  for (const file of sourceFiles(join(SRC, layer))) {
+    for (const specifier of importsOf(file)) {
+      const target = layerOf(file, specifier);
+      if (target !== layer && !allowed.includes(target)) {
+        found.push(`${relative(SRC, file)} imports ${specifier}`);
+      }
+    }
+  }
+  return found;
+}
+
+describe("the layers", () => {
+  it("keeps core/ free of http/, policy/, runtimes and third-party packages", () => {
+    expect(violations("core")).toEqual([]);
+  });
+
+  it("lets http/ build on core/ only", () => {
+    expect(violations("http")).toEqual([]);
+  });
+
+  it("lets policy/ build on core/ (and its parsers) only", () => {
+    expect(violations("policy")).toEqual([]);
+  });
+
+  it("would see a violation: the check reads imports of every kind", () => {
+    const file = join(SRC, "core", "example.ts");
+    expect(layerOf(file, "../http/respond.js")).toBe("http");
+    expect(layerOf(file, "jose")).toBe("package:jose");
+    expect(layerOf(file, "node:tls")).toBe("package:node:tls");
+    expect(layerOf(file, "./engine.js")).toBe("core");
+  });
+});
