@@ -142,12 +142,11 @@ export class Tally {
       if (++subject.count > subject.peak) subject.peak = subject.count;
 
       const state = outcome.state;
-      if (state.allowed) {
-        if (!outcome.shadow) tally.allowed++;
-        continue;
-      }
-      (series.byRule[tally.index] as number[])[bucket] =
-        ((series.byRule[tally.index] as number[])[bucket] as number) + 1;
+      // A shadow rule never refuses: it lets every request through and says which it would not have.
+      if (state.allowed || outcome.shadow) tally.allowed++;
+      if (state.allowed) continue;
+      const byRule = series.byRule[tally.index] as number[];
+      byRule[bucket] = (byRule[bucket] as number) + 1;
       if (outcome.shadow) {
         tally.shadowRefused++;
         continue;
