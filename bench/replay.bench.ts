@@ -63,12 +63,12 @@ async function generate(lines: number): Promise<string> {
     const agent = AGENTS[client % AGENTS.length];
     chunk += `${ip} - - [${stamp}] "GET ${path} HTTP/1.1" 200 512 "-" "${agent}"\n`;
     if (chunk.length > 1 << 20) {
-      if (!out.write(chunk)) await new Promise((resolve) => out.once("drain", resolve));
+      if (!out.write(chunk)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
       chunk = "";
     }
   }
   out.end(chunk);
-  await new Promise((resolve) => out.once("finish", resolve));
+  await new Promise<void>((resolve) => out.once("finish", () => resolve()));
   return path;
 }
 
@@ -109,12 +109,8 @@ function runAwk(file: string): { name: string; seconds: number } {
   const program =
     '{ split($4, t, ":"); c[$1 " " t[2] ":" t[3]]++ } END { n = 0; for (k in c) n++; print n }';
   const started = process.hrtime.bigint();
-  const result = spawnSync(
-    ...(([cmd, ...args]) => [cmd, args] as const)(oneCore([name, program, file])),
-    {
-      encoding: "utf8",
-    },
-  );
+  const [command, ...args] = oneCore([name, program, file]);
+  const result = spawnSync(command as string, args, { encoding: "utf8" });
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   if (result.status !== 0) throw new Error(`${name} failed: ${result.stderr}`);
   return { name, seconds };
