@@ -22,6 +22,11 @@ const COMMANDS: Record<
       "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2] --out DIR",
     load: () => import("./build.js"),
   },
+  replay: {
+    summary:
+      "replay --policy FILE [--format F] [--json] [--html FILE] [--compare FILE] LOG...   run a policy over access logs (--help for all options)",
+    load: () => import("./replay.js"),
+  },
 };
 
 function usage(): string {

@@ -1,0 +1,158 @@
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { EdgelimitError, formatIssue, parseDurationMs } from "../index.js";
+import { ReplayError } from "../replay/errors.js";
+import { FORMATS } from "../replay/formats/index.js";
+import { progressReporter } from "../replay/progress.js";
+import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
+import { formatHtml } from "../replay/report-html.js";
+import { formatText } from "../replay/report-text.js";
+import { parseShare } from "../replay/tuning.js";
+
+const USAGE = `Usage: edgelimit replay --policy FILE [options] LOG...
+
+Runs a policy over access logs with the logs' own time, through the real limiter and memory
+store, and reports who would have been challenged or blocked and which limits fit the traffic.
+LOG is a file, a pattern ("logs/*.gz", "**/E2ABC*.gz") or - for stdin; gzip is read whatever
+the name. Several logs are merged by time.
+
+Options:
+  --policy FILE            the policy to replay (required)
+  --compare FILE           a second policy, replayed over the same traffic, side by side
+  --format NAME            the log format (default: detected from the first lines):
+${FORMATS.map((format) => `                             ${format.name}: ${format.summary}`).join("\n")}
+  --field NAME=PATH        json: where a field is (ip, time, method, path, query, userAgent,
+                           status), dotted for nested objects; repeat for each
+  --user-field NAME        the log's field holding a verified user id (a CloudFront column, a
+                           JSON path, remote_user for combined/common); without it every
+                           request is anonymous
+  --plan-field NAME        the log's field holding the user's plan
+  --reorder DURATION       how far out of order lines may come and still be put in place
+                           (default 1m); later lines are counted as late
+  --refuse-at-most SHARE   the share of subjects a suggested limit may refuse (default 0.1%)
+  --top N                  refused subjects to list (default 10)
+  --max-errors N           stop after more than N malformed lines (default: never)
+  --json                   print one JSON object instead of the text report
+  --html FILE              also write a self-contained page with charts and tables
+  --no-progress            no progress line on stderr (shown only when stderr is a terminal)
+  -h, --help               this text
+
+The policy's secrets are never read: replay holds no tokens. The client address is the one the
+log recorded for the connection; forwarded headers in a log are not believed.
+`;
+
+function fail(message: string): number {
+  process.stderr.write(`edgelimit replay: ${message}\n\n${USAGE}`);
+  return 2;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    return fail(error instanceof Error ? error.message : String(error));
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (values.policy === undefined) return fail("--policy FILE is required");
+  if (positionals.length === 0) return fail("no LOG given (a file, a pattern or - for stdin)");
+
+  const fields: Record<string, string> = {};
+  for (const entry of values.field ?? []) {
+    const eq = entry.indexOf("=");
+    if (eq <= 0) return fail(`--field ${entry}: expected NAME=PATH, such as ip=client.ip`);
+    fields[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  let reorderMs = DEFAULT_REORDER_MS;
+  if (values.reorder !== undefined) {
+    try {
+      reorderMs = /^\d+$/.test(values.reorder)
+        ? Number(values.reorder) * 1000
+        : parseDurationMs(values.reorder);
+    } catch {
+      return fail(`--reorder ${values.reorder}: expected a duration such as 30s, 1m or 5m`);
+    }
+  }
+  const share = parseShare(values["refuse-at-most"] ?? "0.1%");
+  if (Number.isNaN(share)) {
+    return fail(
+      `--refuse-at-most ${values["refuse-at-most"]}: expected a share such as 0.1% or 0.001`,
+    );
+  }
+  const maxErrors = values["max-errors"] === undefined ? undefined : Number(values["max-errors"]);
+  if (maxErrors !== undefined && (!Number.isInteger(maxErrors) || maxErrors < 0)) {
+    return fail(`--max-errors ${values["max-errors"]}: expected a whole number`);
+  }
+  const top = Number(values.top ?? "10");
+  if (!Number.isInteger(top) || top < 0)
+    return fail(`--top ${values.top}: expected a whole number`);
+
+  const progress = values["no-progress"] === true ? undefined : progressReporter(process.stderr);
+  try {
+    const result = await replayLogs({
+      policy: values.policy,
+      compare: values.compare,
+      inputs: positionals,
+      format: values.format,
+      fields,
+      userField: values["user-field"],
+      planField: values["plan-field"],
+      reorderMs,
+      maxErrors,
+      refuseAtMost: share,
+      top,
+      onProgress: progress?.update,
+    });
+    progress?.done();
+    if (values.html !== undefined)
+      writeFileSync(values.html, formatHtml(result.report, result.series));
+    process.stdout.write(
+      values.json === true
+        ? `${JSON.stringify(result.report, null, 2)}\n`
+        : formatText(result.report),
+    );
+    if (values.html !== undefined && values.json !== true) {
+      process.stdout.write(`\nWrote ${values.html}\n`);
+    }
+    return 0;
+  } catch (error) {
+    progress?.done();
+    if (error instanceof ReplayError) {
+      process.stderr.write(`edgelimit replay: ${error.message} (${error.code})\n`);
+      return 1;
+    }
+    if (error instanceof EdgelimitError) {
+      process.stderr.write(`edgelimit replay: ${error.message} (${error.code})\n`);
+      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      policy: { type: "string" },
+      compare: { type: "string" },
+      format: { type: "string" },
+      field: { type: "string", multiple: true },
+      "user-field": { type: "string" },
+      "plan-field": { type: "string" },
+      reorder: { type: "string" },
+      "refuse-at-most": { type: "string" },
+      top: { type: "string" },
+      "max-errors": { type: "string" },
+      json: { type: "boolean" },
+      html: { type: "string" },
+      "no-progress": { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}

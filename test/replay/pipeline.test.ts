@@ -1,0 +1,226 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { gzipSync } from "node:zlib";
+import { afterAll, describe, expect, it } from "vitest";
+import { ReplayError } from "../../src/replay/errors.js";
+import { type ReplayOptions, replayLogs } from "../../src/replay/replay.js";
+import { combinedLine, fixture, T0 } from "./helpers.js";
+
+const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function write(name: string, lines: readonly string[] | Buffer): string {
+  const path = join(dir, name);
+  writeFileSync(path, Buffer.isBuffer(lines) ? lines : `${lines.join("\n")}\n`);
+  return path;
+}
+
+/** Five clients on /fixed (5 per minute) over three minutes, one request every 2 s each. */
+const sorted: string[] = [];
+for (let second = 0; second < 180; second += 2) {
+  for (let client = 1; client <= 5; client++) {
+    sorted.push(combinedLine(`198.51.100.${client}`, T0 + (second + client / 10) * 1000, "/fixed"));
+  }
+}
+const sortedLog = write("sorted.log", sorted);
+
+async function figures(inputs: string[], extra: Partial<ReplayOptions> = {}) {
+  const { report } = await replayLogs({ policy: fixture("algorithms.yaml"), inputs, ...extra });
+  const fixed = report.rules.find((rule) => rule.id === "fixed");
+  return {
+    requests: report.requests,
+    late: report.late,
+    allowed: fixed?.allowed,
+    refused: fixed?.refused,
+    peak: fixed?.peaks.max,
+  };
+}
+
+describe("reading, ordering and merging", () => {
+  it("replays the sorted log with its known answer", async () => {
+    // 30 requests per client per minute, 5 allowed: 3 minutes x 5 clients x 5.
+    expect(await figures([sortedLog])).toEqual({
+      requests: 450,
+      late: 0,
+      allowed: 75,
+      refused: 375,
+      peak: 30,
+    });
+  });
+
+  it("puts lines out of order within --reorder back in place, and counts later ones as late", async () => {
+    // Every block of 20 lines (8 s of traffic) reversed: out of order by less than a minute.
+    const shuffled: string[] = [];
+    for (let i = 0; i < sorted.length; i += 20) shuffled.push(...sorted.slice(i, i + 20).reverse());
+    expect(await figures([write("shuffled.log", shuffled)])).toEqual(await figures([sortedLog]));
+
+    // A minute-0 line moved to the end arrives more than two minutes late.
+    const late = [...sorted.slice(1), sorted[0] as string];
+    const lateLog = write("late.log", late);
+    expect((await figures([lateLog])).late).toBe(1);
+    expect(await figures([lateLog], { reorderMs: 300_000 })).toEqual(await figures([sortedLog]));
+  });
+
+  it("merges several files by time, as one sorted log", async () => {
+    const odd = write(
+      "a.log",
+      sorted.filter((_, i) => i % 2 === 1),
+    );
+    const even = write(
+      "b.log",
+      sorted.filter((_, i) => i % 2 === 0),
+    );
+    expect(await figures([odd, even])).toEqual(await figures([sortedLog]));
+    // Globs are expanded by replay itself.
+    expect(await figures([join(dir, "[ab].log")])).toEqual(await figures([sortedLog]));
+  });
+
+  it("reads gzip by its content, whatever the name, and stdin", async () => {
+    const gzipped = write("sorted.gz", gzipSync(readFileSync(sortedLog)));
+    const misnamed = write("plain-name.log", gzipSync(readFileSync(sortedLog)));
+    const expected = await figures([sortedLog]);
+    expect(await figures([gzipped])).toEqual(expected);
+    expect(await figures([misnamed])).toEqual(expected);
+    const stdin = Readable.from([readFileSync(gzipped)]);
+    expect(await figures(["-"], { stdin })).toEqual(expected);
+  });
+
+  it("holds a bounded number of records while reordering", async () => {
+    let held = 0;
+    await replayLogs({
+      policy: fixture("algorithms.yaml"),
+      inputs: [sortedLog],
+      reorderMs: 10_000,
+      onProgress: (progress) => {
+        held = Math.max(held, progress.held);
+      },
+    });
+    // 2.5 requests a second: a 10 s window holds about 25, never the file's 450.
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThanOrEqual(30);
+  });
+
+  it("counts malformed lines with their line numbers and stops past --max-errors", async () => {
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [fixture("combined.log")],
+    });
+    expect(report.malformed).toBe(2);
+    expect(report.requests).toBe(3);
+    expect(report.errors.map((error) => error.line)).toEqual([4, 5]);
+    await expect(
+      replayLogs({
+        policy: fixture("bands.yaml"),
+        inputs: [fixture("combined.log")],
+        maxErrors: 1,
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_REPLAY_TOO_MANY_ERRORS",
+      message: expect.stringMatching(/more than 1 malformed lines .* stopped at .*combined.log:5/s),
+    });
+    await expect(
+      replayLogs({ policy: fixture("bands.yaml"), inputs: [join(dir, "none-*.log")] }),
+    ).rejects.toBeInstanceOf(ReplayError);
+  });
+});
+
+describe("edgelimit replay --json", () => {
+  // 10 requests to / from one client (global 4, challenged below 2x), and 3 to /api/search from
+  // another (a shadow rule of 2 would refuse the third; the global rule lets all three through).
+  const lines = [
+    ...Array.from({ length: 10 }, (_, i) => combinedLine("203.0.113.10", T0 + i * 1000, "/")),
+    ...Array.from({ length: 3 }, (_, i) =>
+      combinedLine("203.0.113.11", T0 + 500 + i * 1000, "/api/search?q=1", "bot/2"),
+    ),
+  ].sort((a, b) => (a.slice(a.indexOf("[")) < b.slice(b.indexOf("[")) ? -1 : 1));
+  const log = write("bands.log", lines);
+
+  function cli(...args: string[]) {
+    const result = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "../../src/cli/main.ts"), "replay", ...args],
+      { encoding: "utf8", env: { ...process.env, EDGELIMIT_JWT_SECRET: "" } },
+    );
+    return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  it("prints one object with the documented fields, checked one by one", () => {
+    const { code, stdout, stderr } = cli("--policy", fixture("bands.yaml"), "--json", log);
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+    const report = JSON.parse(stdout);
+    expect(report.requests).toBe(13);
+    expect(report.malformed).toBe(0);
+    expect(report.actions).toEqual({ allow: 7, challenge: 3, block: 3, unavailable: 0 });
+    expect(report.rules.map((rule: { id: string }) => rule.id)).toEqual([
+      "anonymous.global",
+      "anonymous.path./api/search",
+    ]);
+    const [global, search] = report.rules;
+    expect(global).toMatchObject({
+      allowed: 7,
+      refused: 6,
+      challenged: 3,
+      blocked: 3,
+      refusedSubjects: 1,
+    });
+    expect(search).toMatchObject({
+      shadow: true,
+      allowed: 3,
+      refused: 0,
+      shadowRefused: 1,
+      refusedSubjects: 0,
+    });
+    expect(report.identity.users).toBe(false);
+    expect(report.topRefused[0]).toMatchObject({
+      subject: "ip:203.0.113.10",
+      refused: 6,
+      peak: 10,
+      paths: [{ value: "/", count: 6 }],
+    });
+    expect(report.start).toBe("2024-05-01T10:00:00.000Z");
+  });
+
+  it("--compare shows a second policy on the same traffic", () => {
+    const { code, stdout } = cli(
+      "--policy",
+      fixture("bands.yaml"),
+      "--compare",
+      fixture("bands-loose.yaml"),
+      "--json",
+      log,
+    );
+    expect(code).toBe(0);
+    const report = JSON.parse(stdout);
+    expect(report.compare.actions).toEqual({ allow: 11, challenge: 2, block: 0, unavailable: 0 });
+    const text = cli(
+      "--policy",
+      fixture("bands.yaml"),
+      "--compare",
+      fixture("bands-loose.yaml"),
+      log,
+    );
+    expect(text.stdout).toMatch(
+      /Compare: A = .*bands.yaml, B = .*bands-loose.yaml, same 13 requests/,
+    );
+  });
+
+  it("names the known formats for an unknown one, and needs no secrets for the seed policy", () => {
+    const unknown = cli("--policy", fixture("bands.yaml"), "--format", "w3c", log);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(
+      /the formats are cloudfront, alb, combined, common, cloudflare, json/,
+    );
+    const seed = cli(
+      "--policy",
+      join(import.meta.dirname, "../../examples/policies/cloudfront.yaml"),
+      "--json",
+      log,
+    );
+    expect(seed.code).toBe(0);
+    expect(JSON.parse(seed.stdout).requests).toBe(13);
+  });
+});
