@@ -1,9 +1,9 @@
-// Reads the samples bench/gateway-perf.sh wrote (`<dir>/<run>.samples`: "count symbol" lines from
+// Reads the samples gateway-perf.sh wrote (`<dir>/<run>.samples`: "count symbol" lines from
 // `perf report --sort sym`, and `<dir>/<run>.requests`) and prints µs per request by category
 // for every run, then the symbols whose time differs most between the limited and the no-limit
 // runs, summed over the rounds.
 //
-//   node bench/perf-categories.mjs <dir> <build-dir> <run>...    (runs named no-limit-N and
+//   node tools/profiling/perf-categories.mjs <dir> <build-dir> <run>...    (runs named no-limit-N and
 //       limited-N; JavaScript under <build-dir> counts as ours)
 import { readFileSync } from "node:fs";
 

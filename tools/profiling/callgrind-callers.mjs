@@ -1,12 +1,12 @@
 // Inclusive instructions per request of each call, by caller and callee, JavaScript named: what
 // a function costs with everything it calls (a builtin, Node, pino), which the self costs of
-// bench/callgrind-by-function.mjs spread over many names.
+// callgrind-by-function.mjs spread over many names.
 //
-//   node bench/callgrind-callers.mjs <callgrind.out> <perf-PID.map> <requests> [callee-regex] [caller-regex]
+//   node tools/profiling/callgrind-callers.mjs <callgrind.out> <perf-PID.map> <requests> [callee-regex] [caller-regex]
 //
 // Both regular expressions filter (default: everything); the 60 largest pairs are printed.
 // Example, what our code calls: ... 10000 . 'core/|stores/|gateway/'. The profile must have been
-// taken with `--dump-instr=yes` (bench/gateway-instructions.sh does; GATEWAY_INSTRUCTIONS_KEEP
+// taken with `--dump-instr=yes` (gateway-instructions.sh does; GATEWAY_INSTRUCTIONS_KEEP
 // keeps the profiles and maps). Each `calls=` line is followed by the call site's address and
 // the call's inclusive cost; call sites and callees inside V8's compiled code are named through
 // the perf map, the rest by the function callgrind was in.

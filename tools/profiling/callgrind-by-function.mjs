@@ -1,7 +1,7 @@
 // Instructions per request by function, JavaScript included, from a callgrind profile taken
 // with `--dump-instr=yes` of a node started with `--perf-basic-prof`.
 //
-//   node bench/callgrind-by-function.mjs <callgrind.out> <perf-PID.map> <requests> > out.json
+//   node tools/profiling/callgrind-by-function.mjs <callgrind.out> <perf-PID.map> <requests> > out.json
 //
 // Callgrind cannot name code that V8 compiled at run time: it lumps it into whatever function
 // it last knew. With `--dump-instr=yes` every cost line carries its instruction address, and

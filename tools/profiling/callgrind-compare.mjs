@@ -1,8 +1,8 @@
-// Compares gateways profiled by bench/callgrind-by-function.mjs: instructions per request split
+// Compares gateways profiled by callgrind-by-function.mjs: instructions per request split
 // into GC, V8's optimizing compiler and the rest, then the functions whose cost differs most
 // from the first gateway's (the baseline), GC and compiler left out.
 //
-//   node bench/callgrind-compare.mjs baseline.json other.json [more.json ...]
+//   node tools/profiling/callgrind-compare.mjs baseline.json other.json [more.json ...]
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 
