@@ -8,12 +8,11 @@ import { withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
-import { type CompiledRule, RuleMatcher } from "./match.js";
-import type { ResolvedPolicy } from "./model.js";
+import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
+import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, decideFromCounts } from "./outcome.js";
 import { matchesPrefix, normalizePath } from "./path.js";
 import type {
-  CounterSpec,
   CounterState,
   PassVerifier,
   RequestDescription,
@@ -59,6 +58,7 @@ interface Prepared {
 
 const NO_OUTCOMES: readonly RuleOutcome[] = Object.freeze([]);
 const NO_NAMES: readonly string[] = Object.freeze([]);
+const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
 
 /**
  * Decides requests for a policy against a store. `decide` never throws for a store failure
@@ -124,73 +124,108 @@ export class DecisionEngine {
     path: string,
     started: number,
   ): Decision | Promise<Decision> {
-    const finish = (rules: readonly CompiledRule[], counted: CountedDecision): Decision => ({
-      ...counted,
-      rules: rules.map(({ rule }) => rule),
+    const { address } = identity;
+    if (listed(prepared.deny, this.#companions.denylists, address)) {
+      return this.#finish(identity, path, started, NO_RULES, unlisted("block", "denylisted"));
+    }
+    if (listed(prepared.allow, this.#companions.allowlists, address)) {
+      return this.#finish(identity, path, started, NO_RULES, unlisted("allow", "allowlisted"));
+    }
+    const match = prepared.matcher.match(identity, path, request.method ?? "GET");
+    if (match.compiled.length === 0) {
+      return this.#finish(identity, path, started, NO_RULES, unlisted("allow", "no-rule"));
+    }
+    // A challenge pass is checked only when a matched rule challenges.
+    const passes = this.#companions.passes;
+    if (request.passVerified === true || passes === undefined || !anyChallenges(match)) {
+      return this.#count(prepared, request, identity, path, started, match, request.passVerified);
+    }
+    const verified = passes.verify(request, primarySubject(identity), started);
+    if (verified instanceof Promise) {
+      return verified.then((valid) =>
+        this.#count(prepared, request, identity, path, started, match, valid),
+      );
+    }
+    return this.#count(prepared, request, identity, path, started, match, verified);
+  }
+
+  #count(
+    prepared: Prepared,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    started: number,
+    match: Match,
+    passVerified: boolean | undefined,
+  ): Decision | Promise<Decision> {
+    const verified = passVerified === true;
+    const { compiled, rules } = match;
+    const counters = prepared.counters.countersFor(compiled, identity, request.cost, verified);
+    const blocked = this.#blockCache?.blockedUntil(counters, started);
+    if (blocked !== undefined) {
+      const at = counters.findIndex((counter) => counter.key === blocked.key);
+      const { rule } = compiled[at] as CompiledRule;
+      return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, started));
+    }
+    const store = this.store;
+    if (store.applySync !== undefined) {
+      // The in-process store answers at once: no promise, no timer.
+      let states: CounterState[];
+      try {
+        states = store.applySync(counters, started);
+      } catch {
+        return this.#finish(identity, path, started, rules, failMode(prepared.policy, match, path));
+      }
+      const counted = decideFromCounts(
+        compiled,
+        counters,
+        states,
+        verified,
+        this.#blockCache,
+        started,
+      );
+      return this.#finish(identity, path, started, rules, counted);
+    }
+    const { budgetMs, connectBudgetMs } = prepared.policy;
+    return withinBudget(
+      (progress) => store.apply(counters, started, progress),
+      { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
+      store.name,
+    ).then(
+      (states) =>
+        this.#finish(
+          identity,
+          path,
+          started,
+          rules,
+          decideFromCounts(compiled, counters, states, verified, this.#blockCache, started),
+        ),
+      () => this.#finish(identity, path, started, rules, failMode(prepared.policy, match, path)),
+    );
+  }
+
+  #finish(
+    identity: Identity,
+    path: string,
+    started: number,
+    rules: readonly ResolvedRule[],
+    counted: CountedDecision,
+  ): Decision {
+    return {
+      action: counted.action,
+      reason: counted.reason,
+      rule: counted.rule,
+      outcome: counted.outcome,
+      outcomes: counted.outcomes,
+      rules,
+      shadowed: counted.shadowed,
+      retryAfterSeconds: counted.retryAfterSeconds,
       tier: identity.tier,
       plan: identity.plan,
       subject: primarySubject(identity),
       path,
       durationMs: this.#clock() - started,
-    });
-    const verdictOnly = (action: "allow" | "block", reason: Decision["reason"]) =>
-      finish([], {
-        action,
-        reason,
-        rule: undefined,
-        outcome: undefined,
-        outcomes: NO_OUTCOMES,
-        shadowed: NO_NAMES,
-        retryAfterSeconds: 0,
-      });
-
-    const { address } = identity;
-    if (listed(prepared.deny, this.#companions.denylists, address)) {
-      return verdictOnly("block", "denylisted");
-    }
-    if (listed(prepared.allow, this.#companions.allowlists, address)) {
-      return verdictOnly("allow", "allowlisted");
-    }
-    const rules = prepared.matcher.match(identity, path, request.method ?? "GET");
-    if (rules.length === 0) return verdictOnly("allow", "no-rule");
-
-    const count = (passVerified: boolean): Decision | Promise<Decision> => {
-      const counters = prepared.counters.countersFor(rules, identity, request.cost, passVerified);
-      const blocked = this.#blockCache?.blockedUntil(counters, started);
-      if (blocked !== undefined)
-        return finish(rules, cachedBlock(rules, counters, blocked, started));
-      const counted = (states: CounterState[]) =>
-        finish(
-          rules,
-          decideFromCounts(rules, counters, states, passVerified, this.#blockCache, started),
-        );
-      const failed = () => finish(rules, failMode(prepared.policy, rules, path));
-      const store = this.store;
-      if (store.applySync !== undefined) {
-        // The in-process store answers at once: no promise, no timer.
-        let states: CounterState[];
-        try {
-          states = store.applySync(counters, started);
-        } catch {
-          return failed();
-        }
-        return counted(states);
-      }
-      const { budgetMs, connectBudgetMs } = prepared.policy;
-      return withinBudget(
-        (progress) => store.apply(counters, started, progress),
-        { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
-        store.name,
-      ).then(counted, failed);
     };
-
-    // A challenge pass is checked only when a matched rule challenges.
-    const passes = this.#companions.passes;
-    if (request.passVerified === true || passes === undefined || !anyChallenges(rules)) {
-      return count(request.passVerified === true);
-    }
-    const verified = passes.verify(request, primarySubject(identity), started);
-    return verified instanceof Promise ? verified.then(count) : count(verified);
   }
 }
 
@@ -215,19 +250,29 @@ function listed(
   return extra?.some((list) => list.has(address)) ?? false;
 }
 
-function anyChallenges(rules: readonly CompiledRule[]): boolean {
-  return rules.some(({ rule }) => rule.action === "challenge");
+function anyChallenges(match: Match): boolean {
+  return match.rules.some((rule) => rule.action === "challenge");
+}
+
+/** A decision no counter took part in (lists, no matching rule). */
+function unlisted(action: "allow" | "block", reason: Decision["reason"]): CountedDecision {
+  return {
+    action,
+    reason,
+    rule: undefined,
+    outcome: undefined,
+    outcomes: NO_OUTCOMES,
+    shadowed: NO_NAMES,
+    retryAfterSeconds: 0,
+  };
 }
 
 /** A block the block cache still holds: answered without the store. */
 function cachedBlock(
-  rules: readonly CompiledRule[],
-  counters: readonly CounterSpec[],
+  rule: ResolvedRule,
   blocked: { readonly key: string; readonly until: number },
   now: number,
 ): CountedDecision {
-  const index = counters.findIndex((counter) => counter.key === blocked.key);
-  const { rule } = rules[index] as CompiledRule;
   const retryAfterMs = blocked.until - now;
   const outcome: RuleOutcome = {
     ruleId: rule.id,
@@ -255,18 +300,14 @@ function cachedBlock(
 }
 
 /** The store failed or missed the budget: fail closed where a rule or the path says so. */
-function failMode(
-  policy: ResolvedPolicy,
-  rules: readonly CompiledRule[],
-  path: string,
-): CountedDecision {
-  const closedRule = rules.find(({ rule }) => !rule.shadow && rule.failMode === "closed");
+function failMode(policy: ResolvedPolicy, match: Match, path: string): CountedDecision {
+  const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
   const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
   const open = closedRule === undefined && !closedPath;
   return {
     action: open ? "allow" : "unavailable",
     reason: open ? "store-failed-open" : "store-failed-closed",
-    rule: (closedRule ?? rules[0])?.rule,
+    rule: closedRule ?? match.rules[0],
     outcome: undefined,
     outcomes: NO_OUTCOMES,
     shadowed: NO_NAMES,

@@ -21,6 +21,12 @@ export interface CompiledRule {
   readonly plans: ReadonlySet<string> | undefined;
 }
 
+/** The rules one request matched: as compiled for counting, and as the policy states them. */
+export interface Match {
+  readonly compiled: readonly CompiledRule[];
+  readonly rules: readonly ResolvedRule[];
+}
+
 /** Paths per match-cache generation, and the longest path kept (longer ones are matched anew). */
 const CACHED_PATHS_PER_GENERATION = 1024;
 const MAX_CACHED_PATH_LENGTH = 256;
@@ -35,8 +41,8 @@ export class RuleMatcher {
   readonly #groups: Readonly<Record<Tier, readonly (readonly CompiledRule[])[]>>;
   /** Whether a tier has a rule that names methods (the method is then part of the cache key). */
   readonly #methodsMatter: Readonly<Record<Tier, boolean>>;
-  readonly #anonymous = new GenerationalCache<readonly CompiledRule[]>(CACHED_PATHS_PER_GENERATION);
-  readonly #byPlan = new Map<string, GenerationalCache<readonly CompiledRule[]>>();
+  readonly #anonymous = new GenerationalCache<Match>(CACHED_PATHS_PER_GENERATION);
+  readonly #byPlan = new Map<string, GenerationalCache<Match>>();
 
   constructor(policy: ResolvedPolicy) {
     this.rules = policy.rules.map((rule, ordinal) => ({
@@ -70,7 +76,7 @@ export class RuleMatcher {
   }
 
   /** The rules `identity`'s request to `path` matches, at most one per group. */
-  match(identity: Identity, path: string, method: string): readonly CompiledRule[] {
+  match(identity: Identity, path: string, method: string): Match {
     if (path.length > MAX_CACHED_PATH_LENGTH) return this.#matchAll(identity, path, method);
     const cache = identity.tier === "anonymous" ? this.#anonymous : this.#planCache(identity.plan);
     const key = this.#methodsMatter[identity.tier] ? `${method.toUpperCase()} ${path}` : path;
@@ -82,7 +88,7 @@ export class RuleMatcher {
     return rules;
   }
 
-  #planCache(plan: string | undefined): GenerationalCache<readonly CompiledRule[]> {
+  #planCache(plan: string | undefined): GenerationalCache<Match> {
     const name = plan ?? "";
     let cache = this.#byPlan.get(name);
     if (cache === undefined) {
@@ -92,14 +98,14 @@ export class RuleMatcher {
     return cache;
   }
 
-  #matchAll(identity: Identity, path: string, method: string): CompiledRule[] {
-    const chosen: CompiledRule[] = [];
+  #matchAll(identity: Identity, path: string, method: string): Match {
+    const compiled: CompiledRule[] = [];
     const upperMethod = method.toUpperCase();
     for (const group of this.#groups[identity.tier]) {
       const found = group.find((candidate) => matches(candidate, identity, path, upperMethod));
-      if (found !== undefined) chosen.push(found);
+      if (found !== undefined) compiled.push(found);
     }
-    return chosen;
+    return { compiled, rules: compiled.map(({ rule }) => rule) };
   }
 }
 
