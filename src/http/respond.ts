@@ -54,8 +54,6 @@ export interface Verdict {
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 const JSON_TYPE = "application/json; charset=utf-8";
-/** Distinct rule sets whose `RateLimit-Policy` field is kept (see `#policyField`). */
-const MAX_POLICY_FIELDS = 256;
 
 /**
  * Presents decisions for one policy. The parts that do not change per request (each rule's id
@@ -65,7 +63,7 @@ const MAX_POLICY_FIELDS = 256;
 export class Responder {
   readonly #policy: ResolvedPolicy;
   readonly #quotedIds = new Map<ResolvedRule, string>();
-  readonly #policyFields = new Map<string, string>();
+  readonly #policyFields = new WeakMap<readonly ResolvedRule[], string>();
 
   constructor(policy: ResolvedPolicy) {
     this.#policy = policy;
@@ -162,18 +160,18 @@ export class Responder {
     return quoted;
   }
 
-  /** `RateLimit-Policy` for the disclosed rules; the same fixed-length rules make the same field. */
+  /**
+   * `RateLimit-Policy` for the disclosed rules. A decision's rules are the matcher's shared
+   * array for its path, so for rules of fixed length the field is built once per array (the
+   * full policy check in bench/core.bench.ts shows it).
+   */
   #policyField(decision: Decision, now: number): string {
+    const known = this.#policyFields.get(decision.rules);
+    if (known !== undefined) return known;
     const disclosed = disclosedOf(decision);
-    const reusable = disclosed.every(({ rule }) => "ms" in rule.window);
-    const key = reusable ? disclosed.map(({ rule }) => rule.id).join("\n") : undefined;
-    if (key !== undefined) {
-      const known = this.#policyFields.get(key);
-      if (known !== undefined) return known;
-    }
     const field = disclosed.map(({ rule }) => rateLimitPolicyItem(rule, now)).join(", ");
-    if (key !== undefined && this.#policyFields.size < MAX_POLICY_FIELDS) {
-      this.#policyFields.set(key, field);
+    if (disclosed.every(({ rule }) => "ms" in rule.window)) {
+      this.#policyFields.set(decision.rules, field);
     }
     return field;
   }
