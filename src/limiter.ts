@@ -12,7 +12,7 @@ import {
 import type { TokenVerifier } from "./core/identify.js";
 import type { ResolvedPolicy } from "./core/model.js";
 import type { SecretContext } from "./core/secrets.js";
-import type { RequestDescription, Store } from "./core/types.js";
+import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
 import { Responder, type Verdict } from "./http/respond.js";
 import { JwtVerifier } from "./tokens/jwt.js";
 
@@ -78,6 +78,11 @@ export class Limiter {
    */
   subjectOf(request: RequestDescription): Promise<string> {
     return this.#engine.subjectOf(request);
+  }
+
+  /** The client as `check` sees it: its trusted address and its subject (challenge pages). */
+  clientOf(request: RequestDescription): Promise<ChallengeClient> {
+    return this.#engine.clientOf(request);
   }
 
   check(request: RequestDescription): Promise<Verdict> {

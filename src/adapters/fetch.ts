@@ -4,7 +4,7 @@
  * description and a verdict into a `Response`; nothing else.
  */
 
-import { matchesPrefix, normalizePath } from "../core/path.js";
+import { routeChallenge } from "../challenge/route.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
@@ -73,10 +73,8 @@ export function withRateLimit<Context = unknown>(
   return async (request, context) => {
     const ip = options.ip?.(request, context);
     const description = describeRequest(request, ip);
-    if (challenge !== undefined && matchesPrefix(normalizePath(description.path), challenge.path)) {
-      const subject = await limiter.subjectOf(description);
-      return challenge.handle(request, { ip, subject });
-    }
+    const page = routeChallenge(challenge, limiter, description, () => request);
+    if (page !== undefined) return page;
     const verdict = await limiter.check(description);
     if (verdict.action !== "allow") return refusalResponse(verdict);
     const response = await handler(forwardRequest(request, limiter, verdict), context);
@@ -100,10 +98,8 @@ export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
   return async (c: HonoLikeContext, next: () => Promise<void>): Promise<Response | undefined> => {
     const ip = options.ip?.(c.req.raw, c) ?? nodePeerOf(c.env);
     const description = describeRequest(c.req.raw, ip);
-    if (challenge !== undefined && matchesPrefix(normalizePath(description.path), challenge.path)) {
-      const subject = await limiter.subjectOf(description);
-      return challenge.handle(c.req.raw, { ip, subject });
-    }
+    const page = routeChallenge(challenge, limiter, description, () => c.req.raw);
+    if (page !== undefined) return page;
     const verdict = await limiter.check(description);
     if (verdict.action !== "allow") return refusalResponse(verdict);
     const originHeader = limiter.policy.headers.origin;

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
-import { matchesPrefix, normalizePath } from "../core/path.js";
+import { routeChallenge } from "../challenge/route.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
@@ -105,10 +105,9 @@ export async function guardNodeRequest(
 ): Promise<boolean> {
   const { limiter, challenge } = options;
   const description = describeNodeRequest(request);
-  if (challenge !== undefined && matchesPrefix(normalizePath(description.path), challenge.path)) {
-    const subject = await limiter.subjectOf(description);
-    const answer = await challenge.handle(toWebRequest(request), { ip: description.ip, subject });
-    await writeWebResponse(response, answer);
+  const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
+  if (page !== undefined) {
+    await writeWebResponse(response, await page);
     return false;
   }
   const verdict = await limiter.check(description);

@@ -13,6 +13,7 @@ import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, decideFromCounts } from "./outcome.js";
 import { matchesPrefix, normalizePath } from "./path.js";
 import type {
+  ChallengeClient,
   CounterState,
   PassVerifier,
   RequestDescription,
@@ -102,7 +103,13 @@ export class DecisionEngine {
 
   /** The subject a request is counted as, resolved exactly as `decide` does. */
   async subjectOf(request: RequestDescription): Promise<string> {
-    return primarySubject(await this.#prepared.identifier.identify(request, this.#clock()));
+    return (await this.clientOf(request)).subject;
+  }
+
+  /** The client as `decide` sees it: its trusted address and the subject it is counted as. */
+  async clientOf(request: RequestDescription): Promise<ChallengeClient> {
+    const identity = await this.#prepared.identifier.identify(request, this.#clock());
+    return { ip: identity.address?.toString(), subject: primarySubject(identity) };
   }
 
   /** Synchronous when nothing has to wait (a known identity, an in-process store). */

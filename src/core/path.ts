@@ -7,22 +7,9 @@ const UNRESERVED = /%(2[DdEe]|3\d|4[1-9A-Fa-f]|5[0-9Aa]|5[Ff]|6[1-9A-Fa-f]|7[0-9
  * The query string and fragment are dropped. Case is kept (origins route case-sensitively).
  */
 export function normalizePath(raw: string): string {
-  // The adapters normalize a request's path to look for the challenge page, then the limiter
-  // normalizes the same string again: the last answer is kept for it.
-  if (raw === lastRaw) return lastNormalized;
-  const normalized = normalizeAnew(raw);
-  lastRaw = raw;
-  lastNormalized = normalized;
-  return normalized;
-}
-
-let lastRaw: string | undefined;
-let lastNormalized = "/";
-
-function normalizeAnew(raw: string): string {
   if (raw.length === 0) return "/";
-  // One scan, no regular expression (this runs on every request): where the query or fragment
-  // starts, and whether anything before it needs rewriting (`%`, `\`, `//`, `/.`).
+  // One scan: where the query or fragment starts, and whether anything before it needs
+  // rewriting (`%`, `\`, `//`, `/.`); most paths need none.
   let end = raw.length;
   let needsWork = raw.charCodeAt(0) !== 47;
   for (let i = 0; i < raw.length; i++) {

@@ -119,10 +119,13 @@ export interface PassVerifier {
 export interface ChallengeHandler {
   readonly path: string;
   readonly passes: PassVerifier;
-  handle(
-    request: Request,
-    client: { readonly ip: string | undefined; readonly subject: string },
-  ): Promise<Response>;
+  handle(request: Request, client: ChallengeClient): Promise<Response>;
+}
+
+/** Who a challenge page is served to: the trusted client address and the counted subject. */
+export interface ChallengeClient {
+  readonly ip: string | undefined;
+  readonly subject: string;
 }
 
 /** A plain description of an incoming request: what adapters translate to. */

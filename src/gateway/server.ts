@@ -2,9 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { toWebRequest, writeWebResponse } from "../adapters/node.js";
-import { IpResolver } from "../core/client-address.js";
+import { routeChallenge } from "../challenge/route.js";
 import { formatWindow } from "../core/duration.js";
-import { matchesPrefix, normalizePath } from "../core/path.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
@@ -13,7 +12,7 @@ import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
 import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
-import { plainAddress, UpstreamProxy } from "./proxy.js";
+import { UpstreamProxy } from "./proxy.js";
 import { RateSeries, type SecondSample } from "./rate-series.js";
 
 /** Refreshing allow/deny lists, as `createLists` in src/lists builds them. */
@@ -120,7 +119,6 @@ export class Gateway {
   readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
   readonly #startedAt: number;
   #policyLoadedAt: number;
-  #ipResolver: IpResolver;
   /** Built from the policy, so replaced with it on reload. */
   #challenge: ChallengeHandler | undefined;
   #lists: GatewayLists | undefined;
@@ -157,7 +155,6 @@ export class Gateway {
       connections: options.upstreamConnections,
     });
     this.#proxy.originHeaderName = options.policy.headers.origin;
-    this.#ipResolver = new IpResolver(options.policy.identity.ip);
     this.metrics = new GatewayMetrics(options.policy, {
       blockCacheHits: () => this.#limiter.blockCacheHits,
       listStats: () => this.#lists?.stats() ?? [],
@@ -243,7 +240,6 @@ export class Gateway {
       this.#lists = companions.lists;
       if (previousLists !== companions.lists) previousLists?.close();
     }
-    this.#ipResolver = new IpResolver(policy.identity.ip);
     this.#proxy.originHeaderName = policy.headers.origin;
     this.metrics.usePolicy(policy);
     this.metrics.recordReload("applied");
@@ -317,10 +313,18 @@ export class Gateway {
     // A client that hangs up mid-upload must not crash the process.
     req.on("error", () => undefined);
     try {
-      const rawPath = req.url ?? "/";
-      const challenge = this.#challenge;
-      if (challenge !== undefined && matchesPrefix(normalizePath(rawPath), challenge.path)) {
-        await this.#serveChallenge(challenge, req, res);
+      const description = {
+        ip: req.socket.remoteAddress,
+        method: req.method,
+        path: req.url ?? "/",
+        headers: req.headers,
+        lowerCaseHeaders: true,
+      };
+      const page = routeChallenge(this.#challenge, this.#limiter, description, () =>
+        toWebRequest(req),
+      );
+      if (page !== undefined) {
+        await writeWebResponse(res, await page);
         return;
       }
       if (!this.#limiting) {
@@ -329,13 +333,7 @@ export class Gateway {
       }
       // `decide` answers synchronously for the memory store and cached identities: no
       // microtask turn between the request and its forwarding.
-      const decided = this.#limiter.decide({
-        ip: req.socket.remoteAddress,
-        method: req.method,
-        path: rawPath,
-        headers: req.headers,
-        lowerCaseHeaders: true,
-      });
+      const decided = this.#limiter.decide(description);
       const verdict = decided instanceof Promise ? await decided : decided;
       this.#record(verdict, req.method);
       if (verdict.action === "allow") {
@@ -383,27 +381,6 @@ export class Gateway {
       this.#offenders.offer(verdict.subject, now);
     }
     this.#decisionLog.record(verdict, method);
-  }
-
-  async #serveChallenge(
-    challenge: ChallengeHandler,
-    req: IncomingMessage,
-    res: ServerResponse,
-  ): Promise<void> {
-    const description = {
-      ip: req.socket.remoteAddress,
-      path: req.url ?? "/",
-      headers: req.headers,
-      lowerCaseHeaders: true,
-    };
-    const resolved = this.#ipResolver.resolve(description);
-    // The pass is bound to the subject the limiter counts: the user when the token verifies.
-    const client = {
-      ip: resolved.address?.toString() ?? plainAddress(req.socket.remoteAddress),
-      subject: await this.#limiter.subjectOf(description),
-    };
-    const response = await challenge.handle(toWebRequest(req), client);
-    await writeWebResponse(res, response);
   }
 }
 

@@ -1,4 +1,4 @@
-import { matchesPrefix, normalizePath } from "../../core/path.js";
+import { routeChallenge } from "../../challenge/route.js";
 import type { SecretContext } from "../../core/secrets.js";
 import type {
   ChallengeHandler,
@@ -88,14 +88,8 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
     delete request.headers[HANDOVER_HEADER];
     delete request.headers[originHeader];
     const description = describe(request);
-    if (challenge !== undefined && matchesPrefix(normalizePath(request.uri), challenge.path)) {
-      const subject = await limiter.subjectOf(description);
-      const answer = await challenge.handle(toWebRequest(request), {
-        ip: request.clientIp,
-        subject,
-      });
-      return fromWebResponse(answer);
-    }
+    const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
+    if (page !== undefined) return fromWebResponse(await page);
     const verdict = await limiter.check(description);
     if (verdict.action !== "allow") return refusal(verdict);
     for (const name in verdict.originHeaders) {
