@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { EdgelimitError, formatIssue, parseDurationMs } from "../index.js";
+import { parseDurationMs } from "../core/duration.js";
+import { EdgelimitError, formatIssue } from "../index.js";
 import { ReplayError } from "../replay/errors.js";
 import { FORMATS } from "../replay/formats/index.js";
 import { progressReporter } from "../replay/progress.js";

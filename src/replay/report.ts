@@ -1,4 +1,4 @@
-import { formatWindow } from "../index.js";
+import { formatWindow } from "../core/duration.js";
 import type { LineError } from "./errors-seen.js";
 import type { Lateness } from "./order.js";
 import type { PolicyReplay } from "./runner.js";
