@@ -129,16 +129,12 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   // challenge (page, proof of work, pass signing) and jose (only a request with a token).
   const lazyFiles: Record<string, string> = {
     [sources.challenge]: "./challenge.js",
-    [sources.adapter("jose-parts")]: "./jose.js",
+    [sources.jose]: "./jose.js",
   };
   const bundle = async (entry: string) => {
     const result = await esbuild.build({
       entryPoints: [entry],
-      plugins: [
-        entryPlugin(entries, sources.root),
-        lazyJosePlugin(sources.adapter("lazy-jose"), sources.adapter("jose-parts")),
-        lazyFilePlugin(lazyFiles, entry),
-      ],
+      plugins: [entryPlugin(entries, sources.root), lazyFilePlugin(lazyFiles, entry)],
       bundle: true,
       // CommonJS, not ESM with splitting: a fresh Node 20 process pays about 10 ms to start its
       // ES module loader, more than the split saves (docs/aws.md). `import()` of a lazy file
@@ -203,21 +199,6 @@ function entryPlugin(entries: Record<string, string>, root: string): Plugin {
         resolveDir: root,
         loader: "js",
       }));
-    },
-  };
-}
-
-/**
- * Points the core's static `jose` import at a stand-in that imports jose on first use, so jose
- * becomes a chunk that only a request carrying a token loads.
- */
-function lazyJosePlugin(standIn: string, realJose: string): Plugin {
-  return {
-    name: "edgelimit-lazy-jose",
-    setup(build) {
-      build.onResolve({ filter: /^jose$/ }, (args) =>
-        args.importer !== realJose ? { path: standIn } : undefined,
-      );
     },
   };
 }
@@ -309,6 +290,7 @@ function sourceLayout(): {
   root: string;
   store: string;
   challenge: string;
+  jose: string;
   adapter: (name: string) => string;
 } {
   const here = dirname(fileURLToPath(import.meta.url));
@@ -318,6 +300,7 @@ function sourceLayout(): {
     root,
     store: join(root, "stores", `dynamodb${extension}`),
     challenge: join(root, "challenge", `index${extension}`),
+    jose: join(root, "tokens", `jose${extension}`),
     adapter: (name) => join(root, "adapters", "lambda-edge", `${name}${extension}`),
   };
 }

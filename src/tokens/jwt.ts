@@ -1,9 +1,9 @@
 /**
  * Bearer tokens verified with jose. The core only knows the `TokenVerifier` interface; this is
- * the implementation the Node, fetch and gateway editions pass it (the Lambda@Edge build loads
- * jose lazily, on the first request that carries a token).
+ * the implementation every edition gives it. jose itself is loaded by the first token
+ * (`./jose.ts`), so a cold start that sees none never pays for it.
  */
-import { importSPKI, type JWTPayload, jwtVerify } from "jose";
+import type { JWTPayload } from "jose";
 import { EdgelimitError } from "../core/errors.js";
 import { GenerationalCache } from "../core/generational-cache.js";
 import { NOT_CACHED, type TokenVerifier, type VerifiedUser } from "../core/identify.js";
@@ -26,6 +26,7 @@ export class JwtVerifier implements TokenVerifier {
   readonly #config: JwtIdentity;
   /** The key, or how to make it on the first token (a cold start with no token never pays). */
   #key: Promise<CryptoKey | Uint8Array> | (() => Promise<CryptoKey | Uint8Array>);
+  #jose: Promise<typeof import("./jose.js")> | undefined;
   readonly #cache = new GenerationalCache<{ user: VerifiedUser | undefined; until: number }>(
     CACHED_TOKENS_PER_GENERATION,
   );
@@ -53,9 +54,7 @@ export class JwtVerifier implements TokenVerifier {
       }
       const pem = resolveSecret(config.publicKey, context, "identity.user.jwt.publicKey");
       const algorithm = config.algorithms[0] as string;
-      this.#key = importSPKI(pem, algorithm);
-      // Surface a bad key on first use, not as an unhandled rejection.
-      this.#key.catch(() => undefined);
+      this.#key = () => this.#loadJose().then((jose) => jose.importSPKI(pem, algorithm));
     }
   }
 
@@ -93,6 +92,7 @@ export class JwtVerifier implements TokenVerifier {
     let until = nowMs + 60_000;
     try {
       if (typeof this.#key === "function") this.#key = this.#key();
+      const { jwtVerify } = await this.#loadJose();
       const { payload } = await jwtVerify(token, await this.#key, {
         algorithms: [...this.#config.algorithms],
         issuer: this.#config.issuer,
@@ -111,6 +111,15 @@ export class JwtVerifier implements TokenVerifier {
     if (token.length > MAX_CACHED_TOKEN_LENGTH) return user;
     this.#cache.set(token, { user, until });
     return user;
+  }
+
+  #loadJose(): Promise<typeof import("./jose.js")> {
+    this.#jose ??= import("./jose.js").catch((error: unknown) => {
+      // A chunk that could not be read is tried again by the next token.
+      this.#jose = undefined;
+      throw error;
+    });
+    return this.#jose;
   }
 
   #userOf(payload: JWTPayload): VerifiedUser | undefined {

@@ -1,2 +1,0 @@
-// The two jose functions the core uses, so that the lazily loaded chunk holds only them.
-export { importSPKI, jwtVerify } from "jose";
