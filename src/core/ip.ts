@@ -86,7 +86,8 @@ const NINE = 57;
  * A dotted quad spelled as `parseIp` accepts it without trimming (four decimal parts, no
  * leading zeros, none above 255) as one 32-bit integer, or undefined for any other text. Two
  * texts give the same number only if they are the same text, so the number can stand for the
- * text as a map key: a small integer, which V8 hashes and compares without reading a string.
+ * text as a map key (the address cache looks dotted quads up by it, with no string to hash;
+ * tools/profiling/gateway-instructions.sh measured the difference).
  */
 export function ipv4Key(text: string): number | undefined {
   // A loop, not a regular expression: a cold start pays about 0.5 ms to compile the first one.

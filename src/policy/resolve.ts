@@ -31,38 +31,6 @@ const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
 const DEFAULT_TRUSTED_PROXIES = ["127.0.0.0/8", "::1/128"];
 
 /**
- * The values of a policy's enumerations, as this module's own string constants. A value parsed
- * from YAML is a string of its own (often a slice of the whole file), and every request compares
- * some of them (`rule.action === "challenge"`, the IP source, the algorithm a store entry was
- * made with): against a constant, V8 then compares the characters, through a runtime call for a
- * slice. The constant itself compares by identity.
- */
-const CANONICAL = new Map<string, string>(
-  [
-    "fixed-window",
-    "sliding-window",
-    "token-bucket",
-    "block",
-    "challenge",
-    "open",
-    "closed",
-    "ip",
-    "user",
-    "user-or-ip",
-    "socket",
-    "header",
-    "x-forwarded-for",
-    "trusted-proxies",
-    "any",
-    DEFAULT_ORIGIN_HEADER,
-  ].map((value) => [value, value]),
-);
-
-function canonical<T extends string>(value: T): T {
-  return (CANONICAL.get(value) as T | undefined) ?? value;
-}
-
-/**
  * Turns a schema-valid policy into the flat list of rules the limiter runs, checking what the
  * schema cannot see (a user-keyed rule without a user identity, a calendar window on a token
  * bucket, a plan default that names no plan). Returns the issues instead of throwing, so that
@@ -113,12 +81,12 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
     }
     rules.push({
       ...rule,
-      key: canonical(rule.key),
+      key: rule.key,
       window,
-      algorithm: canonical(merged.algorithm),
-      action: canonical(merged.action),
+      algorithm: merged.algorithm,
+      action: merged.action,
       challengeBand: merged.challengeBand,
-      failMode: canonical(merged.failMode),
+      failMode: merged.failMode,
       disclose: merged.disclose,
       shadow: merged.shadow,
       cost: merged.cost,
@@ -220,7 +188,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       version: 1,
       identity: {
         ip: {
-          source: canonical(source),
+          source: source,
           header: ip.header?.toLowerCase(),
           trustedProxies: ip.trustedProxies ?? DEFAULT_TRUSTED_PROXIES,
           ipv6Prefix: ip.ipv6Prefix ?? 64,
@@ -247,7 +215,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
             : {
                 user: trustedHeader.user.toLowerCase(),
                 plan: trustedHeader.plan?.toLowerCase(),
-                from: canonical(trustedHeader.from ?? "trusted-proxies"),
+                from: trustedHeader.from ?? "trusted-proxies",
               },
       },
       rules,
@@ -266,7 +234,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       headers: {
         legacy: spec.headers?.legacy ?? true,
         draft: spec.headers?.draft ?? true,
-        origin: canonical((spec.headers?.origin ?? DEFAULT_ORIGIN_HEADER).toLowerCase()),
+        origin: (spec.headers?.origin ?? DEFAULT_ORIGIN_HEADER).toLowerCase(),
       },
     },
   };

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from "node:http";
-import { Histogram, type Metric, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
 import { RecentHeavyHitters, SpaceSaving } from "../../src/gateway/heavy-hitters.js";
@@ -7,7 +6,6 @@ import { GatewayMetrics } from "../../src/gateway/metrics.js";
 import { requestHeaders } from "../../src/gateway/proxy.js";
 import { RateSeries } from "../../src/gateway/rate-series.js";
 import type { Verdict } from "../../src/http/respond.js";
-import { LabelFreeHistogram } from "../../src/metrics/prometheus.js";
 import { parsePolicy } from "../../src/policy/load.js";
 import { redact, storeFromUrl } from "../../src/stores/from-url.js";
 
@@ -128,36 +126,6 @@ describe("GatewayMetrics", () => {
     metrics.usePolicy(parsePolicy("version: 1\ntiers:\n  anonymous:\n    global: 20\n"));
     metrics.recordDecision(allowed);
     expect(line(await metrics.text())).toMatch(/ 9$/);
-  });
-});
-
-describe("LabelFreeHistogram", () => {
-  it("writes what prom-client's Histogram writes for the same observations", async () => {
-    const buckets = [0.00005, 0.0001, 0.00025, 0.001, 0.25];
-    const ours = new Registry();
-    const theirs = new Registry();
-    const histogram = new LabelFreeHistogram({
-      name: "latency_seconds",
-      help: "Latency.",
-      buckets,
-    });
-    ours.registerMetric(histogram as unknown as Metric);
-    const reference = new Histogram({
-      name: "latency_seconds",
-      help: "Latency.",
-      buckets,
-      registers: [theirs],
-    });
-    // Before any observation: every bucket at zero.
-    expect(await ours.metrics()).toBe(await theirs.metrics());
-    // On a bound, between bounds, zero, and above the largest bound.
-    const values = [0, 0.00005, 0.00007, 0.0001, 0.001, 0.0011, 0.25, 3, 1e-7, 0.2];
-    for (let i = 0; i < 1_000; i++) {
-      const value = (values[i % values.length] as number) * (1 + (i % 3) * 1e-9);
-      histogram.observe(value);
-      reference.observe(value);
-    }
-    expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 });
 
