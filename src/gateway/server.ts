@@ -3,7 +3,6 @@ import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { toWebRequest, writeWebResponse } from "../adapters/node.js";
 import { routeChallenge } from "../challenge/route.js";
-import { formatWindow } from "../core/duration.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
@@ -12,6 +11,7 @@ import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
 import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
+import { type PolicySummary, summarize } from "./policy-summary.js";
 import { UpstreamProxy } from "./proxy.js";
 import { RateSeries, type SecondSample } from "./rate-series.js";
 
@@ -75,26 +75,6 @@ export interface GatewaySnapshot {
   readonly blockCacheHits: number;
   readonly lists: readonly ListStats[];
   readonly policy: PolicySummary;
-}
-
-export interface PolicySummary {
-  readonly rules: readonly {
-    readonly id: string;
-    readonly tiers: readonly string[];
-    readonly plans: readonly string[] | undefined;
-    readonly path: string;
-    readonly methods: readonly string[] | undefined;
-    readonly key: string;
-    readonly limit: number;
-    readonly window: string;
-    readonly algorithm: string;
-    readonly action: string;
-    readonly shadow: boolean;
-    readonly failMode: string;
-  }[];
-  readonly failClosedPaths: readonly string[];
-  readonly budgetMs: number;
-  readonly clientAddress: string;
 }
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
@@ -382,35 +362,6 @@ export class Gateway {
     }
     this.#decisionLog.record(verdict, method);
   }
-}
-
-function summarize(policy: ResolvedPolicy): PolicySummary {
-  const ip = policy.identity.ip;
-  return {
-    rules: policy.rules.map((rule) => ({
-      id: rule.id,
-      tiers: rule.tiers,
-      plans: rule.plans,
-      path: rule.pathPrefix ?? "*",
-      methods: rule.methods,
-      key: rule.key,
-      limit: rule.limit,
-      window: formatWindow(rule.window),
-      algorithm: rule.algorithm,
-      action:
-        rule.action === "challenge" ? `challenge < ${rule.challengeBand}x, then block` : "block",
-      shadow: rule.shadow,
-      failMode: rule.failMode,
-    })),
-    failClosedPaths: policy.failClosedPaths,
-    budgetMs: policy.budgetMs,
-    clientAddress:
-      ip.source === "x-forwarded-for"
-        ? `X-Forwarded-For from ${ip.trustedProxies.join(", ") || "nobody"}`
-        : ip.source === "header"
-          ? `header ${ip.header}`
-          : "socket peer",
-  };
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -1,13 +1,8 @@
 import { parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
-import {
-  DEFAULT_ORIGIN_HEADER,
-  type ResolvedChallenge,
-  type ResolvedList,
-  type ResolvedPolicy,
-  type ResolvedRule,
-} from "../core/model.js";
+import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import type { Tier } from "../core/types.js";
+import { resolveChallenge, resolveList } from "./resolve-companions.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
 
 /** A problem found after the schema passed: a path into the document and what to change. */
@@ -399,60 +394,4 @@ function stripUndefined<T extends object>(value: T): T {
   const out: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value)) if (item !== undefined) out[key] = item;
   return out as T;
-}
-
-const VERIFY_URLS = {
-  turnstile: "https://challenges.cloudflare.com/turnstile/v0/siteverify",
-  hcaptcha: "https://api.hcaptcha.com/siteverify",
-} as const;
-
-function resolveChallenge(spec: PolicySpec["challenge"]): ResolvedChallenge {
-  const provider = spec?.provider;
-  return {
-    path: spec?.path ?? "/captcha",
-    secret: spec?.secret,
-    previousSecret: spec?.previousSecret,
-    policyId: spec?.policyId,
-    passTtlMs: parseDurationMs(spec?.passTtl ?? "30m"),
-    challengeTtlMs: parseDurationMs(spec?.challengeTtl ?? "2m"),
-    difficulty: spec?.difficulty ?? 16,
-    cookie: { name: spec?.cookie?.name ?? "edgelimit_pass", secure: spec?.cookie?.secure ?? true },
-    provider:
-      provider === undefined ||
-      provider.kind === "pow" ||
-      provider.siteKey === undefined ||
-      provider.secret === undefined
-        ? { kind: "pow" }
-        : {
-            kind: provider.kind,
-            siteKey: provider.siteKey,
-            secret: provider.secret,
-            verifyUrl: provider.verifyUrl ?? VERIFY_URLS[provider.kind],
-          },
-  };
-}
-
-function resolveList(spec: NonNullable<PolicySpec["lists"]>[number]): ResolvedList {
-  const base = {
-    name: spec.name,
-    kind: spec.kind,
-    refreshMs: parseDurationMs(spec.refresh ?? "5m"),
-  };
-  if (spec.file !== undefined) return { ...base, source: { type: "file", path: spec.file } };
-  if (spec.url !== undefined) return { ...base, source: { type: "http", url: spec.url } };
-  if (spec.s3 !== undefined) {
-    return { ...base, source: { type: "s3", ...spec.s3, endpoint: spec.s3.endpoint } };
-  }
-  const dynamodb = spec.dynamodb as NonNullable<typeof spec.dynamodb>;
-  return {
-    ...base,
-    source: {
-      type: "dynamodb",
-      table: dynamodb.table,
-      region: dynamodb.region,
-      key: dynamodb.key,
-      attribute: dynamodb.attribute ?? "cidrs",
-      endpoint: dynamodb.endpoint,
-    },
-  };
 }
