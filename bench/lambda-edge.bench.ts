@@ -259,7 +259,7 @@ exports.handler = (event) => new Promise((resolve, reject) => {
 function poolFloorHandlerSource(localEndpoint: string): string {
   const { host } = new URL(localEndpoint);
   return `
-import { Http1Pool } from ${JSON.stringify(join(process.cwd(), "src/stores/http1.ts"))};
+import { Http1Pool } from ${JSON.stringify(join(process.cwd(), "src/stores/http1/pool.ts"))};
 const pool = new Http1Pool({ origin: new URL(${JSON.stringify(localEndpoint)}) });
 export const handler = async (event: { Records: { cf: { request: { headers: Record<string, unknown> } } }[] }) => {
   const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },

@@ -1,7 +1,8 @@
 import { createHash, createHmac } from "node:crypto";
 import type { StoreCallProgress } from "../core/deadline.js";
 import { EdgelimitError } from "../core/errors.js";
-import { Http1Pool, type Http1Response } from "./http1.js";
+import { Http1Pool } from "./http1/pool.js";
+import type { Http1Response } from "./http1/response-parser.js";
 
 export interface AwsCredentials {
   readonly accessKeyId: string;
@@ -53,7 +54,7 @@ const TARGET_PREFIX = "DynamoDB_20120810.";
 
 /**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
- * signing key) over a keep-alive HTTP/1.1 pool of our own (`http1.ts`, raw `node:net`, and
+ * signing key) over a keep-alive HTTP/1.1 pool of our own (`http1/`, raw `node:net`, and
  * `node:tls` loaded by the first https connection). It is a few hundred bytes minified and
  * loads nothing that Node has not already loaded, which is what a Lambda@Edge cold start
  * needs; the AWS SDK v3 is two orders of magnitude larger (see docs/aws.md). It makes exactly
