@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
+import { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
 import { Http1Pool } from "../../src/stores/http1/pool.js";
 import { MAX_HEAD_BYTES, ResponseParser } from "../../src/stores/http1/response-parser.js";
 import { selfSignedCertificate } from "../support/tls.js";

@@ -1,14 +1,11 @@
-import { createHash, createHmac } from "node:crypto";
-import type { StoreCallProgress } from "../core/deadline.js";
-import { EdgelimitError } from "../core/errors.js";
-import { Http1Pool } from "./http1/pool.js";
-import type { Http1Response } from "./http1/response-parser.js";
+import type { StoreCallProgress } from "../../core/deadline.js";
+import { EdgelimitError } from "../../core/errors.js";
+import { Http1Pool } from "../http1/pool.js";
+import type { Http1Response } from "../http1/response-parser.js";
 
-export interface AwsCredentials {
-  readonly accessKeyId: string;
-  readonly secretAccessKey: string;
-  readonly sessionToken?: string | undefined;
-}
+import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "./sign.js";
+
+export type { AwsCredentials } from "./sign.js";
 
 export interface DynamoDbClientOptions {
   readonly region: string;
@@ -48,9 +45,6 @@ export class DynamoDbError extends EdgelimitError {
 }
 
 export type AttributeValue = { S: string } | { N: string };
-
-const SERVICE = "dynamodb";
-const TARGET_PREFIX = "DynamoDB_20120810.";
 
 /**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
@@ -148,73 +142,10 @@ export class DynamoDbHttpClient {
   #keyFor(date: string, secret: string): Buffer {
     const cached = this.#signingKey;
     if (cached !== undefined && cached.date === date && cached.secret === secret) return cached.key;
-    const key = deriveSigningKey(secret, date, this.region);
+    const key = deriveSigningKey(secret, date, this.region, "dynamodb");
     this.#signingKey = { date, secret, key };
     return key;
   }
-}
-
-export interface SigningInput {
-  readonly region: string;
-  readonly host: string;
-  readonly operation: string;
-  readonly body: string;
-  readonly credentials: AwsCredentials;
-  readonly now: Date;
-  /** A cached signing key for the date (`YYYYMMDD`); derived from the secret when absent. */
-  readonly signingKey?: (date: string) => Buffer;
-}
-
-/** SigV4 headers for one DynamoDB JSON call (`POST /`). */
-export function signDynamoDbRequest(input: SigningInput): Record<string, string> {
-  const { credentials, body } = input;
-  const amzDate = input.now
-    .toISOString()
-    .replace(/[-:]/g, "")
-    .replace(/\.\d{3}/, "");
-  const date = amzDate.slice(0, 8);
-  const headers: Record<string, string> = {
-    "content-type": "application/x-amz-json-1.0",
-    host: input.host,
-    "x-amz-date": amzDate,
-  };
-  if (credentials.sessionToken !== undefined && credentials.sessionToken !== "") {
-    headers["x-amz-security-token"] = credentials.sessionToken;
-  }
-  headers["x-amz-target"] = TARGET_PREFIX + input.operation;
-  const names = Object.keys(headers);
-  const canonical = [
-    "POST",
-    "/",
-    "",
-    ...names.map((name) => `${name}:${headers[name]}`),
-    "",
-    names.join(";"),
-    sha256Hex(body),
-  ].join("\n");
-  const scope = `${date}/${input.region}/${SERVICE}/aws4_request`;
-  const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${sha256Hex(canonical)}`;
-  const key =
-    input.signingKey?.(date) ?? deriveSigningKey(credentials.secretAccessKey, date, input.region);
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
-  headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
-  headers["content-length"] = String(Buffer.byteLength(body));
-  return headers;
-}
-
-function deriveSigningKey(secret: string, date: string, region: string): Buffer {
-  let key = hmac(`AWS4${secret}`, date);
-  key = hmac(key, region);
-  key = hmac(key, SERVICE);
-  return hmac(key, "aws4_request");
-}
-
-function hmac(key: string | Buffer, data: string): Buffer {
-  return createHmac("sha256", key).update(data).digest();
-}
-
-function sha256Hex(data: string): string {
-  return createHash("sha256").update(data).digest("hex");
 }
 
 function credentialsFromEnv(): AwsCredentials {
