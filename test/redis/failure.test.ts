@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/core/limiter.js";
 import type { Verdict } from "../../src/core/types.js";
 import { definePolicy } from "../../src/policy/load.js";
-import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { CircuitBreaker } from "../../src/stores/redis/breaker.js";
+import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { freePort, type RedisServer, startRedis } from "./redis-server.js";
 
 const BUDGET_MS = 150;
