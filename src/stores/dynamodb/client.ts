@@ -1,7 +1,6 @@
 import type { StoreCallProgress } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
-import { Http1Pool } from "../http1/pool.js";
-import type { Http1Response } from "../http1/response-parser.js";
+import { HttpPool, type HttpResponse } from "./http-pool.js";
 
 import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "./sign.js";
 
@@ -48,18 +47,17 @@ export type AttributeValue = { S: string } | { N: string };
 
 /**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
- * signing key) over a keep-alive HTTP/1.1 pool of our own (`http1/`, raw `node:net`, and
- * `node:tls` loaded by the first https connection). It is a few hundred bytes minified and
- * loads nothing that Node has not already loaded, which is what a Lambda@Edge cold start
- * needs; the AWS SDK v3 is two orders of magnitude larger (see docs/aws.md). It makes exactly
- * one attempt per call: retries belong to the caller's time budget, not to the client.
+ * signing key) over `node:https` with a keep-alive Agent (`http-pool.ts`, loaded by the first
+ * call). It is a few KB minified, which is what a Lambda@Edge cold start needs; the AWS SDK v3
+ * is two orders of magnitude larger (see docs/aws.md). It makes exactly one attempt per call:
+ * retries belong to the caller's time budget, not to the client.
  */
 export class DynamoDbHttpClient {
   readonly region: string;
   readonly #url: URL;
   readonly #credentials: AwsCredentials | undefined;
   readonly #timeoutMs: number;
-  readonly #pool: Http1Pool;
+  readonly #pool: HttpPool;
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
@@ -67,9 +65,9 @@ export class DynamoDbHttpClient {
     this.#url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com`);
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
-    // Not node:http: its first use costs a fresh process about 6 ms more than node:net's
-    // (docs/aws.md, "Where the remaining cold start goes"), and a cold start is what we sell.
-    this.#pool = new Http1Pool({
+    // node:https, not a client of our own: over TLS, the path production uses, our own
+    // HTTP/1.1 client answered a fresh process's first call no sooner (docs/aws.md).
+    this.#pool = new HttpPool({
       origin: this.#url,
       maxSockets: options.maxSockets,
       ca: options.ca,
@@ -79,7 +77,7 @@ export class DynamoDbHttpClient {
   /**
    * Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer.
    * A call that went out on a kept-alive socket the server had just closed is sent again once
-   * (see `Http1Pool`): for an increment that can only ever count one too many. A call whose
+   * (see `HttpPool`): for an increment that can only ever count one too many. A call whose
    * repetition would count too few (a refund) passes `resendOnStaleSocket: false`.
    */
   async call<T>(
@@ -93,7 +91,7 @@ export class DynamoDbHttpClient {
   ): Promise<T> {
     const body = JSON.stringify(input);
     const headers = this.#sign(operation, body, new Date());
-    let response: Http1Response;
+    let response: HttpResponse;
     try {
       response = await this.#pool.post(
         "/",
@@ -161,7 +159,7 @@ function credentialsFromEnv(): AwsCredentials {
   return { accessKeyId, secretAccessKey, sessionToken: env.AWS_SESSION_TOKEN };
 }
 
-function readAnswer<T>(response: Http1Response): T {
+function readAnswer<T>(response: HttpResponse): T {
   const text = response.body.toString("utf8");
   let parsed: Record<string, unknown> = {};
   try {
