@@ -68,7 +68,7 @@ try {
   // The floor: one unsigned UpdateItem over bare node:http, no library, no decision.
   const floorScript = join(work, "floor.js");
   writeFileSync(floorScript, floorHandlerSource(endpoint));
-  // The same over raw node:net, which is what the store's own HTTP/1.1 client is built on.
+  // The same over raw node:net, the floor of any client on a socket.
   const netFloorScript = join(work, "floor-net.js");
   writeFileSync(netFloorScript, netFloorHandlerSource(endpoint));
   // And over the store's client itself, bundled and minified as the edge build does: what the
@@ -109,7 +109,7 @@ try {
   );
   console.log(
     row(
-      "floor: Http1Pool UpdateItem (our client)",
+      "floor: HttpPool UpdateItem (the store's client)",
       statSync(poolFloorScript).size,
       0,
       poolFloorTimes,
@@ -259,8 +259,8 @@ exports.handler = (event) => new Promise((resolve, reject) => {
 function poolFloorHandlerSource(localEndpoint: string): string {
   const { host } = new URL(localEndpoint);
   return `
-import { Http1Pool } from ${JSON.stringify(join(process.cwd(), "src/stores/http1.ts"))};
-const pool = new Http1Pool({ origin: new URL(${JSON.stringify(localEndpoint)}) });
+import { HttpPool } from ${JSON.stringify(join(process.cwd(), "src/stores/dynamodb/http-pool.ts"))};
+const pool = new HttpPool({ origin: new URL(${JSON.stringify(localEndpoint)}) });
 export const handler = async (event: { Records: { cf: { request: { headers: Record<string, unknown> } } }[] }) => {
   const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },
     UpdateExpression: "ADD #c :one", ExpressionAttributeNames: { "#c": "count" },

@@ -1,5 +1,5 @@
-import { AwsClient } from "aws4fetch";
 import { EdgelimitError } from "../core/errors.js";
+import { type AwsCredentials, signAwsRequest } from "../stores/dynamodb/sign.js";
 import { cidrSetOf, parseListBody } from "./parse.js";
 import type { ListSource } from "./refreshing.js";
 
@@ -9,11 +9,7 @@ export interface FetchSourceOptions {
   readonly timeoutMs?: number;
 }
 
-export interface AwsCredentials {
-  readonly accessKeyId: string;
-  readonly secretAccessKey: string;
-  readonly sessionToken?: string;
-}
+export type { AwsCredentials } from "../stores/dynamodb/sign.js";
 
 /** The credentials the AWS runtimes (Lambda, Lambda@Edge, ECS with env) put in the environment. */
 export function awsCredentialsFromEnv(
@@ -70,18 +66,29 @@ export interface S3ListOptions extends FetchSourceOptions {
 
 /** A list object in S3, read with a SigV4-signed GET. */
 export function s3ListSource(options: S3ListOptions): ListSource {
-  const client = new AwsClient({ ...options.credentials, service: "s3", region: options.region });
-  const encodedKey = options.key.split("/").map(encodeURIComponent).join("/");
-  const url =
+  const encodedKey = options.key.split("/").map(encodeRfc3986).join("/");
+  const url = new URL(
     options.endpoint === undefined
       ? `https://${options.bucket}.s3.${options.region}.amazonaws.com/${encodedKey}`
-      : `${options.endpoint.replace(/\/+$/, "")}/${options.bucket}/${encodedKey}`;
+      : `${options.endpoint.replace(/\/+$/, "")}/${options.bucket}/${encodedKey}`,
+  );
   const description = `s3://${options.bucket}/${options.key}`;
   return {
     description,
     async load() {
-      const response = await client.fetch(url, {
+      const headers = signAwsRequest({
         method: "GET",
+        host: url.host,
+        path: url.pathname,
+        service: "s3",
+        region: options.region,
+        body: "",
+        credentials: options.credentials,
+        now: new Date(),
+      });
+      const response = await (options.fetch ?? fetch)(url, {
+        method: "GET",
+        headers,
         signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
       });
       return parseListBody(await readOk(response, description), description);
@@ -104,12 +111,7 @@ type AttributeValue = { S?: string; SS?: string[]; L?: AttributeValue[] };
 
 /** One DynamoDB item, read with a signed GetItem (eventually consistent: cheap, and fresh enough). */
 export function dynamoDbListSource(options: DynamoDbListOptions): ListSource {
-  const client = new AwsClient({
-    ...options.credentials,
-    service: "dynamodb",
-    region: options.region,
-  });
-  const url = options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com/`;
+  const url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com/`);
   const key: Record<string, AttributeValue> = {};
   for (const [name, value] of Object.entries(options.key)) key[name] = { S: value };
   const body = JSON.stringify({
@@ -122,12 +124,23 @@ export function dynamoDbListSource(options: DynamoDbListOptions): ListSource {
   return {
     description,
     async load() {
-      const response = await client.fetch(url, {
+      const headers = signAwsRequest({
         method: "POST",
+        host: url.host,
+        path: url.pathname,
+        service: "dynamodb",
+        region: options.region,
         headers: {
           "content-type": "application/x-amz-json-1.0",
           "x-amz-target": "DynamoDB_20120810.GetItem",
         },
+        body,
+        credentials: options.credentials,
+        now: new Date(),
+      });
+      const response = await (options.fetch ?? fetch)(url, {
+        method: "POST",
+        headers,
         body,
         signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
       });
@@ -152,4 +165,12 @@ export function dynamoDbListSource(options: DynamoDbListOptions): ListSource {
       );
     },
   };
+}
+
+/** A path segment as SigV4 and S3 encode it: everything but unreserved characters. */
+function encodeRfc3986(segment: string): string {
+  return encodeURIComponent(segment).replace(
+    /[!'()*]/g,
+    (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
+import type { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
-import type { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
 import {
   createRateLimitTable,
   type LocalDynamo,

@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
-import { DynamoDbHttpClient } from "../../src/stores/dynamodb-client.js";
+import { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
 
 const require = createRequire(import.meta.url);
 

@@ -1,4 +1,4 @@
-import { EdgelimitError } from "../core/errors.js";
+import { EdgelimitError } from "../../core/errors.js";
 
 export interface CircuitBreakerOptions {
   /** Consecutive failures that open the circuit (default 5). */

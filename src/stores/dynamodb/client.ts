@@ -1,13 +1,10 @@
-import { createHash, createHmac } from "node:crypto";
-import type { StoreCallProgress } from "../core/deadline.js";
-import { EdgelimitError } from "../core/errors.js";
-import { Http1Pool, type Http1Response } from "./http1.js";
+import type { StoreCallProgress } from "../../core/deadline.js";
+import { EdgelimitError } from "../../core/errors.js";
+import { HttpPool, type HttpResponse } from "./http-pool.js";
 
-export interface AwsCredentials {
-  readonly accessKeyId: string;
-  readonly secretAccessKey: string;
-  readonly sessionToken?: string | undefined;
-}
+import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "./sign.js";
+
+export type { AwsCredentials } from "./sign.js";
 
 export interface DynamoDbClientOptions {
   readonly region: string;
@@ -48,23 +45,19 @@ export class DynamoDbError extends EdgelimitError {
 
 export type AttributeValue = { S: string } | { N: string };
 
-const SERVICE = "dynamodb";
-const TARGET_PREFIX = "DynamoDB_20120810.";
-
 /**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
- * signing key) over a keep-alive HTTP/1.1 pool of our own (`http1.ts`, raw `node:net`, and
- * `node:tls` loaded by the first https connection). It is a few hundred bytes minified and
- * loads nothing that Node has not already loaded, which is what a Lambda@Edge cold start
- * needs; the AWS SDK v3 is two orders of magnitude larger (see docs/aws.md). It makes exactly
- * one attempt per call: retries belong to the caller's time budget, not to the client.
+ * signing key) over `node:https` with a keep-alive Agent (`http-pool.ts`, loaded by the first
+ * call). It is a few KB minified, which is what a Lambda@Edge cold start needs; the AWS SDK v3
+ * is two orders of magnitude larger (see docs/aws.md). It makes exactly one attempt per call:
+ * retries belong to the caller's time budget, not to the client.
  */
 export class DynamoDbHttpClient {
   readonly region: string;
   readonly #url: URL;
   readonly #credentials: AwsCredentials | undefined;
   readonly #timeoutMs: number;
-  readonly #pool: Http1Pool;
+  readonly #pool: HttpPool;
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
@@ -72,9 +65,9 @@ export class DynamoDbHttpClient {
     this.#url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com`);
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
-    // Not node:http: its first use costs a fresh process about 6 ms more than node:net's
-    // (docs/aws.md, "Where the remaining cold start goes"), and a cold start is what we sell.
-    this.#pool = new Http1Pool({
+    // node:https, not a client of our own: over TLS, the path production uses, our own
+    // HTTP/1.1 client answered a fresh process's first call no sooner (docs/aws.md).
+    this.#pool = new HttpPool({
       origin: this.#url,
       maxSockets: options.maxSockets,
       ca: options.ca,
@@ -84,7 +77,7 @@ export class DynamoDbHttpClient {
   /**
    * Calls one DynamoDB operation (`UpdateItem`, `Query`...) and resolves to its JSON answer.
    * A call that went out on a kept-alive socket the server had just closed is sent again once
-   * (see `Http1Pool`): for an increment that can only ever count one too many. A call whose
+   * (see `HttpPool`): for an increment that can only ever count one too many. A call whose
    * repetition would count too few (a refund) passes `resendOnStaleSocket: false`.
    */
   async call<T>(
@@ -98,7 +91,7 @@ export class DynamoDbHttpClient {
   ): Promise<T> {
     const body = JSON.stringify(input);
     const headers = this.#sign(operation, body, new Date());
-    let response: Http1Response;
+    let response: HttpResponse;
     try {
       response = await this.#pool.post(
         "/",
@@ -147,73 +140,10 @@ export class DynamoDbHttpClient {
   #keyFor(date: string, secret: string): Buffer {
     const cached = this.#signingKey;
     if (cached !== undefined && cached.date === date && cached.secret === secret) return cached.key;
-    const key = deriveSigningKey(secret, date, this.region);
+    const key = deriveSigningKey(secret, date, this.region, "dynamodb");
     this.#signingKey = { date, secret, key };
     return key;
   }
-}
-
-export interface SigningInput {
-  readonly region: string;
-  readonly host: string;
-  readonly operation: string;
-  readonly body: string;
-  readonly credentials: AwsCredentials;
-  readonly now: Date;
-  /** A cached signing key for the date (`YYYYMMDD`); derived from the secret when absent. */
-  readonly signingKey?: (date: string) => Buffer;
-}
-
-/** SigV4 headers for one DynamoDB JSON call (`POST /`). */
-export function signDynamoDbRequest(input: SigningInput): Record<string, string> {
-  const { credentials, body } = input;
-  const amzDate = input.now
-    .toISOString()
-    .replace(/[-:]/g, "")
-    .replace(/\.\d{3}/, "");
-  const date = amzDate.slice(0, 8);
-  const headers: Record<string, string> = {
-    "content-type": "application/x-amz-json-1.0",
-    host: input.host,
-    "x-amz-date": amzDate,
-  };
-  if (credentials.sessionToken !== undefined && credentials.sessionToken !== "") {
-    headers["x-amz-security-token"] = credentials.sessionToken;
-  }
-  headers["x-amz-target"] = TARGET_PREFIX + input.operation;
-  const names = Object.keys(headers);
-  const canonical = [
-    "POST",
-    "/",
-    "",
-    ...names.map((name) => `${name}:${headers[name]}`),
-    "",
-    names.join(";"),
-    sha256Hex(body),
-  ].join("\n");
-  const scope = `${date}/${input.region}/${SERVICE}/aws4_request`;
-  const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${sha256Hex(canonical)}`;
-  const key =
-    input.signingKey?.(date) ?? deriveSigningKey(credentials.secretAccessKey, date, input.region);
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
-  headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
-  headers["content-length"] = String(Buffer.byteLength(body));
-  return headers;
-}
-
-function deriveSigningKey(secret: string, date: string, region: string): Buffer {
-  let key = hmac(`AWS4${secret}`, date);
-  key = hmac(key, region);
-  key = hmac(key, SERVICE);
-  return hmac(key, "aws4_request");
-}
-
-function hmac(key: string | Buffer, data: string): Buffer {
-  return createHmac("sha256", key).update(data).digest();
-}
-
-function sha256Hex(data: string): string {
-  return createHash("sha256").update(data).digest("hex");
 }
 
 function credentialsFromEnv(): AwsCredentials {
@@ -229,7 +159,7 @@ function credentialsFromEnv(): AwsCredentials {
   return { accessKeyId, secretAccessKey, sessionToken: env.AWS_SESSION_TOKEN };
 }
 
-function readAnswer<T>(response: Http1Response): T {
+function readAnswer<T>(response: HttpResponse): T {
   const text = response.body.toString("utf8");
   let parsed: Record<string, unknown> = {};
   try {

@@ -1,0 +1,69 @@
+import type { WindowedState } from "../../core/algorithms/index.js";
+import { ALGORITHMS } from "../../core/algorithms/index.js";
+import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
+import { windowAt } from "../../core/windows.js";
+import type { AttributeValue } from "./client.js";
+import {
+  type Attributes,
+  counterAttribute,
+  type ItemKey,
+  numberOf,
+  type Table,
+  type WindowedOutcome,
+  windowKeyAt,
+} from "./items.js";
+
+/**
+ * Every fixed-window counter of one subject and one window, in one item (`PK` the subject,
+ * `SK` the window, one numeric attribute per counter) and one `UpdateItem`: `ADD` returns each
+ * counter's new count, which no other request saw, so each stays exact under any concurrency.
+ */
+export async function countFixedWindows(
+  table: Table,
+  specs: readonly CounterSpec[],
+  now: number,
+  progress?: StoreCallProgress,
+): Promise<WindowedOutcome[]> {
+  const first = specs[0] as CounterSpec;
+  const { index, end } = windowAt(first.window, now);
+  const windowKey = windowKeyAt(first.window, now);
+  const item: ItemKey = {
+    PK: { S: first.subject },
+    SK: { S: windowKey + table.regionSuffix },
+  };
+  const names: Record<string, string> = { "#ttl": "ttl" };
+  const values: Record<string, AttributeValue> = {
+    ":ttl": { N: String(Math.ceil(end / 1000) + table.ttlGraceSeconds) },
+  };
+  const additions: string[] = [];
+  const attributes = specs.map((spec, i) => {
+    const attribute = counterAttribute(spec);
+    names[`#c${i}`] = attribute;
+    values[`:c${i}`] = { N: String(spec.cost) };
+    additions.push(`#c${i} :c${i}`);
+    return attribute;
+  });
+  const increment = table.client.call<{ Attributes?: Attributes }>(
+    "UpdateItem",
+    {
+      TableName: table.name,
+      Key: item,
+      UpdateExpression: `ADD ${additions.join(", ")} SET #ttl = if_not_exists(#ttl, :ttl)`,
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: values,
+      ReturnValues: "UPDATED_NEW",
+    },
+    { progress },
+  );
+  const remote = table.sums.remote(first.subject, windowKey, now, progress);
+  const [answer, remoteSums] = await Promise.all([increment, remote]);
+  return specs.map((spec, i) => {
+    const attribute = attributes[i] as string;
+    const own = numberOf(answer.Attributes?.[attribute]);
+    const remoteCount = remoteSums?.get(attribute) ?? 0;
+    const before: WindowedState = { index, count: own - spec.cost + remoteCount, previous: 0 };
+    const after: WindowedState = { index, count: own + remoteCount, previous: 0 };
+    const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
+    return { kind: "windowed", before, after, allowed, item, attribute };
+  });
+}

@@ -1,0 +1,90 @@
+/** What the strategies share: the table they write, its item keys, and reading numbers back. */
+import type { TokenBucketState, WindowedState } from "../../core/algorithms/index.js";
+import type { CounterSpec, StoreCallProgress, WindowSpec } from "../../core/types.js";
+import { windowAt, windowLengthMs } from "../../core/windows.js";
+import type { AttributeValue, DynamoDbHttpClient } from "./client.js";
+import type { GlobalSums } from "./global-sums.js";
+
+export interface ItemKey {
+  readonly PK: { S: string };
+  readonly SK: { S: string };
+}
+
+/** The table as one store instance writes it. */
+export interface Table {
+  readonly client: DynamoDbHttpClient;
+  readonly name: string;
+  /** `#<region>` with Global Tables (each region writes its own items), else "". */
+  readonly regionSuffix: string;
+  /** Seconds an item outlives its window before TTL may delete it. */
+  readonly ttlGraceSeconds: number;
+  /** Other regions' counts and closed windows' counts, cached. */
+  readonly sums: GlobalSums;
+}
+
+/** A fixed or sliding window counter after its increment. */
+export interface WindowedOutcome {
+  readonly kind: "windowed";
+  readonly before: WindowedState;
+  readonly after: WindowedState;
+  readonly allowed: boolean;
+  readonly item: ItemKey;
+  /** The numeric attribute holding this counter in `item`. */
+  readonly attribute: string;
+}
+
+export interface TokenOutcome {
+  readonly kind: "token";
+  readonly before: TokenBucketState | undefined;
+  readonly after: TokenBucketState | undefined;
+  readonly allowed: boolean;
+  /** Tokens taken, to give back when another counter refuses (0 when nothing was written). */
+  readonly taken: number;
+  readonly item: ItemKey;
+}
+
+export type Outcome = WindowedOutcome | TokenOutcome;
+
+export type Attributes = Record<string, AttributeValue>;
+
+export function numberOf(value: AttributeValue | undefined): number {
+  if (value === undefined || !("N" in value)) return 0;
+  return Number(value.N);
+}
+
+export function windowLabel(window: WindowSpec): string {
+  return "ms" in window ? `${window.ms}ms` : `${window.months}mo`;
+}
+
+/** The window part of a sort key: its length and epoch-aligned index (`60000ms:29512345`). */
+export function windowKeyAt(window: WindowSpec, now: number): string {
+  return `${windowLabel(window)}:${windowAt(window, now).index}`;
+}
+
+export function windowSeconds(window: WindowSpec, now: number): number {
+  return Math.ceil(windowLengthMs(window, now) / 1000);
+}
+
+/**
+ * A counter's attribute in its subject's shared item: the key without the subject (namespace
+ * and scope), which always holds a `|`, so it never meets `PK`, `SK` or `ttl`.
+ */
+export function counterAttribute(spec: CounterSpec): string {
+  const prefix = `${spec.subject}|`;
+  return spec.key.startsWith(prefix) ? spec.key.slice(prefix.length) : spec.key;
+}
+
+/** A strongly consistent read of one item. */
+export async function readItem(
+  client: DynamoDbHttpClient,
+  tableName: string,
+  item: ItemKey,
+  progress?: StoreCallProgress,
+): Promise<Attributes | undefined> {
+  const answer = await client.call<{ Item?: Attributes }>(
+    "GetItem",
+    { TableName: tableName, Key: item, ConsistentRead: true },
+    { progress },
+  );
+  return answer.Item;
+}

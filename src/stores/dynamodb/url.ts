@@ -1,0 +1,49 @@
+import { EdgelimitError } from "../../core/errors.js";
+import type { DynamoDbStoreOptions } from "./store.js";
+
+const DEFAULT_TABLE = "rate-limits";
+
+/**
+ * `dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2][&remoteCacheMs=N]`, as
+ * `edgelimit serve --store` and `edgelimit build lambda-edge --store` take it.
+ */
+export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `not a URL: ${url}; expected dynamodb://TABLE?region=R`,
+    );
+  }
+  if (parsed.protocol !== "dynamodb:") {
+    throw new EdgelimitError("EL_BAD_ARGUMENT", `expected dynamodb://TABLE?region=R; got ${url}`);
+  }
+  const table = decodeURIComponent(parsed.hostname || parsed.pathname.replace(/^\/+/, ""));
+  const region = parsed.searchParams.get("region") ?? "";
+  if (region === "") {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `${url}: add ?region=REGION (for example ?region=us-east-1)`,
+    );
+  }
+  const regions = parsed.searchParams.get("regions");
+  const remoteCacheMs = parsed.searchParams.get("remoteCacheMs");
+  return {
+    table: table === "" ? DEFAULT_TABLE : table,
+    region,
+    ...(parsed.searchParams.get("endpoint")
+      ? { endpoint: parsed.searchParams.get("endpoint") as string }
+      : {}),
+    ...(regions
+      ? {
+          globalRegions: regions
+            .split(",")
+            .map((entry) => entry.trim())
+            .filter(Boolean),
+        }
+      : {}),
+    ...(remoteCacheMs ? { remoteCacheMs: Number(remoteCacheMs) } : {}),
+  };
+}
