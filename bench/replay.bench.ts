@@ -63,7 +63,8 @@ async function generate(lines: number): Promise<string> {
     const agent = AGENTS[client % AGENTS.length];
     chunk += `${ip} - - [${stamp}] "GET ${path} HTTP/1.1" 200 512 "-" "${agent}"\n`;
     if (chunk.length > 1 << 20) {
-      if (!out.write(chunk)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
+      if (!out.write(chunk))
+        await new Promise<void>((resolve) => out.once("drain", () => resolve()));
       chunk = "";
     }
   }

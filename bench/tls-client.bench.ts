@@ -114,7 +114,7 @@ function entrySource(client: "http1" | "https-agent", preconnect: boolean): stri
       : `import { HttpPool as Pool } from ${JSON.stringify(join(root, "src/stores/dynamodb/http-pool.ts"))};`;
   return `
 ${pool}
-import { signDynamoDbRequest } from ${JSON.stringify(join(root, "src/stores/dynamodb/sign.ts"))};
+import { signDynamoDbRequest } from ${JSON.stringify(join(root, "src/aws/sigv4.ts"))};
 const origin = new URL(${JSON.stringify(endpoint)});
 const pool = new Pool({ origin });
 ${preconnect ? "pool.preconnect();" : ""}

@@ -1,5 +1,5 @@
+import { type AwsCredentials, signAwsRequest } from "../aws/sigv4.js";
 import { EdgelimitError } from "../core/errors.js";
-import { type AwsCredentials, signAwsRequest } from "../stores/dynamodb/sign.js";
 import { cidrSetOf, parseListBody } from "./parse.js";
 import type { ListSource } from "./refreshing.js";
 
@@ -9,7 +9,7 @@ export interface FetchSourceOptions {
   readonly timeoutMs?: number;
 }
 
-export type { AwsCredentials } from "../stores/dynamodb/sign.js";
+export type { AwsCredentials } from "../aws/sigv4.js";
 
 /** The credentials the AWS runtimes (Lambda, Lambda@Edge, ECS with env) put in the environment. */
 export function awsCredentialsFromEnv(

@@ -1,6 +1,6 @@
 import { AwsV4Signer } from "aws4fetch";
 import { describe, expect, it } from "vitest";
-import { signAwsRequest } from "../../src/stores/dynamodb/sign.js";
+import { signAwsRequest } from "../../src/aws/sigv4.js";
 
 /** aws4fetch is an independent SigV4 implementation: the oracle for ours. */
 describe("signAwsRequest", () => {

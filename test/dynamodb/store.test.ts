@@ -1,8 +1,8 @@
 import { AwsV4Signer } from "aws4fetch";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signDynamoDbRequest } from "../../src/aws/sigv4.js";
 import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
-import { signDynamoDbRequest } from "../../src/stores/dynamodb/sign.js";
 import { DynamoDbStore, parseDynamodbUrl } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,

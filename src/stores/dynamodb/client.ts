@@ -1,10 +1,9 @@
+import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "../../aws/sigv4.js";
 import type { StoreCallProgress } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { HttpPool, type HttpResponse } from "./http-pool.js";
 
-import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "./sign.js";
-
-export type { AwsCredentials } from "./sign.js";
+export type { AwsCredentials } from "../../aws/sigv4.js";
 
 export interface DynamoDbClientOptions {
   readonly region: string;
