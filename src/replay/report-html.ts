@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import type { PolicyReport, ReplayReport } from "./report.js";
+import { type PolicyReport, type ReplayReport, readableSubject } from "./report.js";
 import type { TimeSeries } from "./series.js";
 
 function escapeHtml(text: string): string {
@@ -111,7 +111,7 @@ function offendersTable(report: PolicyReport): string {
   const rows = report.topRefused.map((offender) =>
     row(
       [
-        offender.subject,
+        readableSubject(offender.subject),
         offender.refused,
         offender.challenged,
         offender.blocked,

@@ -1,4 +1,9 @@
-import type { PolicyReport, ReplayReport, RuleReport } from "./report.js";
+import {
+  type PolicyReport,
+  type ReplayReport,
+  type RuleReport,
+  readableSubject,
+} from "./report.js";
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((cell, i) =>
@@ -73,7 +78,7 @@ function actions(report: PolicyReport, requests: number): string {
 function offenders(report: PolicyReport): string {
   if (report.topRefused.length === 0) return "  none\n";
   const rows = report.topRefused.map((offender) => [
-    offender.subject,
+    readableSubject(offender.subject),
     count(offender.refused),
     count(offender.challenged),
     count(offender.blocked),
@@ -86,7 +91,7 @@ function offenders(report: PolicyReport): string {
   for (const offender of report.topRefused) {
     const paths = offender.paths.map(({ value, count: n }) => `${value} (${n})`).join(", ");
     const agents = offender.userAgents.map(({ value, count: n }) => `${value} (${n})`).join(", ");
-    out += `  ${offender.subject}\n    paths: ${paths}\n    user agents: ${agents}\n`;
+    out += `  ${readableSubject(offender.subject)}\n    paths: ${paths}\n    user agents: ${agents}\n`;
   }
   return out;
 }

@@ -190,3 +190,16 @@ export function buildReport(input: ReportInput): ReplayReport {
   if (other === undefined) return report;
   return { ...report, compare: policyReport(other, input.share, input.top) };
 }
+
+/**
+ * A subject as a person reads it: the counter key's encoded part decoded
+ * (`ip:2001%3Adb8%3A%3A/64` is shown as `ip:2001:db8::/64`).
+ */
+export function readableSubject(subject: string): string {
+  const colon = subject.indexOf(":");
+  try {
+    return subject.slice(0, colon + 1) + decodeURIComponent(subject.slice(colon + 1));
+  } catch {
+    return subject;
+  }
+}
