@@ -1,29 +1,14 @@
-import {
-  createLimiter,
-  type Limiter,
-  type MemoryStore,
-  memoryStore,
-  type RequestDescription,
-  type ResolvedPolicy,
-  type Verdict,
-} from "../index.js";
+import type { Decision } from "../core/decision.js";
+import { DecisionEngine } from "../core/engine.js";
+import type { ResolvedPolicy } from "../core/model.js";
+import type { RequestDescription } from "../core/types.js";
+import { type MemoryStore, memoryStore } from "../stores/memory.js";
 import type { LogRecord } from "./record.js";
 import { Tally } from "./tally.js";
 
 /** Headers that carry `--user-field` and `--plan-field` to the limiter (never a client's). */
 const USER_HEADER = "x-edgelimit-replay-user";
 const PLAN_HEADER = "x-edgelimit-replay-plan";
-const PLACEHOLDER_SECRET = "edgelimit-replay-placeholder-secret";
-
-/**
- * Replay never holds a real token, so it never needs the policy's secrets: every `{ env }` and
- * `{ file }` secret reads as a placeholder, and replay runs with none of them set.
- */
-const PLACEHOLDER_ENV: Readonly<Record<string, string>> = new Proxy(
-  {},
-  { get: (_target, name) => (typeof name === "string" ? PLACEHOLDER_SECRET : undefined) },
-);
-
 /**
  * The policy as replay applies it. The log's client address is the peer: the layer that wrote
  * the log saw that address itself, while a forwarded header in a log is what the client wrote
@@ -44,25 +29,27 @@ export function replayPolicy(policy: ResolvedPolicy, withUsers: boolean): Resolv
   };
 }
 
-/** One policy driven over the log's time: the real limiter and memory store, a virtual clock. */
+/**
+ * One policy driven over the log's time: the real decision engine and memory store, a virtual
+ * clock. Replay needs decisions, not HTTP answers, so it runs the engine without the presenter;
+ * it verifies no tokens (a log carries none), so the policy's secrets are never read.
+ */
 export class PolicyReplay {
   readonly file: string;
   readonly policy: ResolvedPolicy;
   readonly tally: Tally;
   readonly store: MemoryStore;
-  readonly #limiter: Limiter;
+  readonly #engine: DecisionEngine;
   #now = 0;
 
   constructor(file: string, policy: ResolvedPolicy, withUsers: boolean) {
     this.file = file;
     this.policy = replayPolicy(policy, withUsers);
     this.store = memoryStore();
-    this.#limiter = createLimiter({
+    this.#engine = new DecisionEngine({
       policy: this.policy,
       store: this.store,
       clock: () => this.#now,
-      env: PLACEHOLDER_ENV,
-      readFile: () => PLACEHOLDER_SECRET,
       blockCache: false,
     });
     this.tally = new Tally(this.policy.rules);
@@ -71,20 +58,20 @@ export class PolicyReplay {
   /** Decides one record; synchronous unless the limiter has to wait (it does not here). */
   replay(record: LogRecord): undefined | Promise<void> {
     this.#now = record.time;
-    const verdict = this.#limiter.decide(requestOf(record));
-    if (verdict instanceof Promise) {
-      return verdict.then((settled) => {
+    const decision = this.#engine.decide(requestOf(record));
+    if (decision instanceof Promise) {
+      return decision.then((settled) => {
         this.tally.add(record, settled);
       });
     }
-    this.tally.add(record, verdict);
+    this.tally.add(record, decision);
     return undefined;
   }
 
-  /** The verdict for one record, for tests that look at a single decision. */
-  decide(record: LogRecord): Verdict | Promise<Verdict> {
+  /** The decision for one record, for tests that look at a single one. */
+  decide(record: LogRecord): Decision | Promise<Decision> {
     this.#now = record.time;
-    return this.#limiter.decide(requestOf(record));
+    return this.#engine.decide(requestOf(record));
   }
 }
 

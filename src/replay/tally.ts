@@ -1,4 +1,5 @@
-import type { ResolvedRule, Verdict } from "../index.js";
+import type { Decision } from "../core/decision.js";
+import type { ResolvedRule } from "../core/model.js";
 import type { LogRecord } from "./record.js";
 import { TimeSeries } from "./series.js";
 
@@ -87,7 +88,7 @@ export class Tally {
   first = Number.NaN;
   last = Number.NaN;
   withUser = 0;
-  readonly actions: Record<Verdict["action"], number> = {
+  readonly actions: Record<Decision["action"], number> = {
     allow: 0,
     block: 0,
     challenge: 0,
@@ -107,7 +108,7 @@ export class Tally {
     this.series = new TimeSeries(rules.length);
   }
 
-  add(record: LogRecord, verdict: Verdict): void {
+  add(record: LogRecord, verdict: Decision): void {
     const time = record.time;
     this.requests++;
     if (this.requests === 1) this.first = time;
@@ -126,7 +127,7 @@ export class Tally {
     let offender: Offender | undefined;
     const outcomes = verdict.outcomes;
     for (let i = 0; i < outcomes.length; i++) {
-      const outcome = outcomes[i] as Verdict["outcomes"][number];
+      const outcome = outcomes[i] as Decision["outcomes"][number];
       const tally = this.#byId.get(outcome.ruleId);
       if (tally === undefined) continue;
       tally.matched++;
