@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { type Document, isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { ZodType } from "zod";
 import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors.js";
@@ -14,11 +13,22 @@ export function definePolicy(input: PolicyInput): ResolvedPolicy {
   return validate(input, undefined, "policy");
 }
 
-/** Reads a YAML or JSON policy file. Errors carry the field path and the line. */
+/**
+ * Reads a YAML or JSON policy file (Node, Deno, Bun). Errors carry the field path and the line.
+ * `node:fs` is looked up when called, never imported, so that this module (and `edgelimit`)
+ * bundles for edge runtimes, where `definePolicy` or `parsePolicy` take the policy instead.
+ */
 export function loadPolicy(file: string): ResolvedPolicy {
+  const fs = nodeFs();
+  if (fs === undefined) {
+    throw new EdgelimitError(
+      "EL_POLICY_FILE",
+      `cannot read policy file ${file}: this runtime has no file system; pass the policy to definePolicy() or its text to parsePolicy() instead`,
+    );
+  }
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = fs.readFileSync(file, "utf8");
   } catch (error) {
     throw new EdgelimitError(
       "EL_POLICY_FILE",
@@ -26,6 +36,12 @@ export function loadPolicy(file: string): ResolvedPolicy {
     );
   }
   return parsePolicy(text, file);
+}
+
+function nodeFs(): typeof import("node:fs") | undefined {
+  const process = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } })
+    .process;
+  return process?.getBuiltinModule?.("node:fs") as typeof import("node:fs") | undefined;
 }
 
 /** Parses policy text (YAML, of which JSON is a subset). `source` names it in messages. */
