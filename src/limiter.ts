@@ -15,13 +15,22 @@ import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
 import { Responder, type Verdict } from "./http/respond.js";
 import { JwtVerifier } from "./tokens/jwt.js";
+import { causeOf, RateLimitedWarning } from "./warnings.js";
 
 export type { AddressList, Verdict };
 
 /** What the limiter consults beside the policy, built from it (see `Limiter.reload`). */
 export type LimiterCompanions = EngineCompanions;
 
-export interface LimiterOptions extends SecretContext, Omit<EngineOptions, "tokens"> {
+export interface LimiterOptions
+  extends SecretContext,
+    Omit<EngineOptions, "tokens" | "onStoreError"> {
+  /**
+   * Called with the cause each time the store fails a decision (before the rule's fail mode
+   * applies). Default: a warning on the console, at most one line every 10 s with the cause and
+   * how many more failed meanwhile. `false` turns it off. Must not throw.
+   */
+  readonly onStoreError?: ((error: unknown, request: RequestDescription) => void) | false;
   /** Called once per decision, after the verdict is built (metrics, logs). Must not throw. */
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
   /**
@@ -45,7 +54,11 @@ export class Limiter {
   constructor(options: LimiterOptions) {
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    this.#engine = new DecisionEngine({ ...options, tokens: this.#tokensFor(options.policy) });
+    this.#engine = new DecisionEngine({
+      ...options,
+      tokens: this.#tokensFor(options.policy),
+      onStoreError: storeErrorObserver(options),
+    });
     this.#responder = new Responder(options.policy);
   }
 
@@ -129,6 +142,21 @@ export class Limiter {
     const jwt = policy.identity.jwt;
     return jwt === undefined ? undefined : new JwtVerifier(jwt, this.#options);
   }
+}
+
+function storeErrorObserver(
+  options: LimiterOptions,
+): ((error: unknown, request: RequestDescription) => void) | undefined {
+  if (options.onStoreError === false) return undefined;
+  if (options.onStoreError !== undefined) return options.onStoreError;
+  const name = options.store.name;
+  const warning = new RateLimitedWarning((line, suppressed) =>
+    console.warn(suppressed > 0 ? `${line} (${suppressed} more since the last warning)` : line),
+  );
+  return (error) =>
+    warning.warn(
+      `edgelimit: the ${name} store failed a decision, so the rule's fail mode applied: ${causeOf(error)}`,
+    );
 }
 
 export function createLimiter(options: LimiterOptions): Limiter {

@@ -117,7 +117,13 @@ export async function run(argv: string[]): Promise<number> {
   let gateway: Gateway;
   const storeUrl = (values.store as string | undefined) ?? "memory";
   try {
-    store = await storeFromUrl(storeUrl);
+    store = await storeFromUrl(storeUrl, {
+      onUnreachable: (cause) =>
+        logger.warn({
+          msg: "the store is not reachable at start: decisions take their rules' fail modes (open, or 503 where closed) until it is",
+          cause,
+        }),
+    });
     if (demo && values.upstream === undefined) {
       demoOrigin = await startDemoOrigin({
         jwtSecret: mintedSecret,

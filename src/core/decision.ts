@@ -32,4 +32,6 @@ export interface Decision {
   readonly path: string;
   /** Milliseconds the decision took. */
   readonly durationMs: number;
+  /** Why the store failed, for `store-failed-open` and `store-failed-closed` decisions. */
+  readonly storeError?: string | undefined;
 }

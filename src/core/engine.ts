@@ -41,6 +41,11 @@ export interface EngineOptions extends EngineCompanions {
   /** Epoch milliseconds; injected so tests and simulations drive time. */
   readonly clock?: () => number;
   /**
+   * Called with the cause each time the store fails a decision (an error, a missed budget, an
+   * open circuit breaker), before the rule's fail mode applies. Must not throw.
+   */
+  readonly onStoreError?: ((error: unknown, request: RequestDescription) => void) | undefined;
+  /**
    * Remember hard blocks locally and answer them without a round trip until they expire
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
    */
@@ -70,6 +75,7 @@ export class DecisionEngine {
   readonly store: Store;
   readonly #clock: () => number;
   readonly #blockCache: BlockCache | undefined;
+  readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
   #prepared: Prepared;
 
@@ -77,6 +83,7 @@ export class DecisionEngine {
     this.store = options.store;
     this.#clock = options.clock ?? Date.now;
     this.#companions = options;
+    this.#onStoreError = options.onStoreError;
     this.#prepared = prepare(options.policy, options.tokens);
     const cache = options.blockCache ?? (options.store.local ? false : {});
     this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
@@ -180,8 +187,9 @@ export class DecisionEngine {
       let states: CounterState[];
       try {
         states = store.applySync(counters, started);
-      } catch {
-        return this.#finish(identity, path, started, rules, failMode(prepared.policy, match, path));
+      } catch (error) {
+        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
+        return this.#finish(identity, path, started, rules, failed);
       }
       const counted = decideFromCounts(
         compiled,
@@ -207,8 +215,21 @@ export class DecisionEngine {
           rules,
           decideFromCounts(compiled, counters, states, verified, this.#blockCache, started),
         ),
-      () => this.#finish(identity, path, started, rules, failMode(prepared.policy, match, path)),
+      (error: unknown) => {
+        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
+        return this.#finish(identity, path, started, rules, failed);
+      },
     );
+  }
+
+  /** Reports a store failure to the observer, and returns its cause in words. */
+  #storeFailed(error: unknown, request: RequestDescription): string {
+    try {
+      this.#onStoreError?.(error, request);
+    } catch {
+      // Observers must never change a decision.
+    }
+    return error instanceof Error ? error.message : String(error);
   }
 
   #finish(
@@ -232,6 +253,7 @@ export class DecisionEngine {
       subject: primarySubject(identity),
       path,
       durationMs: this.#clock() - started,
+      storeError: counted.storeError,
     };
   }
 }
@@ -307,7 +329,12 @@ function cachedBlock(
 }
 
 /** The store failed or missed the budget: fail closed where a rule or the path says so. */
-function failMode(policy: ResolvedPolicy, match: Match, path: string): CountedDecision {
+function failMode(
+  policy: ResolvedPolicy,
+  match: Match,
+  path: string,
+  storeError: string,
+): CountedDecision {
   const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
   const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
   const open = closedRule === undefined && !closedPath;
@@ -319,5 +346,6 @@ function failMode(policy: ResolvedPolicy, match: Match, path: string): CountedDe
     outcomes: NO_OUTCOMES,
     shadowed: NO_NAMES,
     retryAfterSeconds: open ? 0 : policy.unavailableRetryAfterSeconds,
+    storeError,
   };
 }

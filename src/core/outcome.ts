@@ -12,7 +12,7 @@ import type { CounterSpec, CounterState, RuleOutcome } from "./types.js";
 export type CountedDecision = Pick<
   Decision,
   "action" | "reason" | "rule" | "outcome" | "outcomes" | "shadowed" | "retryAfterSeconds"
->;
+> & { readonly storeError?: string | undefined };
 
 const NO_SHADOWED: readonly string[] = Object.freeze([]);
 

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { dashboardPage, dashboardScript } from "./dashboard-page.js";
-import type { Gateway } from "./server.js";
+import type { Gateway, StoreHealth } from "./server.js";
 
 /** Files served under /assets/, from node_modules: the dashboard loads nothing from a CDN. */
 const ASSETS: Record<string, { module: string; type: string }> = {
@@ -38,7 +38,7 @@ export function startAdmin(gateway: Gateway, port: number, host: string): Promis
         res,
         200,
         "application/json; charset=utf-8",
-        JSON.stringify({ status: "ok", inFlight: gateway.inFlight }),
+        JSON.stringify({ ...healthOf(gateway.storeHealth()), inFlight: gateway.inFlight }),
       );
       return;
     }
@@ -124,4 +124,12 @@ function send(
     ...extra,
   });
   res.end(res.req.method === "HEAD" ? undefined : body);
+}
+
+/**
+ * `/healthz`: 200 while the gateway answers. A failing store makes it `degraded`, not down:
+ * the gateway still serves, with the rules' fail modes, and restarting it would not help.
+ */
+function healthOf(store: StoreHealth): { status: "ok" | "degraded"; store: StoreHealth } {
+  return { status: store.state, store };
 }

@@ -40,6 +40,7 @@ export class DecisionLog {
       retryAfter: verdict.retryAfterSeconds,
       shadowed: verdict.shadowed.length > 0 ? verdict.shadowed : undefined,
       durationMs: Math.round(verdict.durationMs * 1000) / 1000,
+      storeError: verdict.storeError,
     };
     if (verdict.action === "allow" && !failedOpen) this.#logger.info(entry);
     else this.#logger.warn(entry);

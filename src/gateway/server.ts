@@ -7,6 +7,7 @@ import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
+import { causeOf, RateLimitedWarning } from "../warnings.js";
 import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
 import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
@@ -78,6 +79,17 @@ export interface GatewaySnapshot {
 }
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+/** How long after a store failure `/healthz` still says `degraded`. */
+const STORE_DEGRADED_MS = 30_000;
+
+export interface StoreHealth {
+  readonly name: string;
+  readonly state: "ok" | "degraded";
+  /** Decisions the store failed since start. */
+  readonly failures: number;
+  readonly lastError: string | undefined;
+  readonly lastErrorAt: string | undefined;
+}
 const SERIES_SECONDS = 120;
 
 /**
@@ -129,6 +141,7 @@ export class Gateway {
       passes: options.challenge?.passes,
       allowlists: options.lists?.allow,
       denylists: options.lists?.deny,
+      onStoreError: (error) => this.#storeFailed(error),
     });
     this.#proxy = new UpstreamProxy(options.upstream, {
       timeoutMs: options.upstreamTimeoutMs,
@@ -145,6 +158,43 @@ export class Gateway {
 
   get policy(): ResolvedPolicy {
     return this.#limiter.policy;
+  }
+
+  /**
+   * The store as `/healthz` reports it: `degraded` while decisions have failed on it in the last
+   * `STORE_DEGRADED_MS` (the gateway still answers; the rules' fail modes apply).
+   */
+  storeHealth(): StoreHealth {
+    const failing =
+      this.#storeFailures.lastAt !== undefined &&
+      this.#clock() - this.#storeFailures.lastAt < STORE_DEGRADED_MS;
+    return {
+      name: this.#limiter.store.name,
+      state: failing ? "degraded" : "ok",
+      failures: this.#storeFailures.count,
+      lastError: this.#storeFailures.lastError,
+      lastErrorAt:
+        this.#storeFailures.lastAt === undefined
+          ? undefined
+          : new Date(this.#storeFailures.lastAt).toISOString(),
+    };
+  }
+
+  readonly #storeFailures: { count: number; lastError?: string; lastAt?: number } = { count: 0 };
+  readonly #storeWarning = new RateLimitedWarning((cause, suppressed) =>
+    this.#logger.warn({
+      msg: "the store failed a decision; the rule's fail mode applied",
+      cause,
+      moreSinceLastWarning: suppressed,
+    }),
+  );
+
+  #storeFailed(error: unknown): void {
+    const cause = causeOf(error);
+    this.#storeFailures.count++;
+    this.#storeFailures.lastError = cause;
+    this.#storeFailures.lastAt = this.#clock();
+    this.#storeWarning.warn(cause);
   }
 
   get logger(): Logger {

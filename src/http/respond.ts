@@ -50,6 +50,8 @@ export interface Verdict {
   readonly location: string | undefined;
   /** Time the decision took, milliseconds. */
   readonly durationMs: number;
+  /** Why the store failed, for `store-failed-open` and `store-failed-closed` verdicts. */
+  readonly storeError?: string | undefined;
 }
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -218,6 +220,7 @@ function verdictOf(decision: Decision, response: Response): Verdict {
     shadowed: decision.shadowed,
     location: response.location,
     durationMs: decision.durationMs,
+    storeError: decision.storeError,
   };
 }
 

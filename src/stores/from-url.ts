@@ -9,15 +9,29 @@ import { memoryStore } from "./memory.js";
  * The Redis and DynamoDB stores are imported only when asked for, so the gateway starts without
  * loading their clients. `rediss://` and `rediss+cluster://` use TLS.
  */
-export async function storeFromUrl(url: string): Promise<Store> {
+export async function storeFromUrl(
+  url: string,
+  options: { readonly onUnreachable?: (cause: string) => void } = {},
+): Promise<Store> {
   const text = url.trim();
   if (text === "" || text === "memory" || text === "memory://") return memoryStore();
   const scheme = text.slice(0, text.indexOf("://") + 3).toLowerCase();
   if (REDIS_SCHEMES.has(scheme)) {
     const { redisStoreFromUrl } = await import("./redis.js");
     const store = redisStoreFromUrl(text);
-    // Connect and load the script before serving; a Redis that is down is the fail modes' job.
-    await Promise.race([store.ready().catch(() => undefined), delay(READY_WAIT_MS)]);
+    // Connect and load the script before serving; a Redis that is down is the fail modes' job,
+    // and the caller hears of it (`onUnreachable`) so that it can say so.
+    const reachable = await Promise.race([
+      store.ready().then(
+        () => undefined,
+        (error: unknown) => (error instanceof Error ? error.message : String(error)),
+      ),
+      delay(READY_WAIT_MS).then(() => `no connection within ${READY_WAIT_MS} ms`),
+    ]);
+    if (reachable !== undefined) {
+      const cause = store.lastConnectionError ?? reachable;
+      options.onUnreachable?.(`${redact(text)}: ${cause}`);
+    }
     return store;
   }
   if (scheme === "dynamodb://") {

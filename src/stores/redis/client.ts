@@ -66,6 +66,13 @@ function checkSingleNodeUrl(url: string): void {
       `redis URL must start with redis://, rediss:// or redis+cluster://; got "${url}"`,
     );
   }
+  // ioredis would quietly connect to 127.0.0.1: a missing host is a mistake, not a default.
+  if (parsed.hostname === "") {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `redis URL has no host: write redis://HOST:PORT (for a local server, redis://127.0.0.1:6379); got "${url}"`,
+    );
+  }
   // ioredis would connect to database NaN or -1 and fail on SELECT at the first call.
   const db = parsed.pathname.replace(/^\//, "");
   if (db !== "" && !/^\d+$/.test(db)) {
