@@ -1,32 +1,11 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { ENTRY_POINTS } from "./entry-points.js";
 
 /**
- * The published surface: every entry point of package.json `exports` resolves, from the built
- * `dist/`, by its public name (`npm test` builds first), and carries the names the docs promise.
+ * Every entry point of package.json `exports` resolves, from the built `dist/`, by its public
+ * name (`npm test` builds first), and carries the names the docs promise.
  */
-const ENTRY_POINTS: Record<string, string[]> = {
-  edgelimit: [
-    "createLimiter",
-    "definePolicy",
-    "loadPolicy",
-    "memoryStore",
-    "createRateLimit",
-    "EdgelimitError",
-  ],
-  "edgelimit/redis": ["redisStore", "redisStoreFromUrl", "RedisStore"],
-  "edgelimit/dynamodb": ["dynamodbStore", "dynamodbStoreFromUrl", "DynamoDbStore"],
-  "edgelimit/lambda-edge": ["createViewerRequestHandler", "createViewerResponseHandler"],
-  "edgelimit/cloudflare": ["createCloudflareHandler", "EdgelimitCounter", "checkCloudflarePolicy"],
-  "edgelimit/fetch": ["withRateLimit", "honoRateLimit", "refusalResponse"],
-  "edgelimit/node": [
-    "nodeRateLimit",
-    "guardNodeRequest",
-    "fastifyRateLimit",
-    "prometheusMetrics",
-    "NodeMetrics",
-  ],
-};
 
 describe("package entry points", () => {
   for (const [specifier, names] of Object.entries(ENTRY_POINTS)) {

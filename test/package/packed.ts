@@ -1,0 +1,54 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, realpathSync, symlinkSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+
+/** The repository's root (this file is test/package/packed.ts). */
+export const ROOT = resolve(import.meta.dirname, "../..");
+
+export interface PackedFile {
+  path: string;
+  size: number;
+}
+
+export interface Packed {
+  /** Absolute path of the `.tgz`. */
+  tarball: string;
+  /** The files in it, relative to the package's root (`dist/index.js`, `LICENSE`, ...). */
+  files: PackedFile[];
+}
+
+/**
+ * `npm pack` of the tree as it is, into `dir`. Scripts are skipped (`prepare` would rebuild
+ * `dist/` under the other test files that read it): the tarball holds the `dist/` of the last
+ * `npm run build`, which `npm test` runs first.
+ */
+export function pack(dir: string): Packed {
+  const out = execFileSync(
+    "npm",
+    ["pack", "--ignore-scripts", "--json", "--silent", "--pack-destination", dir],
+    { cwd: ROOT, encoding: "utf8" },
+  );
+  const [result] = JSON.parse(out) as { filename: string; files: PackedFile[] }[];
+  if (result === undefined) throw new Error(`npm pack printed no result: ${out}`);
+  return { tarball: join(dir, result.filename), files: result.files };
+}
+
+/**
+ * The tarball installed into `<project>/node_modules/edgelimit` without the registry: extracted,
+ * and each of its dependencies a symlink to the repository's installed copy (Node and TypeScript
+ * follow the link, so the dependencies' own dependencies resolve from there). `extra` names
+ * packages a consumer would add itself, such as `@types/node`.
+ */
+export function install(tarball: string, project: string, extra: string[] = []): void {
+  const target = join(project, "node_modules", "edgelimit");
+  mkdirSync(target, { recursive: true });
+  execFileSync("tar", ["-xzf", tarball, "-C", target, "--strip-components=1"]);
+  const manifest = JSON.parse(readFileSync(join(target, "package.json"), "utf8")) as {
+    dependencies?: Record<string, string>;
+  };
+  for (const name of [...Object.keys(manifest.dependencies ?? {}), ...extra]) {
+    const link = join(project, "node_modules", name);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(realpathSync(join(ROOT, "node_modules", name)), link, "dir");
+  }
+}
