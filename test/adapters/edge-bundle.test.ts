@@ -36,6 +36,33 @@ export default {
 `;
 
 describe("the edge entry points", () => {
+  it("leave the policy parser out of a bundle that takes a resolved policy", async () => {
+    // package.json says "sideEffects": false, so a bundler drops the modules nothing uses:
+    // without definePolicy, neither zod nor yaml (about 490 KB minified) is bundled.
+    const entry = join(dir, "lean.mjs");
+    writeFileSync(
+      entry,
+      `export { createLimiter, memoryStore } from ${JSON.stringify(join(dist, "index.js"))};
+export { withRateLimit } from ${JSON.stringify(join(dist, "adapters", "fetch.js"))};`,
+    );
+    const result = await build({
+      entryPoints: [entry],
+      bundle: true,
+      platform: "browser",
+      format: "esm",
+      minify: true,
+      write: false,
+      logLevel: "silent",
+      metafile: true,
+    });
+    // What went into the output (the metafile's inputs list every file read, used or not).
+    const [output] = Object.values(result.metafile.outputs);
+    const packages = Object.entries(output?.inputs ?? {})
+      .filter(([input, used]) => input.includes("node_modules/") && used.bytesInOutput > 0)
+      .map(([input]) => input.split("node_modules/")[1]?.split("/")[0]);
+    expect([...new Set(packages)]).toEqual(["jose"]);
+  });
+
   it("bundle for the browser platform and limit requests in workerd", async () => {
     const entry = join(dir, "worker.mjs");
     writeFileSync(entry, WORKER);
