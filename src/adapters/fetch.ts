@@ -5,6 +5,8 @@
  */
 
 import { routeChallenge } from "../challenge/route.js";
+import { EdgelimitError } from "../core/errors.js";
+import { parseIp } from "../core/ip.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
@@ -14,7 +16,10 @@ export interface FetchRateLimitOptions<Context = unknown> {
   /**
    * The peer address as the runtime reports it (Deno: `info.remoteAddr.hostname`, Bun:
    * `server.requestIP(request)?.address`). Headers are not a source of identity here: the
-   * policy says which header, if any, to believe (`identity.ip`).
+   * policy says which header, if any, to believe (`identity.ip`). Required by `withRateLimit`
+   * when the policy reads the peer (`identity.ip.source` `socket` or `x-forwarded-for`). When it
+   * gives no IP address, the request is counted as `ip:unknown`, one counter shared by every
+   * such request, and a warning says so (at most once a minute).
    */
   readonly ip?: (request: Request, context: Context) => string | undefined;
   /** Serves the challenge page under its path when the policy challenges. */
@@ -64,14 +69,26 @@ export function withVerdictHeaders(response: Response, verdict: Verdict): Respon
  * Wraps a fetch handler (`Deno.serve(handler)`, `Bun.serve({ fetch })`, a Worker's `fetch`):
  * refused requests are answered here; allowed ones reach the handler with the remaining count
  * in a request header, and the client gets the rate-limit headers on the response.
+ *
+ * A Web `Request` carries no peer address, so a policy that counts clients by it needs `ip`:
+ * without it every client would share the one counter `ip:unknown`, and one client would
+ * exhaust the limit for all. That is refused here, when the handler is built.
  */
 export function withRateLimit<Context = unknown>(
   handler: (request: Request, context: Context) => Response | Promise<Response>,
   options: FetchRateLimitOptions<Context>,
 ): (request: Request, context: Context) => Promise<Response> {
   const { limiter, challenge } = options;
+  const source = limiter.policy.identity.ip.source;
+  if (options.ip === undefined && readsPeer(limiter)) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `withRateLimit needs the ip option: the policy counts clients by their address (identity.ip.source: ${source}) and a Request does not carry it, so every client would share one counter. Pass the peer address as the runtime reports it, for example Deno: withRateLimit(handler, { limiter, ip: (req, info) => info.remoteAddr.hostname }); Bun: ip: (req, server) => server.requestIP(req)?.address. Behind a platform that sets a client header (Cloudflare's cf-connecting-ip), use identity.ip.source: header instead.`,
+    );
+  }
+  const checkPeer = peerChecker("withRateLimit", limiter);
   return async (request, context) => {
-    const ip = options.ip?.(request, context);
+    const ip = checkPeer(options.ip?.(request, context));
     const description = describeRequest(request, ip);
     const page = routeChallenge(challenge, limiter, description, () => request);
     if (page !== undefined) return page;
@@ -79,6 +96,39 @@ export function withRateLimit<Context = unknown>(
     if (verdict.action !== "allow") return refusalResponse(verdict);
     const response = await handler(forwardRequest(request, limiter, verdict), context);
     return withVerdictHeaders(response, verdict);
+  };
+}
+
+/** `socket` and `x-forwarded-for` (believed only from a trusted peer) need the peer; `header` not. */
+function readsPeer(limiter: Limiter): boolean {
+  return limiter.policy.identity.ip.source !== "header";
+}
+
+const PEER_WARNING_INTERVAL_MS = 60_000;
+
+/**
+ * Passes the peer address through, and warns when the policy needs one and it is not an IP
+ * address: an `ip` option that returns the wrong thing is a programming error, but refusing
+ * the request would turn it into an outage. Such requests are counted as `ip:unknown`, which
+ * errs towards limiting (they share one counter), and the warning, at most once a minute per
+ * wrapper, says how many there were.
+ */
+function peerChecker(name: string, limiter: Limiter): (ip: unknown) => string | undefined {
+  let lastWarningAt = Number.NEGATIVE_INFINITY;
+  let unknownSinceWarning = 0;
+  return (ip) => {
+    if (typeof ip === "string" && parseIp(ip) !== undefined) return ip;
+    if (!readsPeer(limiter)) return typeof ip === "string" ? ip : undefined;
+    unknownSinceWarning++;
+    const now = Date.now();
+    if (now - lastWarningAt >= PEER_WARNING_INTERVAL_MS) {
+      console.warn(
+        `edgelimit ${name}: the client address is ${JSON.stringify(ip) ?? "undefined"}, not an IP address; ${unknownSinceWarning} request${unknownSinceWarning === 1 ? "" : "s"} since the last warning counted together as ip:unknown (one counter for all of them). Make the ip option return the peer address, such as "203.0.113.7".`,
+      );
+      lastWarningAt = now;
+      unknownSinceWarning = 0;
+    }
+    return undefined;
   };
 }
 
@@ -91,12 +141,14 @@ interface HonoLikeContext {
 
 /**
  * Hono middleware: `app.use(honoRateLimit({ limiter }))`. On Node (@hono/node-server) the peer
- * address is read from `c.env.incoming`; elsewhere pass `ip`.
+ * address is read from `c.env.incoming`; elsewhere pass `ip`. Whether the runtime is Node is
+ * known only per request, so a missing address is warned about then (see `ip`), not refused.
  */
 export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
   const { limiter, challenge } = options;
+  const checkPeer = peerChecker("honoRateLimit", limiter);
   return async (c: HonoLikeContext, next: () => Promise<void>): Promise<Response | undefined> => {
-    const ip = options.ip?.(c.req.raw, c) ?? nodePeerOf(c.env);
+    const ip = checkPeer(options.ip?.(c.req.raw, c) ?? nodePeerOf(c.env));
     const description = describeRequest(c.req.raw, ip);
     const page = routeChallenge(challenge, limiter, description, () => c.req.raw);
     if (page !== undefined) return page;

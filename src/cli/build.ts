@@ -10,6 +10,7 @@ import { EdgelimitError } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
+import { BUILD_USAGE } from "./usage.js";
 
 export interface LambdaEdgeBuildOptions {
   readonly policy: ResolvedPolicy;
@@ -37,12 +38,8 @@ export interface BuiltFunction {
   readonly files: readonly string[];
 }
 
-const USAGE =
-  "Usage: edgelimit build lambda-edge --policy FILE --store dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2] --out DIR [--no-minify]\n";
-
-/** `edgelimit build lambda-edge ...`: bundles the policy and store settings into two zips. */
-export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+function parseBuildArgs(argv: string[]) {
+  return parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
@@ -50,15 +47,32 @@ export async function run(argv: string[]): Promise<number> {
       store: { type: "string" },
       out: { type: "string" },
       "no-minify": { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
     },
   });
+}
+
+/** `edgelimit build lambda-edge ...`: bundles the policy and store settings into two zips. */
+export async function run(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parseBuildArgs>;
+  try {
+    parsed = parseBuildArgs(argv);
+  } catch (error) {
+    process.stderr.write(`edgelimit build: ${(error as Error).message}\n\n${BUILD_USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(BUILD_USAGE);
+    return 0;
+  }
   if (
     positionals[0] !== "lambda-edge" ||
     values.policy === undefined ||
     values.store === undefined ||
     values.out === undefined
   ) {
-    process.stderr.write(USAGE);
+    process.stderr.write(BUILD_USAGE);
     return 2;
   }
   try {

@@ -1,40 +1,56 @@
 import { parseArgs } from "node:util";
 import { formatWindow } from "../core/duration.js";
-import { EdgelimitError } from "../core/errors.js";
+import { EdgelimitError, type PolicyIssue } from "../core/errors.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
-import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
+import type { ResolvedPolicy, ResolvedRule, SecretSource } from "../policy/types.js";
+import { CHECK_USAGE } from "./usage.js";
 
 const TARGETS = ["any", "cloudflare"] as const;
 
 /**
  * `edgelimit check FILE [--json] [--target cloudflare]`: validates a policy and prints the rules
  * it resolves to. A target adds that platform's own limits (the Workers binding counts over 10
- * or 60 s only).
+ * or 60 s only). With `--json`, errors are one JSON object on stdout, for scripts and editors.
  */
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      json: { type: "boolean", default: false },
-      target: { type: "string", default: "any" },
-    },
-  });
+  let parsed: ReturnType<typeof parseCheckArgs>;
+  try {
+    parsed = parseCheckArgs(argv);
+  } catch (error) {
+    process.stderr.write(`edgelimit check: ${(error as Error).message}\n\n${CHECK_USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(CHECK_USAGE);
+    return 0;
+  }
   const file = positionals[0];
   const target = values.target as (typeof TARGETS)[number];
   if (file === undefined || positionals.length > 1 || !TARGETS.includes(target)) {
-    process.stderr.write(`Usage: edgelimit check FILE [--json] [--target ${TARGETS.join("|")}]\n`);
+    process.stderr.write(CHECK_USAGE);
     return 2;
   }
+  const failed = (code: string, heading: string, issues: readonly PolicyIssue[]): number => {
+    if (values.json) {
+      const report = { ok: false, file, code, issues: issues.map(issueJson) };
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      return 1;
+    }
+    process.stderr.write(`${file}: ${heading}\n`);
+    for (const issue of issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+    return 1;
+  };
   let policy: ResolvedPolicy;
   try {
     policy = loadPolicy(file);
   } catch (error) {
     if (error instanceof EdgelimitError) {
-      process.stderr.write(`${file}: invalid policy (${error.code})\n`);
-      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-      if (error.issues.length === 0) process.stderr.write(`  ${error.message}\n`);
-      return 1;
+      const issues =
+        error.issues.length > 0
+          ? error.issues
+          : [{ path: "", code: error.code, message: error.message }];
+      return failed(error.code, `invalid policy (${error.code})`, issues);
     }
     throw error;
   }
@@ -42,10 +58,11 @@ export async function run(argv: string[]): Promise<number> {
     const { checkCloudflarePolicy } = await import("../adapters/cloudflare/check.js");
     const issues = checkCloudflarePolicy(policy);
     if (issues.length > 0) {
-      process.stderr.write(`${file}: not runnable on Cloudflare\n`);
-      for (const issue of issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-      return 1;
+      return failed(issues[0]?.code ?? "EL_POLICY_INVALID", "not runnable on Cloudflare", issues);
     }
+  }
+  for (const warning of unsetSecrets(policy, process.env)) {
+    process.stderr.write(`${file}: warning: ${warning}\n`);
   }
   if (values.json) {
     process.stdout.write(`${JSON.stringify(policy, null, 2)}\n`);
@@ -53,6 +70,60 @@ export async function run(argv: string[]): Promise<number> {
   }
   process.stdout.write(describePolicy(file, policy));
   return 0;
+}
+
+function parseCheckArgs(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      json: { type: "boolean", default: false },
+      target: { type: "string", default: "any" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+}
+
+/** One issue with every key present, so that a script need not test for each. */
+function issueJson(issue: PolicyIssue) {
+  return {
+    code: issue.code,
+    path: issue.path,
+    line: issue.line ?? null,
+    column: issue.column ?? null,
+    message: issue.message,
+  };
+}
+
+/**
+ * The policy's `{ env: NAME }` secrets that this environment does not set. A valid policy
+ * whose secret is missing passes `check` and then fails `serve` or `build` on the machine
+ * where it matters: say so here, as a warning (check may run where the secrets are not).
+ */
+export function unsetSecrets(
+  policy: ResolvedPolicy,
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const sources: [string, SecretSource | undefined][] = [
+    ["identity.user.jwt.secret", policy.identity.jwt?.secret],
+    ["identity.user.jwt.publicKey", policy.identity.jwt?.publicKey],
+    ["challenge.secret", policy.challenge.secret],
+    ["challenge.previousSecret", policy.challenge.previousSecret],
+    [
+      "challenge.provider.secret",
+      policy.challenge.provider.kind === "pow" ? undefined : policy.challenge.provider.secret,
+    ],
+  ];
+  const warnings: string[] = [];
+  for (const [path, source] of sources) {
+    if (source === undefined || !("env" in source)) continue;
+    if (env[source.env] === undefined || env[source.env] === "") {
+      warnings.push(
+        `${path} reads the environment variable ${source.env}, which is not set here; serve and build refuse to start without it`,
+      );
+    }
+  }
+  return warnings;
 }
 
 export function describePolicy(file: string, policy: ResolvedPolicy): string {

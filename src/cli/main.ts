@@ -3,42 +3,24 @@
  * The `edgelimit` command. Each subcommand lives in its own module and is loaded on demand, so
  * that `edgelimit check` does not load the gateway.
  */
-const COMMANDS: Record<
-  string,
-  { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }
-> = {
-  check: {
-    summary:
-      "check FILE [--json] [--target cloudflare]   validate a policy and print the rules it resolves to",
-    load: () => import("./check.js"),
-  },
-  serve: {
-    summary:
-      "serve --policy FILE --upstream URL [--port 8080] [--admin-port 9090] [--store memory|redis://HOST:PORT|redis+cluster://H:P,H:P|dynamodb://TABLE?region=R&endpoint=URL] [--demo]",
-    load: () => import("./serve.js"),
-  },
-  build: {
-    summary:
-      "build lambda-edge --policy FILE --store dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2] --out DIR",
-    load: () => import("./build.js"),
-  },
-  replay: {
-    summary:
-      "replay --policy FILE [--format F] [--json] [--html FILE] [--compare FILE] LOG...   run a policy over access logs (--help for all options)",
-    load: () => import("./replay.js"),
-  },
-};
+import { topLevelUsage } from "./usage.js";
 
-function usage(): string {
-  const lines = Object.values(COMMANDS).map(({ summary }) => `  edgelimit ${summary}`);
-  return `Usage:\n${lines.join("\n")}\n`;
-}
+const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {
+  check: () => import("./check.js"),
+  serve: () => import("./serve.js"),
+  build: () => import("./build.js"),
+  replay: () => import("./replay.js"),
+};
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    process.stdout.write(usage());
-    return name === undefined ? 2 : 0;
+  if (name === undefined) {
+    process.stderr.write(topLevelUsage());
+    return 2;
+  }
+  if (name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(topLevelUsage());
+    return 0;
   }
   if (name === "--version" || name === "-v") {
     const { createRequire } = await import("node:module");
@@ -46,12 +28,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${pkg.version}\n`);
     return 0;
   }
-  const command = COMMANDS[name];
-  if (command === undefined) {
-    process.stderr.write(`edgelimit: unknown command "${name}"\n${usage()}`);
+  const load = COMMANDS[name];
+  if (load === undefined) {
+    process.stderr.write(`edgelimit: unknown command "${name}"\n\n${topLevelUsage()}`);
     return 2;
   }
-  const module = await command.load();
+  const module = await load();
   return module.run(rest);
 }
 

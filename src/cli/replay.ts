@@ -9,38 +9,12 @@ import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
 import { parseShare } from "../replay/tuning.js";
+import { REPLAY_FORMAT_LINE, REPLAY_USAGE } from "./usage.js";
 
-const USAGE = `Usage: edgelimit replay --policy FILE [options] LOG...
-
-Runs a policy over access logs with the logs' own time, through the real limiter and memory
-store, and reports who would have been challenged or blocked and which limits fit the traffic.
-LOG is a file, a pattern ("logs/*.gz", "**/E2ABC*.gz") or - for stdin; gzip is read whatever
-the name. Several logs are merged by time.
-
-Options:
-  --policy FILE            the policy to replay (required)
-  --compare FILE           a second policy, replayed over the same traffic, side by side
-  --format NAME            the log format (default: detected from the first lines):
-${FORMATS.map((format) => `                             ${format.name}: ${format.summary}`).join("\n")}
-  --field NAME=PATH        json: where a field is (ip, time, method, path, query, userAgent,
-                           status), dotted for nested objects; repeat for each
-  --user-field NAME        the log's field holding a verified user id (a CloudFront column, a
-                           JSON path, remote_user for combined/common); without it every
-                           request is anonymous
-  --plan-field NAME        the log's field holding the user's plan
-  --reorder DURATION       how far out of order lines may come and still be put in place
-                           (default 1m); later lines are counted as late
-  --refuse-at-most SHARE   the share of subjects a suggested limit may refuse (default 0.1%)
-  --top N                  refused subjects to list (default 10)
-  --max-errors N           stop after more than N malformed lines (default: never)
-  --json                   print one JSON object instead of the text report
-  --html FILE              also write a self-contained page with charts and tables
-  --no-progress            no progress line on stderr (shown only when stderr is a terminal)
-  -h, --help               this text
-
-The policy's secrets are never read: replay holds no tokens. The client address is the one the
-log recorded for the connection; forwarded headers in a log are not believed.
-`;
+const USAGE = REPLAY_USAGE.replace(
+  REPLAY_FORMAT_LINE,
+  `${REPLAY_FORMAT_LINE.trimEnd()}:\n${FORMATS.map((format) => `                             ${format.name}: ${format.summary}`).join("\n")}\n`,
+);
 
 function fail(message: string): number {
   process.stderr.write(`edgelimit replay: ${message}\n\n${USAGE}`);

@@ -1,4 +1,5 @@
 import { type FSWatcher, readFileSync, watch } from "node:fs";
+import { BlockList, isIPv6 } from "node:net";
 import { basename, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -13,22 +14,9 @@ import { createLists } from "../lists/index.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
+import { SERVE_USAGE } from "./usage.js";
 
-const USAGE = `Usage: edgelimit serve --policy FILE --upstream URL [options]
-
-  --policy FILE          policy (YAML or JSON); reloaded on SIGHUP and when the file changes
-  --upstream URL         origin to forward allowed requests to (optional with --demo)
-  --port N               public port (default 8080)
-  --host ADDR            public address (default 0.0.0.0)
-  --admin-port N         admin port on 127.0.0.1: dashboard, /metrics, /healthz (default 9090)
-  --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
-                         dynamodb://TABLE?region=R&endpoint=URL (default memory)
-  --demo                 start a built-in demo origin (and session JWT and challenge secrets if unset)
-  --no-limit             forward everything without limiting (a baseline for benchmarks)
-  --log-sample RATE      share of allowed decisions logged (default 0.01; refusals always)
-  --upstream-timeout MS  wait for upstream response headers, then 504 (default 30000)
-  --drain-timeout MS     on SIGTERM, wait this long for in-flight requests (default 10000)
-`;
+const USAGE = SERVE_USAGE;
 
 const DEFAULT_DEMO_POLICY = "../../examples/policies/cloudfront.yaml";
 
@@ -44,13 +32,14 @@ export async function run(argv: string[]): Promise<number> {
         port: { type: "string" },
         host: { type: "string" },
         "admin-port": { type: "string" },
+        "admin-host": { type: "string" },
         store: { type: "string" },
         demo: { type: "boolean", default: false },
         "no-limit": { type: "boolean", default: false },
         "log-sample": { type: "string" },
         "upstream-timeout": { type: "string" },
         "drain-timeout": { type: "string" },
-        help: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
       },
     }));
   } catch (error) {
@@ -86,9 +75,22 @@ export async function run(argv: string[]): Promise<number> {
     upstreamTimeoutMs = integerFlag(values["upstream-timeout"], "--upstream-timeout", 30_000);
     drainTimeoutMs = integerFlag(values["drain-timeout"], "--drain-timeout", 10_000);
     logSample = rateFlag(values["log-sample"], 0.01);
+    if (adminPort !== 0 && adminPort === port) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `--admin-port ${adminPort} is the public port: the admin listener (dashboard, /metrics) never shares it; pick another port`,
+      );
+    }
   } catch (error) {
     printError(error);
     return error instanceof EdgelimitError && error.code === "EL_BAD_ARGUMENT" ? 2 : 1;
+  }
+
+  const adminHost = (values["admin-host"] as string | undefined) ?? "127.0.0.1";
+  if (!isLoopback(adminHost)) {
+    process.stderr.write(
+      `edgelimit serve: warning: --admin-host ${adminHost} is not a loopback address: the dashboard, /metrics and /api/snapshot have no authentication and are reachable from the network; keep them behind a firewall or an authenticating proxy\n`,
+    );
   }
 
   const env: Record<string, string | undefined> = { ...process.env };
@@ -140,6 +142,7 @@ export async function run(argv: string[]): Promise<number> {
       port,
       host: (values.host as string | undefined) ?? "0.0.0.0",
       adminPort,
+      adminHost,
       limit: values["no-limit"] !== true,
       challenge,
       lists,
@@ -275,6 +278,20 @@ function watchPolicy(file: string, onChange: () => void, logger: Logger): FSWatc
   } catch (error) {
     logger.warn({ msg: "cannot watch the policy file; SIGHUP still reloads", err: error });
     return undefined;
+  }
+}
+
+/** Whether the admin listener stays on this machine: 127.0.0.0/8, ::1 or localhost. */
+function isLoopback(host: string): boolean {
+  if (host === "localhost") return true;
+  const loopback = new BlockList();
+  loopback.addSubnet("127.0.0.0", 8, "ipv4");
+  loopback.addAddress("::1", "ipv6");
+  const bare = host.replace(/^\[(.*)\]$/, "$1");
+  try {
+    return loopback.check(bare, isIPv6(bare) ? "ipv6" : "ipv4");
+  } catch {
+    return false;
   }
 }
 

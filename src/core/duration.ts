@@ -1,68 +1,131 @@
 import { EdgelimitError } from "./errors.js";
 import type { WindowSpec } from "./types.js";
 
+/**
+ * The units a duration may use, and nothing else. One spelling per unit, lowercase, no space:
+ * `1M` read as a minute by one tool is a month to its reader, and `window: 3600` is an hour to
+ * whoever wrote it and 3.6 seconds to a parser that assumes milliseconds. Near misses are
+ * errors that show the spelling to use.
+ */
 const UNIT_MS: Record<string, number> = {
   ms: 1,
   s: 1000,
-  sec: 1000,
-  second: 1000,
-  seconds: 1000,
   m: 60_000,
-  min: 60_000,
-  minute: 60_000,
-  minutes: 60_000,
   h: 3_600_000,
-  hour: 3_600_000,
-  hours: 3_600_000,
   d: 86_400_000,
-  day: 86_400_000,
-  days: 86_400_000,
   w: 604_800_000,
-  week: 604_800_000,
-  weeks: 604_800_000,
 };
-const MONTH_UNITS = new Set(["mo", "month", "months"]);
-const PATTERN = /^\s*(\d+)\s*([a-z]+)\s*$/i;
+const MONTH = "mo";
+const PATTERN = /^(\d+)(ms|s|m|h|d|w|mo)$/;
+/** Something that looks like an amount and a unit, to say how to spell it. */
+const LOOSE = /^\s*(\d+)\s*([a-z]+)\s*$/i;
+const LONG_UNITS: Record<string, string> = {
+  msec: "ms",
+  millisecond: "ms",
+  milliseconds: "ms",
+  sec: "s",
+  secs: "s",
+  second: "s",
+  seconds: "s",
+  min: "m",
+  mins: "m",
+  minute: "m",
+  minutes: "m",
+  hr: "h",
+  hrs: "h",
+  hour: "h",
+  hours: "h",
+  day: "d",
+  days: "d",
+  week: "w",
+  weeks: "w",
+  month: "mo",
+  months: "mo",
+};
 
-/** The words a window or duration may use, for error messages. */
-export const DURATION_HINT =
-  'a number of milliseconds, or a string such as "10s", "60s", "1m", "1h", "1d", "1w" or "1mo" (calendar month, UTC)';
+/** The spellings a duration may use, for messages and docs. */
+export const DURATION_HINT = 'a whole number and a unit: "500ms", "10s", "5m", "1h", "1d" or "1w"';
+/** The same, for a window, which may also be calendar months. */
+export const WINDOW_HINT =
+  'a whole number and a unit: "10s", "60s", "1m", "1h", "1d", "1w" or "1mo" (calendar month, UTC)';
 
-/**
- * Parses a window: a number (milliseconds) or "60s", "1m", "1h", "1d", "1w", "1mo".
- * Months are calendar months in UTC, so that "1000 calls a month" means the month on the bill.
- */
-export function parseWindow(input: string | number): WindowSpec {
-  if (typeof input === "number") {
-    if (!Number.isInteger(input) || input < 1) {
-      throw new EdgelimitError("EL_BAD_ARGUMENT", `window must be ${DURATION_HINT}; got ${input}`);
-    }
-    return { ms: input };
-  }
-  const match = PATTERN.exec(input);
-  const amount = match ? Number(match[1]) : Number.NaN;
-  const unit = match?.[2]?.toLowerCase() ?? "";
-  if (!match || amount < 1) {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `window must be ${DURATION_HINT}; got "${input}"`);
-  }
-  if (MONTH_UNITS.has(unit)) return { months: amount };
-  const unitMs = UNIT_MS[unit];
-  if (unitMs === undefined) {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `window must be ${DURATION_HINT}; got "${input}"`);
-  }
-  return { ms: amount * unitMs };
+export interface DurationOptions {
+  /** Calendar months (`1mo`) are allowed: windows only, since a month has no fixed length. */
+  readonly months?: boolean;
+  /** A bare number means milliseconds: only where that is documented (`budget: 50`). */
+  readonly bareMilliseconds?: boolean;
 }
 
-/** Parses a duration that must be a fixed length (no months). */
-export function parseDurationMs(input: string | number): number {
-  const window = parseWindow(input);
-  if ("months" in window) {
-    throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
-      `a duration cannot be in months here; got "${input}"`,
-    );
+/**
+ * Says what is wrong with a duration, in words that show the spelling to use, or returns
+ * undefined when it is one the options accept.
+ */
+export function durationProblem(input: unknown, options: DurationOptions = {}): string | undefined {
+  const hint = options.months ? WINDOW_HINT : DURATION_HINT;
+  if (typeof input === "number") {
+    if (options.bareMilliseconds && Number.isInteger(input) && input > 0) return undefined;
+    return bareNumberProblem(input, options);
   }
-  return window.ms;
+  if (typeof input !== "string") return `must be ${hint}; got ${JSON.stringify(input)}`;
+  if (/^\s*\d+\s*$/.test(input)) return bareNumberProblem(Number(input), options);
+  const match = PATTERN.exec(input);
+  if (match) {
+    if (Number(match[1]) < 1) return `must be at least 1${match[2]}; got "${input}"`;
+    if (match[2] === MONTH && !options.months) {
+      return `cannot be in calendar months (only a window can); write days instead, such as "30d"; got "${input}"`;
+    }
+    return undefined;
+  }
+  const loose = LOOSE.exec(input);
+  if (loose) {
+    const amount = loose[1] ?? "";
+    const unit = loose[2] ?? "";
+    if (unit === "M") {
+      return options.months
+        ? `"${input}" is ambiguous: write ${amount}m for a minute or ${amount}mo for a month`
+        : `"${input}" is ambiguous: write ${amount}m for a minute (a month is not a fixed length; use days, such as "30d")`;
+    }
+    const lower = unit.toLowerCase();
+    const spelling = UNIT_MS[lower] !== undefined || lower === MONTH ? lower : LONG_UNITS[lower];
+    if (spelling !== undefined && (spelling !== MONTH || options.months)) {
+      return `write "${Number(amount)}${spelling}" (units are lowercase, with no space); got "${input}"`;
+    }
+  }
+  return `must be ${hint}; got ${JSON.stringify(input)}`;
+}
+
+function bareNumberProblem(input: number, options: DurationOptions): string {
+  const hint = options.months ? WINDOW_HINT : DURATION_HINT;
+  if (!Number.isInteger(input) || input < 1) return `must be ${hint}; got ${input}`;
+  const asSeconds = formatWindow({ ms: input * 1000 });
+  const seconds = asSeconds === `${input}s` ? `"${input}s"` : `"${input}s" or "${asSeconds}"`;
+  return `a bare number is ambiguous here: write ${seconds} for ${input} seconds, or "${input}ms" for milliseconds; got ${input}`;
+}
+
+/**
+ * Parses a window: "60s", "1m", "1h", "1d", "1w", "1mo" (see WINDOW_HINT). It takes a number
+ * only to refuse it with the spelling to use, for callers from JavaScript.
+ */
+export function parseWindow(input: string | number): WindowSpec {
+  const problem = durationProblem(input, { months: true });
+  if (problem !== undefined) throw new EdgelimitError("EL_BAD_ARGUMENT", `window ${problem}`);
+  return toWindow(String(input));
+}
+
+/** Parses a duration that has a fixed length (no months); see DurationOptions. */
+export function parseDurationMs(input: string | number, options: DurationOptions = {}): number {
+  const problem = durationProblem(input, { ...options, months: false });
+  if (problem !== undefined) throw new EdgelimitError("EL_BAD_ARGUMENT", `duration ${problem}`);
+  if (typeof input === "number") return input;
+  const window = toWindow(input);
+  return "ms" in window ? window.ms : 0;
+}
+
+/** Months are calendar months in UTC, so that "1000 calls a month" means the month on the bill. */
+function toWindow(valid: string): WindowSpec {
+  const [, amount = "", unit = ""] = PATTERN.exec(valid) ?? [];
+  if (unit === MONTH) return { months: Number(amount) };
+  return { ms: Number(amount) * (UNIT_MS[unit] ?? Number.NaN) };
 }
 
 /** Human form of a window for `edgelimit check` and docs: "60s", "1d", "1mo". */

@@ -18,6 +18,8 @@ export interface PolicyIssue {
   readonly message: string;
   /** 1-based line in the source file, when known. */
   readonly line?: number;
+  /** 1-based column, for YAML syntax errors (where there is no field path to name). */
+  readonly column?: number;
   readonly code: ErrorCode;
 }
 

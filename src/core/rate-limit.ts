@@ -6,8 +6,8 @@ import type { AlgorithmName, CounterSpec, Store } from "./types.js";
 export interface RateLimitOptions {
   readonly store: Store;
   readonly limit: number;
-  /** "10s", "60s", "1d", "1mo", or milliseconds. */
-  readonly window: string | number;
+  /** "10s", "60s", "1d", "1mo" (a number is refused: is 3600 an hour or 3.6 seconds?). */
+  readonly window: string;
   readonly algorithm?: AlgorithmName;
   /** Separates these counters from others in the same store (default "default"). */
   readonly namespace?: string;

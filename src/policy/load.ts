@@ -49,12 +49,19 @@ export function parsePolicy(text: string, source = "policy"): ResolvedPolicy {
   const lineCounter = new LineCounter();
   const document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   if (document.errors.length > 0) {
-    const issues: PolicyIssue[] = document.errors.map((error) => ({
-      path: "",
-      message: error.message.split("\n")[0] ?? error.message,
-      line: lineCounter.linePos(error.pos[0]).line,
-      code: "EL_POLICY_PARSE",
-    }));
+    const issues: PolicyIssue[] = document.errors.map((error) => {
+      const { line, col } = lineCounter.linePos(error.pos[0]);
+      return {
+        path: "",
+        message: (error.message.split("\n")[0] ?? error.message).replace(
+          / at line \d+, column \d+:?$/,
+          "",
+        ),
+        line,
+        column: col,
+        code: "EL_POLICY_PARSE",
+      };
+    });
     throw policyError(source, issues);
   }
   const input = document.toJS();
@@ -106,7 +113,8 @@ function policyError(source: string, issues: PolicyIssue[]): EdgelimitError {
 
 /** `line 12: tiers.anonymous.paths./api/reports: must be ...` */
 export function formatIssue(issue: PolicyIssue): string {
-  const where = issue.line === undefined ? "" : `line ${issue.line}: `;
+  const column = issue.column === undefined ? "" : `, column ${issue.column}`;
+  const where = issue.line === undefined ? "" : `line ${issue.line}${column}: `;
   const field = issue.path === "" ? "" : `${issue.path}: `;
   return `${where}${field}${issue.message}`;
 }

@@ -220,7 +220,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       denylist: spec.denylist ?? [],
       challenge: resolveChallenge(spec.challenge),
       lists: (spec.lists ?? []).map(resolveList),
-      budgetMs: parseDurationMs(spec.budget ?? 50),
+      budgetMs: parseDurationMs(spec.budget ?? 50, { bareMilliseconds: true }),
       connectBudgetMs: parseDurationMs(spec.connectBudget ?? "1s"),
       unavailableRetryAfterSeconds: Math.max(
         1,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DURATION_HINT, parseWindow } from "../core/duration.js";
+import { type DurationOptions, durationProblem } from "../core/duration.js";
 import { isCidr } from "../core/ip.js";
 
 /**
@@ -8,16 +8,17 @@ import { isCidr } from "../core/ip.js";
  * silently missing.
  */
 
-const duration = z.union([z.number().int().positive(), z.string()]).superRefine((value, ctx) => {
-  try {
-    parseWindow(value);
-  } catch {
-    ctx.addIssue({
-      code: "custom",
-      message: `must be ${DURATION_HINT}; got ${JSON.stringify(value)}`,
-    });
-  }
-});
+/** A duration field: which forms it accepts is per field and listed in docs/policy.md. */
+function durationField(options: DurationOptions = {}) {
+  return z.union([z.number(), z.string()]).superRefine((value, ctx) => {
+    const problem = durationProblem(value, options);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  });
+}
+/** A rule's window: calendar months allowed, a bare number not (is 3600 an hour?). */
+const window = durationField({ months: true });
+/** A fixed-length duration written with its unit. */
+const duration = durationField();
 
 const pathPrefix = z
   .string()
@@ -48,7 +49,7 @@ const limitNumber = z
 
 /** Options that a rule has and that tiers, namespaces and `defaults` may set for their rules. */
 const ruleOptions = {
-  window: duration.optional(),
+  window: window.optional(),
   algorithm: z.enum(["fixed-window", "sliding-window", "token-bucket"]).optional(),
   action: z.enum(["block", "challenge"]).optional(),
   challengeBand: z
@@ -254,7 +255,8 @@ export const policySchema = z.strictObject({
         }),
     )
     .optional(),
-  budget: duration.optional(),
+  /** Documented since the first release as milliseconds when bare (`budget: 50`). */
+  budget: durationField({ bareMilliseconds: true }).optional(),
   connectBudget: duration.optional(),
   unavailableRetryAfter: duration.optional(),
   headers: z

@@ -5,7 +5,7 @@ import { serve } from "@hono/node-server";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { honoRateLimit, withRateLimit } from "../../src/adapters/fetch.js";
 import {
   fastifyRateLimit,
@@ -13,6 +13,7 @@ import {
   nodeRateLimit,
   prometheusMetrics,
 } from "../../src/adapters/node.js";
+import { EdgelimitError } from "../../src/core/errors.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
@@ -175,6 +176,78 @@ describe("middleware through real servers", () => {
     servers.push(server);
     const { port } = server.address() as AddressInfo;
     await expectLimited(`http://127.0.0.1:${port}`);
+  });
+
+  it("withRateLimit without ip is refused when the policy counts clients by address", () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    let error: unknown;
+    try {
+      withRateLimit(() => new Response("ok"), { limiter });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(EdgelimitError);
+    expect((error as EdgelimitError).code).toBe("EL_BAD_ARGUMENT");
+    expect((error as EdgelimitError).message).toContain("withRateLimit needs the ip option");
+    expect((error as EdgelimitError).message).toContain(
+      "ip: (req, info) => info.remoteAddr.hostname",
+    );
+  });
+
+  it("withRateLimit without ip counts clients apart when the policy names a client header", async () => {
+    const byHeader = definePolicy({
+      identity: { ip: { source: "header", header: "cf-connecting-ip" } },
+      tiers: { anonymous: { global: 2 } },
+    });
+    const limiter = createLimiter({ policy: byHeader, store: memoryStore() });
+    const handler = withRateLimit(() => new Response("ok"), { limiter });
+    const server = serve({
+      fetch: (request) => handler(request, undefined),
+      port: 0,
+      hostname: "127.0.0.1",
+    });
+    await once(server, "listening");
+    servers.push(server);
+    const { port } = server.address() as AddressInfo;
+    const statusFor = async (client: string) =>
+      (await fetch(`http://127.0.0.1:${port}/`, { headers: { "cf-connecting-ip": client } }))
+        .status;
+    const first = [];
+    for (let i = 0; i < 3; i++) first.push(await statusFor("203.0.113.1"));
+    expect(first).toEqual([200, 200, 429]);
+    expect(await statusFor("203.0.113.2")).toBe(200);
+  });
+
+  it("an ip option that returns no address is counted as ip:unknown and warned about once", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const limiter = createLimiter({ policy, store: memoryStore() });
+      const handler = withRateLimit(() => new Response("ok"), {
+        limiter,
+        ip: (request: Request) => request.headers.get("x-test-peer") ?? undefined,
+      });
+      const server = serve({
+        fetch: (request) => handler(request, undefined),
+        port: 0,
+        hostname: "127.0.0.1",
+      });
+      await once(server, "listening");
+      servers.push(server);
+      const { port } = server.address() as AddressInfo;
+      const statusFor = async (peer: string) =>
+        (await fetch(`http://127.0.0.1:${port}/home`, { headers: { "x-test-peer": peer } })).status;
+      // Two different garbage values share the one ip:unknown counter (global: 5).
+      const statuses = [];
+      for (let i = 0; i < 6; i++) statuses.push(await statusFor(i % 2 === 0 ? "peer-a" : "peer-b"));
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+      expect(await statusFor("203.0.113.9")).toBe(200);
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]?.[0])).toContain(
+        'the client address is "peer-a", not an IP address; 1 request since the last warning counted together as ip:unknown',
+      );
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it("answers 503 on a fail-closed path when the store is down", async () => {

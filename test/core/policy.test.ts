@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
+import { createRateLimit } from "../../src/core/rate-limit.js";
 import { definePolicy, loadPolicy, parsePolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-policy-"));
 
@@ -98,6 +100,61 @@ describe("policy validation", () => {
     expect(() => definePolicy({ namespaces: { q: { limit: 5, key: "user" } } })).toThrow(
       /keyed by "user"/,
     );
+  });
+
+  it("refuses ambiguous durations with the spelling to use, at the field's path and line", () => {
+    const issues = issuesOf(
+      [
+        "defaults:",
+        "  window: 1M",
+        "namespaces:",
+        "  hourly: { limit: 5, window: 3600 }",
+        "  daily: { limit: 5, window: 1 day }",
+        "connectBudget: 2000",
+        "challenge:",
+        "  passTtl: 1mo",
+      ].join("\n"),
+    );
+    const byPath = new Map(issues.map((issue) => [issue.path, issue]));
+    expect(byPath.get("defaults.window")).toMatchObject({
+      line: 2,
+      code: "EL_POLICY_BAD_WINDOW",
+      message: '"1M" is ambiguous: write 1m for a minute or 1mo for a month',
+    });
+    expect(byPath.get("namespaces.hourly.window")?.line).toBe(4);
+    expect(byPath.get("namespaces.hourly.window")?.message).toContain('write "3600s" or "1h"');
+    expect(byPath.get("namespaces.daily.window")?.message).toContain('write "1d"');
+    expect(byPath.get("connectBudget")).toMatchObject({ line: 6, code: "EL_POLICY_INVALID" });
+    expect(byPath.get("connectBudget")?.message).toContain('"2000s"');
+    expect(byPath.get("challenge.passTtl")?.message).toContain("cannot be in calendar months");
+  });
+
+  it("accepts the documented forms: unit suffixes, and a bare budget in milliseconds", () => {
+    const policy = parsePolicy(
+      [
+        "budget: 50",
+        "connectBudget: 1500ms",
+        "unavailableRetryAfter: 5s",
+        "namespaces:",
+        "  a: { limit: 5, window: 10s }",
+        "  b: { limit: 5, window: 1m }",
+        "  c: { limit: 5, window: 1h }",
+        "  d: { limit: 5, window: 1w }",
+        "  e: { limit: 5, window: 1mo }",
+      ].join("\n"),
+    );
+    expect(policy.budgetMs).toBe(50);
+    expect(policy.connectBudgetMs).toBe(1500);
+    expect(policy.rules.map((rule) => rule.window)).toEqual([
+      { ms: 10_000 },
+      { ms: 60_000 },
+      { ms: 3_600_000 },
+      { ms: 604_800_000 },
+      { months: 1 },
+    ]);
+    expect(() =>
+      createRateLimit({ store: memoryStore(), limit: 5, window: 60_000 as unknown as string }),
+    ).toThrow(/window a bare number is ambiguous here.*"60000ms" for milliseconds/);
   });
 
   it("reports YAML syntax errors with their line", () => {

@@ -1,0 +1,107 @@
+/**
+ * The help text of every command, in one module that imports nothing, so that `edgelimit
+ * --help` can list every option of every command without loading them, and a command's own
+ * `--help` says the same thing.
+ */
+
+export const CHECK_USAGE = `Usage: edgelimit check FILE [options]
+
+Validates a policy and prints the rules it resolves to. Exits 1 when the policy has errors.
+
+  --json                 print the resolved policy as JSON; on errors, print
+                         {"ok":false,"file","code","issues":[{code,path,line,column,message}]}
+  --target NAME          any (default) | cloudflare: also check that platform's own limits
+  -h, --help             this text
+`;
+
+export const SERVE_USAGE = `Usage: edgelimit serve --policy FILE --upstream URL [options]
+
+Runs the gateway in front of an origin until SIGTERM or SIGINT, then drains.
+
+  --policy FILE          policy (YAML or JSON); reloaded on SIGHUP and when the file changes
+  --upstream URL         origin to forward allowed requests to (optional with --demo)
+  --port N               public port (default 8080)
+  --host ADDR            public address (default 0.0.0.0)
+  --admin-port N         admin port: dashboard, /metrics, /healthz (default 9090; never the public port)
+  --admin-host ADDR      admin address (default 127.0.0.1; a warning when it is not loopback:
+                         the admin listener has no authentication)
+  --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
+                         dynamodb://TABLE?region=R&endpoint=URL (default memory)
+  --demo                 start a built-in demo origin (and session JWT and challenge secrets if unset)
+  --no-limit             forward everything without limiting (a baseline for benchmarks)
+  --log-sample RATE      share of allowed decisions logged (default 0.01; refusals always)
+  --upstream-timeout MS  wait for upstream response headers, then 504 (default 30000)
+  --drain-timeout MS     on SIGTERM, wait this long for in-flight requests (default 10000)
+  -h, --help             this text
+`;
+
+export const BUILD_USAGE = `Usage: edgelimit build lambda-edge --policy FILE --store URL --out DIR [options]
+
+Bundles the policy and store settings into the two Lambda@Edge zips (viewer request and
+origin response). The policy's { env: NAME } secrets are read now and baked into the bundle.
+
+  --policy FILE          policy (YAML or JSON)
+  --store URL            dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2]
+  --out DIR              where to write the zips
+  --no-minify            keep the bundle readable
+  -h, --help             this text
+`;
+
+/** The replay command adds the list of log formats after the `--format` line. */
+export const REPLAY_FORMAT_LINE =
+  "  --format NAME            the log format (default: detected from the first lines)\n";
+
+export const REPLAY_USAGE = `Usage: edgelimit replay --policy FILE [options] LOG...
+
+Runs a policy over access logs with the logs' own time, through the real limiter and memory
+store, and reports who would have been challenged or blocked and which limits fit the traffic.
+LOG is a file, a pattern ("logs/*.gz", "**/E2ABC*.gz") or - for stdin; gzip is read whatever
+the name. Several logs are merged by time.
+
+Options:
+  --policy FILE            the policy to replay (required)
+  --compare FILE           a second policy, replayed over the same traffic, side by side
+${REPLAY_FORMAT_LINE}  --field NAME=PATH        json: where a field is (ip, time, method, path, query, userAgent,
+                           status), dotted for nested objects; repeat for each
+  --user-field NAME        the log's field holding a verified user id (a CloudFront column, a
+                           JSON path, remote_user for combined/common); without it every
+                           request is anonymous
+  --plan-field NAME        the log's field holding the user's plan
+  --reorder DURATION       how far out of order lines may come and still be put in place
+                           (default 1m); later lines are counted as late
+  --refuse-at-most SHARE   the share of subjects a suggested limit may refuse (default 0.1%)
+  --top N                  refused subjects to list (default 10)
+  --max-errors N           stop after more than N malformed lines (default: never)
+  --json                   print one JSON object instead of the text report
+  --html FILE              also write a self-contained page with charts and tables
+  --no-progress            no progress line on stderr (shown only when stderr is a terminal)
+  -h, --help               this text
+
+The policy's secrets are never read: replay holds no tokens. The client address is the one the
+log recorded for the connection; forwarded headers in a log are not believed.
+`;
+
+export const ENVIRONMENT = `Environment:
+  { env: NAME } secrets  a policy's secrets (identity.user.jwt.secret, challenge.secret, ...)
+                         may name a variable, such as EDGELIMIT_JWT_SECRET or
+                         EDGELIMIT_CHALLENGE_SECRET: serve reads them, build bakes them in,
+                         check warns when one is unset, replay never reads them
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+                         credentials for serve --store dynamodb://... and for lists in S3
+  AWS_REGION             read by the Lambda@Edge bundle that build writes (Lambda sets it)
+`;
+
+export const COMMAND_USAGES = {
+  check: CHECK_USAGE,
+  serve: SERVE_USAGE,
+  build: BUILD_USAGE,
+  replay: REPLAY_USAGE,
+} as const;
+
+export function topLevelUsage(): string {
+  return `Usage: edgelimit COMMAND [options]   (edgelimit COMMAND --help for one command)
+       edgelimit --version | --help
+
+${Object.values(COMMAND_USAGES).join("\n")}
+${ENVIRONMENT}`;
+}
