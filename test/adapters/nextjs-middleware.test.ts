@@ -7,9 +7,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { build, type Plugin } from "esbuild";
-import { Miniflare } from "miniflare";
+import type { Plugin } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
+import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-next-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -58,27 +58,12 @@ export default {
   },
 };`,
     );
-    const outfile = join(dir, "bundle.mjs");
-    const result = await build({
-      entryPoints: [join(dir, "worker.mjs")],
-      bundle: true,
-      platform: "browser",
+    const { outfile, nodeBuiltins } = await bundleForEdge(join(dir, "worker.mjs"), dir, {
       conditions: ["edge-light"],
-      format: "esm",
-      outfile,
       plugins: [resolveImports()],
-      logLevel: "silent",
-      metafile: true,
     });
-    expect(
-      Object.keys(result.metafile.inputs).filter((input) => input.startsWith("node:")),
-    ).toEqual([]);
-    const miniflare = new Miniflare({
-      modules: true,
-      scriptPath: outfile,
-      modulesRoot: dir,
-      compatibilityDate: "2025-06-01",
-    });
+    expect(nodeBuiltins).toEqual([]);
+    const miniflare = await runInWorkerd(outfile, dir);
     try {
       const statuses: number[] = [];
       let first: Response | undefined;
