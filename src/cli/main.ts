@@ -10,6 +10,7 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<numb
   serve: () => import("./serve.js"),
   build: () => import("./build.js"),
   replay: () => import("./replay.js"),
+  schema: () => import("./schema.js"),
 };
 
 async function main(argv: string[]): Promise<number> {

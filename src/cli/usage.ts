@@ -91,11 +91,22 @@ export const ENVIRONMENT = `Environment:
   AWS_REGION             read by the Lambda@Edge bundle that build writes (Lambda sets it)
 `;
 
+export const SCHEMA_USAGE = `Usage: edgelimit schema
+
+Prints the policy's JSON Schema (also shipped as edgelimit/policy.schema.json). Point an
+editor at it with a first line such as
+  # yaml-language-server: $schema=./node_modules/edgelimit/dist/policy.schema.json
+or a "$schema" key in a JSON policy. \`edgelimit check\` still checks what a schema cannot say.
+
+  -h, --help             this text
+`;
+
 export const COMMAND_USAGES = {
   check: CHECK_USAGE,
   serve: SERVE_USAGE,
   build: BUILD_USAGE,
   replay: REPLAY_USAGE,
+  schema: SCHEMA_USAGE,
 } as const;
 
 export function topLevelUsage(): string {

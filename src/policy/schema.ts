@@ -42,7 +42,7 @@ const secretSource = z.union(
   { error: "must be one of { env: NAME }, { value: SECRET } or { file: PATH }" },
 );
 
-const limitNumber = z
+export const limitNumber = z
   .number({ error: "must be a whole number of requests (0 or more)" })
   .int({ error: "must be a whole number of requests" })
   .nonnegative({ error: "must be 0 or more (0 refuses every request)" });
@@ -66,7 +66,7 @@ const ruleOptions = {
 const keyKind = z.enum(["ip", "user", "user-or-ip"]);
 
 /** A rule: a number is shorthand for `{ limit: N }`. */
-const ruleSpec = z.preprocess(
+export const ruleSpec = z.preprocess(
   (value) => (typeof value === "number" ? { limit: value } : value),
   z.strictObject({ limit: limitNumber, ...ruleOptions }),
 );
@@ -124,6 +124,8 @@ const jwtSpec = z.strictObject({
 });
 
 export const policySchema = z.strictObject({
+  /** The JSON Schema an editor validates the file against (`edgelimit schema`); ignored here. */
+  $schema: z.string().optional(),
   version: z.literal(1, { error: "must be 1 (the only policy format so far)" }).optional(),
   identity: z
     .strictObject({
