@@ -1,7 +1,9 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatWindow } from "../core/duration.js";
 import { EdgelimitError, type PolicyIssue } from "../core/errors.js";
-import { formatIssue, loadPolicy } from "../policy/load.js";
+import { matchesPrefix } from "../core/path.js";
+import { formatIssue, loadPolicy, policyWarningsOf } from "../policy/load.js";
 import type { ResolvedPolicy, ResolvedRule, SecretSource } from "../policy/types.js";
 import { CHECK_USAGE } from "./usage.js";
 
@@ -64,6 +66,17 @@ export async function run(argv: string[]): Promise<number> {
   for (const warning of unsetSecrets(policy, process.env)) {
     process.stderr.write(`${file}: warning: ${warning}\n`);
   }
+  const warnings = policyWarningsOf(readFileSync(file, "utf8"), file);
+  for (const warning of warnings) {
+    process.stderr.write(`${file}: warning: ${formatIssue(warning)}\n`);
+  }
+  if (values.strict && warnings.length > 0) {
+    return failed(
+      warnings[0]?.code ?? "EL_POLICY_UNLIMITED",
+      `${warnings.length} warning${warnings.length === 1 ? "" : "s"} (--strict makes them errors)`,
+      warnings,
+    );
+  }
   if (values.json) {
     process.stdout.write(`${JSON.stringify(policy, null, 2)}\n`);
     return 0;
@@ -78,6 +91,7 @@ function parseCheckArgs(argv: string[]) {
     allowPositionals: true,
     options: {
       json: { type: "boolean", default: false },
+      strict: { type: "boolean", default: false },
       target: { type: "string", default: "any" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -134,7 +148,7 @@ export function describePolicy(file: string, policy: ResolvedPolicy): string {
     `${rule.limit} / ${formatWindow(rule.window)}`,
     rule.algorithm,
     action(rule),
-    rule.failMode === "closed" || isFailClosedRule(rule, policy) ? "closed" : "open",
+    storeDown(rule, policy),
   ]);
   const header = ["rule", "counts", "applies to", "limit", "algorithm", "over limit", "store down"];
   const widths = header.map((title, column) =>
@@ -187,11 +201,17 @@ function action(rule: ResolvedRule): string {
   return extras.length > 0 ? `${base} (${extras.join(", ")})` : base;
 }
 
-function isFailClosedRule(rule: ResolvedRule, policy: ResolvedPolicy): boolean {
-  return (
-    rule.pathPrefix !== undefined &&
-    policy.failClosedPaths.some((prefix) => rule.pathPrefix?.startsWith(prefix))
+/** What a rule's requests get while the store is down: `closed` (503), `open`, or both by path. */
+function storeDown(rule: ResolvedRule, policy: ResolvedPolicy): string {
+  if (rule.failMode === "closed") return "closed";
+  const prefix = rule.pathPrefix;
+  if (prefix !== undefined && policy.failClosedPaths.some((path) => matchesPrefix(prefix, path))) {
+    return "closed";
+  }
+  const closedUnder = policy.failClosedPaths.filter(
+    (path) => prefix === undefined || matchesPrefix(path, prefix),
   );
+  return closedUnder.length === 0 ? "open" : `open; closed under ${closedUnder.join(", ")}`;
 }
 
 function users(policy: ResolvedPolicy): string {

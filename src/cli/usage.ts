@@ -7,10 +7,13 @@
 export const CHECK_USAGE = `Usage: edgelimit check FILE [options]
 
 Validates a policy and prints the rules it resolves to. Exits 1 when the policy has errors.
+Warns, with the line, about traffic that no rule counts (unlimited, and never failing closed)
+and about prefixes that overlap.
 
   --json                 print the resolved policy as JSON; on errors, print
                          {"ok":false,"file","code","issues":[{code,path,line,column,message}]}
   --target NAME          any (default) | cloudflare: also check that platform's own limits
+  --strict               warnings (traffic no rule counts, overlapping prefixes) are errors
   -h, --help             this text
 `;
 

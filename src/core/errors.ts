@@ -7,6 +7,9 @@ export type ErrorCode =
   | "EL_POLICY_BAD_WINDOW"
   | "EL_POLICY_FILE"
   | "EL_POLICY_SECRET_MISSING"
+  /** A warning: some traffic is counted by no rule (unlimited), or two rules overlap. */
+  | "EL_POLICY_UNLIMITED"
+  | "EL_POLICY_OVERLAP"
   | "EL_BAD_ARGUMENT"
   | "EL_LIST_SOURCE"
   | "EL_STORE_TIMEOUT"

@@ -1,6 +1,7 @@
 import { type Document, isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { ZodType } from "zod";
 import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors.js";
+import { policyWarnings } from "./lint.js";
 import { type RawIssue, resolvePolicy } from "./resolve.js";
 import { type PolicyInput, policySchema } from "./schema.js";
 import type { ResolvedPolicy } from "./types.js";
@@ -66,6 +67,17 @@ export function parsePolicy(text: string, source = "policy"): ResolvedPolicy {
   }
   const input = document.toJS();
   return validate(input, { document, lineCounter }, source);
+}
+
+/**
+ * The warnings of a valid policy's text (see lint.ts), each with its line: traffic that no rule
+ * counts, overlapping prefixes. Throws as `parsePolicy` does when the policy is not valid.
+ */
+export function policyWarningsOf(text: string, source = "policy"): PolicyIssue[] {
+  const policy = parsePolicy(text, source);
+  const lineCounter = new LineCounter();
+  const document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  return policyWarnings(policy).map((issue) => locate(issue, { document, lineCounter }));
 }
 
 interface Located {

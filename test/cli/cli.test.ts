@@ -124,7 +124,7 @@ describe("edgelimit check", () => {
       "identity:",
       "  user:",
       "    jwt: { algorithms: [HS256], secret: { env: EDGELIMIT_TEST_UNSET_SECRET } }",
-      "tiers: { authenticated: { global: 5 } }",
+      "tiers: { anonymous: { global: 5 }, authenticated: { global: 5 } }",
     ].join("\n");
     const file = policyFile(yaml);
     const unset = cli(["check", file], { EDGELIMIT_TEST_UNSET_SECRET: undefined });

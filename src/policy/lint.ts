@@ -1,0 +1,132 @@
+/**
+ * Warnings for valid policies that leave traffic unprotected without saying so: a tier that no
+ * rule counts, tokens that match no rule, fail-closed paths that no rule covers (no rule, no
+ * store call, so no 503 either), plan filters naming no plan, prefixes that overlap. `check`
+ * prints them with their lines; `check --strict` makes them errors.
+ */
+import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import { matchesPrefix } from "../core/path.js";
+import type { Tier } from "../core/types.js";
+import type { RawIssue } from "./resolve.js";
+
+export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
+  const warnings: RawIssue[] = [];
+  const identifiesUsers =
+    policy.identity.jwt !== undefined || policy.identity.trustedHeader !== undefined;
+  const tiers: Tier[] = identifiesUsers ? ["anonymous", "authenticated"] : ["anonymous"];
+  const enforcing = policy.rules.filter((rule) => !rule.shadow);
+  const forTier = (tier: Tier) => enforcing.filter((rule) => rule.tiers.includes(tier));
+
+  for (const tier of tiers) {
+    const rules = forTier(tier);
+    if (rules.length === 0) {
+      warnings.push({
+        path: ["tiers", tier],
+        code: "EL_POLICY_UNLIMITED",
+        message: `no rule counts ${tier} requests: their traffic is unlimited; add tiers.${tier}.global`,
+      });
+      continue;
+    }
+    // A request outside every rule's path (and plan) is counted by none.
+    const everywhere = rules.some(
+      (rule) => rule.pathPrefix === undefined && rule.methods === undefined && !planOnly(rule),
+    );
+    if (!everywhere) {
+      warnings.push({
+        path: ["tiers", tier],
+        code: "EL_POLICY_UNLIMITED",
+        message: `no ${tier} rule applies to every path: requests elsewhere are unlimited; add tiers.${tier}.global`,
+      });
+    }
+  }
+
+  if (identifiesUsers) {
+    const plans = policy.rules.filter((rule) => rule.plans !== undefined);
+    const withoutPlan = forTier("authenticated").filter((rule) => rule.plans === undefined);
+    if (plans.length > 0 && withoutPlan.length === 0) {
+      warnings.push({
+        path: ["tiers", "authenticated", "plans"],
+        code: "EL_POLICY_UNLIMITED",
+        message:
+          "a verified user whose token carries no plan matches no rule (unlimited): add tiers.authenticated.global",
+      });
+    }
+    // The plans the tier defines; a filter naming another is a typo or a plan tokens never carry.
+    const defined = new Set(
+      policy.rules
+        .filter((rule) => rule.id.startsWith("authenticated.plan."))
+        .flatMap((rule) => rule.plans ?? []),
+    );
+    if (defined.size > 0) {
+      for (const rule of policy.rules) {
+        if (rule.id.startsWith("authenticated.plan.")) continue;
+        const unknown = (rule.plans ?? []).filter((plan) => !defined.has(plan));
+        if (unknown.length > 0) {
+          warnings.push({
+            path: pathOf(rule),
+            code: "EL_POLICY_UNLIMITED",
+            message: `rule ${rule.id} is for plan ${unknown.join(", ")}, which tiers.authenticated.plans does not define (it has ${[...defined].join(", ")}): if no token carries that plan, the rule never applies`,
+          });
+        }
+      }
+    }
+  }
+
+  policy.failClosedPaths.forEach((prefix, index) => {
+    for (const tier of tiers) {
+      const covered = forTier(tier).some(
+        (rule) =>
+          rule.methods === undefined &&
+          !planOnly(rule) &&
+          (rule.pathPrefix === undefined || matchesPrefix(prefix, rule.pathPrefix)),
+      );
+      if (!covered) {
+        warnings.push({
+          path: ["failClosed", index],
+          code: "EL_POLICY_UNLIMITED",
+          message: `${tier} requests under ${prefix} match no rule, so they never reach the store and are allowed even when it is down (no 503); add a rule that covers ${prefix}`,
+        });
+      }
+    }
+  });
+
+  const byGroup = new Map<string, ResolvedRule[]>();
+  for (const rule of policy.rules) {
+    if (rule.pathPrefix === undefined) continue;
+    const key = `${rule.group}\u0000${(rule.plans ?? []).join(",")}\u0000${(rule.methods ?? []).join(",")}`;
+    byGroup.set(key, [...(byGroup.get(key) ?? []), rule]);
+  }
+  for (const rules of byGroup.values()) {
+    for (const [i, first] of rules.entries()) {
+      for (const second of rules.slice(i + 1)) {
+        const a = first.pathPrefix as string;
+        const b = second.pathPrefix as string;
+        if (a.replace(/\/$/, "") === b.replace(/\/$/, "")) {
+          warnings.push({
+            path: pathOf(second),
+            code: "EL_POLICY_OVERLAP",
+            message: `${b} and ${a} name the same path (a prefix matches with or without its trailing slash): only one of ${second.id} and ${first.id} ever applies; keep one`,
+          });
+        }
+      }
+    }
+  }
+  return warnings;
+}
+
+/** A rule that applies only to the users of some plans. */
+function planOnly(rule: ResolvedRule): boolean {
+  return rule.plans !== undefined;
+}
+
+/** Where a rule is written, for the warning's line: `tiers.anonymous.paths./api/x` and the like. */
+function pathOf(rule: ResolvedRule): (string | number)[] {
+  const [first, ...rest] = rule.id.split(".");
+  if (first === "anonymous" || first === "authenticated") {
+    const [kind, ...name] = rest;
+    if (kind === "path") return ["tiers", first, "paths", name.join(".")];
+    if (kind === "plan") return ["tiers", first, "plans", name.join(".")];
+    return ["tiers", first];
+  }
+  return ["namespaces", first as string];
+}
