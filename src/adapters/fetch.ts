@@ -10,6 +10,7 @@ import { parseIp } from "../core/ip.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
+import { RateLimitedWarning } from "../warnings.js";
 
 export interface FetchRateLimitOptions<Context = unknown> {
   readonly limiter: Limiter;
@@ -24,6 +25,15 @@ export interface FetchRateLimitOptions<Context = unknown> {
   readonly ip?: (request: Request, context: Context) => string | undefined;
   /** Serves the challenge page under its path when the policy challenges. */
   readonly challenge?: ChallengeHandler;
+  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
+  readonly skip?: (request: Request, context: Context) => boolean | Promise<boolean>;
+  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
+  readonly cost?: (request: Request, context: Context) => number | undefined;
+  /**
+   * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
+   * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
+   */
+  readonly onRefused?: (request: Request, verdict: Verdict) => Response | Promise<Response>;
 }
 
 /** Describes a Web `Request` for the core. */
@@ -75,7 +85,11 @@ export function withVerdictHeaders(response: Response, verdict: Verdict): Respon
  * exhaust the limit for all. That is refused here, when the handler is built.
  */
 export function withRateLimit<Context = unknown>(
-  handler: (request: Request, context: Context) => Response | Promise<Response>,
+  handler: (
+    request: Request,
+    context: Context,
+    verdict: Verdict | undefined,
+  ) => Response | Promise<Response>,
   options: FetchRateLimitOptions<Context>,
 ): (request: Request, context: Context) => Promise<Response> {
   const { limiter, challenge } = options;
@@ -88,13 +102,21 @@ export function withRateLimit<Context = unknown>(
   }
   const checkPeer = peerChecker("withRateLimit", limiter);
   return async (request, context) => {
+    if (options.skip !== undefined && (await options.skip(request, context))) {
+      return handler(request, context, undefined);
+    }
     const ip = checkPeer(options.ip?.(request, context));
-    const description = describeRequest(request, ip);
+    const cost = options.cost?.(request, context);
+    const described = describeRequest(request, ip);
+    const description = cost === undefined ? described : { ...described, cost: validCost(cost) };
     const page = routeChallenge(challenge, limiter, description, () => request);
     if (page !== undefined) return page;
     const verdict = await limiter.check(description);
-    if (verdict.action !== "allow") return refusalResponse(verdict);
-    const response = await handler(forwardRequest(request, limiter, verdict), context);
+    if (verdict.action !== "allow") {
+      if (options.onRefused === undefined) return refusalResponse(verdict);
+      return withVerdictHeaders(await options.onRefused(request, verdict), verdict);
+    }
+    const response = await handler(forwardRequest(request, limiter, verdict), context, verdict);
     return withVerdictHeaders(response, verdict);
   };
 }
@@ -114,22 +136,32 @@ const PEER_WARNING_INTERVAL_MS = 60_000;
  * wrapper, says how many there were.
  */
 function peerChecker(name: string, limiter: Limiter): (ip: unknown) => string | undefined {
-  let lastWarningAt = Number.NEGATIVE_INFINITY;
-  let unknownSinceWarning = 0;
+  let last: unknown;
+  const warning = new RateLimitedWarning((line, suppressed) => {
+    const count = suppressed + 1;
+    console.warn(
+      `${line}; ${count} request${count === 1 ? "" : "s"} since the last warning counted together as ip:unknown (one counter for all of them). Make the ip option return the peer address, such as "203.0.113.7".`,
+    );
+  }, PEER_WARNING_INTERVAL_MS);
   return (ip) => {
     if (typeof ip === "string" && parseIp(ip) !== undefined) return ip;
     if (!readsPeer(limiter)) return typeof ip === "string" ? ip : undefined;
-    unknownSinceWarning++;
-    const now = Date.now();
-    if (now - lastWarningAt >= PEER_WARNING_INTERVAL_MS) {
-      console.warn(
-        `edgelimit ${name}: the client address is ${JSON.stringify(ip) ?? "undefined"}, not an IP address; ${unknownSinceWarning} request${unknownSinceWarning === 1 ? "" : "s"} since the last warning counted together as ip:unknown (one counter for all of them). Make the ip option return the peer address, such as "203.0.113.7".`,
-      );
-      lastWarningAt = now;
-      unknownSinceWarning = 0;
-    }
+    last = ip;
+    warning.warn(
+      `edgelimit ${name}: the client address is ${JSON.stringify(last) ?? "undefined"}, not an IP address`,
+    );
     return undefined;
   };
+}
+
+function validCost(cost: number): number {
+  if (!Number.isInteger(cost) || cost < 1) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `withRateLimit: cost() must return a whole number of at least 1 (or undefined for the rules' own); got ${cost}`,
+    );
+  }
+  return cost;
 }
 
 /** Minimal shape of a Hono context, so this module does not depend on Hono. */

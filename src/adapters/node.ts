@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
 import { routeChallenge } from "../challenge/route.js";
+import { EdgelimitError } from "../core/errors.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
@@ -19,6 +20,25 @@ export interface NodeRateLimitOptions {
   readonly challenge?: ChallengeHandler;
   /** Counts every decision (see `prometheusMetrics`). */
   readonly metrics?: NodeMetrics;
+  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
+  readonly skip?: (request: IncomingMessage) => boolean | Promise<boolean>;
+  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
+  readonly cost?: (request: IncomingMessage) => number | undefined;
+  /**
+   * Writes the answer to a refused request instead of the default (429 with a JSON body, 302 to
+   * the challenge, 503 when failing closed). The verdict's `headers` (`Retry-After`,
+   * `RateLimit`, ...) are set on the response before it is called.
+   */
+  readonly onRefused?: (
+    request: IncomingMessage,
+    response: ServerResponse,
+    verdict: Verdict,
+  ) => void | Promise<void>;
+}
+
+/** A request after the middleware: the verdict, as Express users know from `req.rateLimit`. */
+export interface RateLimitedRequest extends IncomingMessage {
+  rateLimit?: Verdict;
 }
 
 /**
@@ -104,7 +124,12 @@ export async function guardNodeRequest(
   response: ServerResponse,
 ): Promise<boolean> {
   const { limiter, challenge } = options;
-  const description = describeNodeRequest(request);
+  if (options.skip !== undefined && (await options.skip(request))) return true;
+  const cost = options.cost?.(request);
+  const description =
+    cost === undefined
+      ? describeNodeRequest(request)
+      : { ...describeNodeRequest(request), cost: validCost(cost) };
   const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
   if (page !== undefined) {
     await writeWebResponse(response, await page);
@@ -112,8 +137,13 @@ export async function guardNodeRequest(
   }
   const verdict = await limiter.check(description);
   options.metrics?.record(verdict);
+  (request as RateLimitedRequest).rateLimit = verdict;
   if (verdict.action !== "allow") {
-    sendRefusal(response, verdict);
+    if (options.onRefused === undefined) sendRefusal(response, verdict);
+    else {
+      for (const [name, value] of Object.entries(verdict.headers)) response.setHeader(name, value);
+      await options.onRefused(request, response, verdict);
+    }
     return false;
   }
   // The client may have sent a header of the same name: the origin must only see ours.
@@ -161,6 +191,16 @@ export function fastifyRateLimit(options: NodeRateLimitOptions) {
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
   };
+}
+
+function validCost(cost: number): number {
+  if (!Number.isInteger(cost) || cost < 1) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `nodeRateLimit: cost() must return a whole number of at least 1 (or undefined for the rules' own); got ${cost}`,
+    );
+  }
+  return cost;
 }
 
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */

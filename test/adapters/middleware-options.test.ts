@@ -1,0 +1,117 @@
+/**
+ * What users of express-rate-limit and @upstash/ratelimit reach for, through real servers:
+ * skip, a per-request cost, a custom refusal, and the verdict on the request for handlers.
+ */
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import express from "express";
+import { afterAll, describe, expect, it } from "vitest";
+import { withRateLimit } from "../../src/adapters/fetch.js";
+import { nodeRateLimit, type RateLimitedRequest } from "../../src/adapters/node.js";
+import { createLimiter } from "../../src/limiter.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
+
+const policy = definePolicy({ tiers: { anonymous: { global: 5 } } });
+const servers: { close(): unknown }[] = [];
+afterAll(() => {
+  for (const server of servers) server.close();
+});
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe("nodeRateLimit options (Express)", () => {
+  it("skips, costs, answers refusals its own way and puts the verdict on req.rateLimit", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const app = express();
+    app.use(
+      nodeRateLimit({
+        limiter,
+        skip: (request) => request.url === "/health",
+        cost: (request) => (request.url?.startsWith("/api/bulk") ? 3 : undefined),
+        onRefused: (_request, response, verdict) => {
+          response.statusCode = 429;
+          response.setHeader("content-type", "text/plain");
+          response.end(`slow down: ${verdict.retryAfterSeconds}s (${verdict.rule})`);
+        },
+      }),
+    );
+    app.get("/{*path}", (request, response) => {
+      const verdict = (request as RateLimitedRequest).rateLimit;
+      response.send(`remaining ${verdict?.remaining ?? "none"}`);
+    });
+    const base = await listen(createServer(app));
+
+    // Skipped: never counted, no headers, no verdict.
+    for (let i = 0; i < 10; i++) {
+      const health = await fetch(`${base}/health`);
+      expect(await health.text()).toBe("remaining none");
+      expect(health.headers.get("x-ratelimit-remaining")).toBeNull();
+    }
+    // A bulk call costs 3 of the 5; the handler reads the verdict from the request.
+    const bulk = await fetch(`${base}/api/bulk`);
+    expect(await bulk.text()).toBe("remaining 2");
+    expect(await (await fetch(`${base}/home`)).text()).toBe("remaining 1");
+    expect(await (await fetch(`${base}/home`)).text()).toBe("remaining 0");
+    // Refused: the custom answer, with the verdict's headers set first.
+    const refused = await fetch(`${base}/home`);
+    expect(refused.status).toBe(429);
+    expect(await refused.text()).toMatch(/^slow down: \d+s \(anonymous\.global\)$/);
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+  });
+
+  it("refuses a cost that is not a whole number of units", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const app = express();
+    app.use(nodeRateLimit({ limiter, cost: () => 0.5 }));
+    app.use(((error, _request, response, _next) => {
+      response.status(500).send((error as Error).message);
+    }) as express.ErrorRequestHandler);
+    const base = await listen(createServer(app));
+    const answer = await fetch(`${base}/`);
+    expect(answer.status).toBe(500);
+    expect(await answer.text()).toContain("cost() must return a whole number");
+  });
+});
+
+describe("withRateLimit options (fetch handlers)", () => {
+  it("skips, costs, answers refusals its own way and hands the verdict to the handler", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const handler = withRateLimit(
+      (_request: Request, _context: unknown, verdict) =>
+        new Response(`remaining ${verdict?.remaining ?? "none"}`),
+      {
+        limiter,
+        ip: () => "203.0.113.20",
+        skip: (request) => new URL(request.url).pathname === "/health",
+        cost: (request) => (new URL(request.url).pathname === "/api/bulk" ? 4 : undefined),
+        onRefused: (_request, verdict) =>
+          new Response(`busy, retry in ${verdict.retryAfterSeconds}s`, { status: 503 }),
+      },
+    );
+    const server = serve({
+      fetch: (request) => handler(request, undefined),
+      port: 0,
+      hostname: "127.0.0.1",
+    });
+    await once(server, "listening");
+    servers.push(server);
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    expect(await (await fetch(`${base}/health`)).text()).toBe("remaining none");
+    expect(await (await fetch(`${base}/api/bulk`)).text()).toBe("remaining 1");
+    expect(await (await fetch(`${base}/home`)).text()).toBe("remaining 0");
+    const refused = await fetch(`${base}/home`);
+    expect(refused.status).toBe(503);
+    expect(await refused.text()).toMatch(/^busy, retry in \d+s$/);
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(await (await fetch(`${base}/health`)).text()).toBe("remaining none");
+  });
+});
