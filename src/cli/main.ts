@@ -34,8 +34,32 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`edgelimit: unknown command "${name}"\n\n${topLevelUsage()}`);
     return 2;
   }
-  const module = await load();
+  let module: { run(argv: string[]): Promise<number> };
+  try {
+    module = await load();
+  } catch (error) {
+    const missing = missingPackage(error);
+    if (missing === undefined) throw error;
+    const needs = OPTIONAL_PACKAGES[name] ?? [missing];
+    process.stderr.write(
+      `edgelimit ${name} needs the package ${missing}, which is not installed (it is optional, so that editions that do not use it do not install it): npm install ${needs.join(" ")}\n`,
+    );
+    return 1;
+  }
   return module.run(rest);
+}
+
+/** What each command needs beyond edgelimit's own dependencies (peerDependencies, optional). */
+const OPTIONAL_PACKAGES: Record<string, readonly string[]> = {
+  serve: ["pino", "undici", "uplot"],
+  build: ["esbuild"],
+};
+
+/** The package a failed import names, when it failed because the package is not installed. */
+function missingPackage(error: unknown): string | undefined {
+  if ((error as { code?: string } | undefined)?.code !== "ERR_MODULE_NOT_FOUND") return undefined;
+  const match = /Cannot find package '([^']+)'/.exec((error as Error).message);
+  return match?.[1];
 }
 
 main(process.argv.slice(2)).then(

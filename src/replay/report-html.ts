@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { EdgelimitError } from "../core/errors.js";
 import { type PolicyReport, type ReplayReport, readableSubject } from "./report.js";
 import type { TimeSeries } from "./series.js";
 
@@ -178,9 +179,7 @@ if (refusing.length > 0) {
 
 /** A self-contained page: uPlot, its CSS, the data and the tables inline; nothing fetched. */
 export function formatHtml(report: ReplayReport, series: TimeSeries): string {
-  const require = createRequire(import.meta.url);
-  const uplotJs = readFileSync(require.resolve("uplot/dist/uPlot.iife.min.js"), "utf8");
-  const uplotCss = readFileSync(require.resolve("uplot/dist/uPlot.min.css"), "utf8");
+  const { uplotJs, uplotCss } = uplotFiles();
   const { allow, challenge, block } = report.actions;
   const inputs = report.inputs.map((input) => `${input.name} (${input.format})`).join(", ");
   return `<!doctype html>
@@ -235,4 +234,20 @@ ${
 </body>
 </html>
 `;
+}
+
+/** uPlot's script and style, inlined so the page needs no network; uPlot is an optional peer. */
+function uplotFiles(): { uplotJs: string; uplotCss: string } {
+  const require = createRequire(import.meta.url);
+  try {
+    return {
+      uplotJs: readFileSync(require.resolve("uplot/dist/uPlot.iife.min.js"), "utf8"),
+      uplotCss: readFileSync(require.resolve("uplot/dist/uPlot.min.css"), "utf8"),
+    };
+  } catch {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      "replay --html needs the package uplot (its charts), which is not installed: npm install uplot",
+    );
+  }
 }

@@ -17,7 +17,13 @@ export async function storeFromUrl(
   if (text === "" || text === "memory" || text === "memory://") return memoryStore();
   const scheme = text.slice(0, text.indexOf("://") + 3).toLowerCase();
   if (REDIS_SCHEMES.has(scheme)) {
-    const { redisStoreFromUrl } = await import("./redis.js");
+    const { redisStoreFromUrl } = await import("./redis.js").catch((error: unknown) => {
+      if ((error as { code?: string }).code !== "ERR_MODULE_NOT_FOUND") throw error;
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `--store ${redact(text)} needs the package ioredis, which is not installed: npm install ioredis`,
+      );
+    });
     const store = redisStoreFromUrl(text);
     // Connect and load the script before serving; a Redis that is down is the fail modes' job,
     // and the caller hears of it (`onUnreachable`) so that it can say so.

@@ -36,17 +36,26 @@ export function pack(dir: string): Packed {
 /**
  * The tarball installed into `<project>/node_modules/edgelimit` without the registry: extracted,
  * and each of its dependencies a symlink to the repository's installed copy (Node and TypeScript
- * follow the link, so the dependencies' own dependencies resolve from there). `extra` names
- * packages a consumer would add itself, such as `@types/node`.
+ * follow the link, so the dependencies' own dependencies resolve from there), and the optional
+ * peers unless `optionalPeers: false`. `extra` names packages a consumer would add itself, such
+ * as `@types/node`.
  */
-export function install(tarball: string, project: string, extra: string[] = []): void {
+export function install(
+  tarball: string,
+  project: string,
+  extra: string[] = [],
+  options: { readonly optionalPeers?: boolean } = {},
+): void {
   const target = join(project, "node_modules", "edgelimit");
   mkdirSync(target, { recursive: true });
   execFileSync("tar", ["-xzf", tarball, "-C", target, "--strip-components=1"]);
   const manifest = JSON.parse(readFileSync(join(target, "package.json"), "utf8")) as {
     dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
   };
-  for (const name of [...Object.keys(manifest.dependencies ?? {}), ...extra]) {
+  // The optional peers (ioredis, pino, ...) as a user of every edition would add them.
+  const peers = options.optionalPeers === false ? [] : Object.keys(manifest.peerDependencies ?? {});
+  for (const name of [...Object.keys(manifest.dependencies ?? {}), ...peers, ...extra]) {
     const link = join(project, "node_modules", name);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(realpathSync(join(ROOT, "node_modules", name)), link, "dir");
