@@ -11,6 +11,7 @@ import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { RateLimitedWarning } from "../warnings.js";
+import { refuseUnallowedUser } from "./options.js";
 
 export interface FetchRateLimitOptions<Context = unknown> {
   readonly limiter: Limiter;
@@ -29,6 +30,14 @@ export interface FetchRateLimitOptions<Context = unknown> {
   readonly skip?: (request: Request, context: Context) => boolean | Promise<boolean>;
   /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
   readonly cost?: (request: Request, context: Context) => number | undefined;
+  /**
+   * The user your application has verified for this request (its session). The policy must
+   * allow it (`identity.user.application: true`); see `NodeRateLimitOptions.user`.
+   */
+  readonly user?: (
+    request: Request,
+    context: Context,
+  ) => { readonly id: string; readonly plan?: string | undefined } | undefined;
   /**
    * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
    * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
@@ -100,6 +109,7 @@ export function withRateLimit<Context = unknown>(
       `withRateLimit needs the ip option: the policy counts clients by their address (identity.ip.source: ${source}) and a Request does not carry it, so every client would share one counter. Pass the peer address as the runtime reports it, for example Deno: withRateLimit(handler, { limiter, ip: (req, info) => info.remoteAddr.hostname }); Bun: ip: (req, server) => server.requestIP(req)?.address. Behind a platform that sets a client header (Cloudflare's cf-connecting-ip), use identity.ip.source: header instead.`,
     );
   }
+  refuseUnallowedUser("withRateLimit", limiter, options.user !== undefined);
   const checkPeer = peerChecker("withRateLimit", limiter);
   return async (request, context) => {
     if (options.skip !== undefined && (await options.skip(request, context))) {
@@ -107,8 +117,12 @@ export function withRateLimit<Context = unknown>(
     }
     const ip = checkPeer(options.ip?.(request, context));
     const cost = options.cost?.(request, context);
-    const described = describeRequest(request, ip);
-    const description = cost === undefined ? described : { ...described, cost: validCost(cost) };
+    const user = options.user?.(request, context);
+    const description = {
+      ...describeRequest(request, ip),
+      ...(cost === undefined ? {} : { cost: validCost(cost) }),
+      ...(user === undefined ? {} : { user }),
+    };
     const page = routeChallenge(challenge, limiter, description, () => request);
     if (page !== undefined) return page;
     const verdict = await limiter.check(description);

@@ -13,6 +13,7 @@ import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
 import type { ResolvedPolicy } from "../policy/types.js";
+import { refuseUnallowedUser } from "./options.js";
 
 export interface NodeRateLimitOptions {
   readonly limiter: Limiter;
@@ -24,6 +25,14 @@ export interface NodeRateLimitOptions {
   readonly skip?: (request: IncomingMessage) => boolean | Promise<boolean>;
   /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
   readonly cost?: (request: IncomingMessage) => number | undefined;
+  /**
+   * The user your application has verified for this request (its session), counted as that
+   * user. The policy must allow it (`identity.user.application: true`); a token or trusted
+   * header the policy names comes first. Never derive it from what the client sent unchecked.
+   */
+  readonly user?: (
+    request: IncomingMessage,
+  ) => { readonly id: string; readonly plan?: string | undefined } | undefined;
   /**
    * Writes the answer to a refused request instead of the default (429 with a JSON body, 302 to
    * the challenge, 503 when failing closed). The verdict's `headers` (`Retry-After`,
@@ -126,10 +135,12 @@ export async function guardNodeRequest(
   const { limiter, challenge } = options;
   if (options.skip !== undefined && (await options.skip(request))) return true;
   const cost = options.cost?.(request);
-  const description =
-    cost === undefined
-      ? describeNodeRequest(request)
-      : { ...describeNodeRequest(request), cost: validCost(cost) };
+  const user = options.user?.(request);
+  const description = {
+    ...describeNodeRequest(request),
+    ...(cost === undefined ? {} : { cost: validCost(cost) }),
+    ...(user === undefined ? {} : { user }),
+  };
   const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
   if (page !== undefined) {
     await writeWebResponse(response, await page);
@@ -158,6 +169,7 @@ export async function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
+  refuseUnallowedUser("nodeRateLimit", options.limiter, options.user !== undefined);
   return (
     request: IncomingMessage,
     response: ServerResponse,
@@ -188,6 +200,7 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
+  refuseUnallowedUser("fastifyRateLimit", options.limiter, options.user !== undefined);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
   };

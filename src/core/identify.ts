@@ -85,6 +85,12 @@ export class Identifier {
     if (user === undefined && trustedHeader !== undefined) {
       user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
     }
+    const fromApplication = request.user;
+    if (user === undefined && this.#policy.identity.application === true && fromApplication) {
+      if (fromApplication.id !== "") {
+        user = { id: fromApplication.id, plan: fromApplication.plan || undefined };
+      }
+    }
     if (user === undefined) {
       return {
         tier: "anonymous",

@@ -82,6 +82,8 @@ export interface ResolvedPolicy {
     readonly ip: IpIdentity;
     readonly jwt: JwtIdentity | undefined;
     readonly trustedHeader: TrustedHeaderIdentity | undefined;
+    /** Whether a user the application verified (`RequestDescription.user`) is believed. */
+    readonly application?: boolean;
   };
   readonly rules: readonly ResolvedRule[];
   readonly plans: { readonly names: readonly string[]; readonly default: string | undefined };

@@ -144,6 +144,12 @@ export interface RequestDescription {
   readonly lowerCaseHeaders?: boolean;
   /** Extra cost of this request (default: the rule's cost, 1 by default). */
   readonly cost?: number;
+  /**
+   * A user the application has verified itself (its session), from the middleware's `user`
+   * option. Believed only when the policy says `identity.user.application: true`; a token or a
+   * trusted header, when the policy has one, comes first.
+   */
+  readonly user?: { readonly id: string; readonly plan?: string | undefined } | undefined;
   /** A verified pass for this subject was presented (see the challenge module). */
   readonly passVerified?: boolean;
 }

@@ -12,7 +12,9 @@ import type { RawIssue } from "./resolve.js";
 export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
   const warnings: RawIssue[] = [];
   const identifiesUsers =
-    policy.identity.jwt !== undefined || policy.identity.trustedHeader !== undefined;
+    policy.identity.jwt !== undefined ||
+    policy.identity.trustedHeader !== undefined ||
+    policy.identity.application === true;
   const tiers: Tier[] = identifiesUsers ? ["anonymous", "authenticated"] : ["anonymous"];
   const enforcing = policy.rules.filter((rule) => !rule.shadow);
   const forTier = (tier: Tier) => enforcing.filter((rule) => rule.tiers.includes(tier));

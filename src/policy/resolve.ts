@@ -37,7 +37,9 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
   const defaults = { ...BUILT_IN, ...stripUndefined(spec.defaults ?? {}) } as typeof BUILT_IN &
     RuleOptions;
   const userConfigured =
-    spec.identity?.user?.jwt !== undefined || spec.identity?.user?.trustedHeader !== undefined;
+    spec.identity?.user?.jwt !== undefined ||
+    spec.identity?.user?.trustedHeader !== undefined ||
+    spec.identity?.user?.application === true;
 
   const add: AddRule = (rule, options, path) => {
     const merged = { ...defaults, ...stripUndefined(options) };
@@ -212,6 +214,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
                 plan: trustedHeader.plan?.toLowerCase(),
                 from: trustedHeader.from ?? "trusted-proxies",
               },
+        application: spec.identity?.user?.application === true,
       },
       rules,
       plans: { names: [...planNames], default: planDefault },

@@ -140,6 +140,11 @@ export const policySchema = z.strictObject({
       user: z
         .strictObject({
           jwt: jwtSpec.optional(),
+          /**
+           * The application passes users it has verified itself (a session) through the
+           * middleware's `user` option; without this, that option is refused.
+           */
+          application: z.boolean().optional(),
           trustedHeader: z
             .strictObject({
               user: z.string().min(1),

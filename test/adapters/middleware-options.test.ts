@@ -115,3 +115,59 @@ describe("withRateLimit options (fetch handlers)", () => {
     expect(await (await fetch(`${base}/health`)).text()).toBe("remaining none");
   });
 });
+
+describe("a user the application verified (its session)", () => {
+  const sessions = new Map([["s-alice", { id: "alice", plan: "pro" }]]);
+  const allowing = definePolicy({
+    identity: { user: { application: true } },
+    tiers: { anonymous: { global: 2 }, authenticated: { global: 3, plans: { pro: 4 } } },
+  });
+
+  it("is counted as that user when the policy allows it, and only from the application", async () => {
+    const limiter = createLimiter({ policy: allowing, store: memoryStore() });
+    const app = express();
+    app.use(
+      nodeRateLimit({
+        limiter,
+        // The application's own session lookup: a cookie it issued, not a claim of the client.
+        user: (request) =>
+          sessions.get(/session=([\w-]+)/.exec(request.headers.cookie ?? "")?.[1] ?? ""),
+      }),
+    );
+    app.get("/{*path}", (request, response) => {
+      const verdict = (request as RateLimitedRequest).rateLimit;
+      response.send(`${verdict?.subject} ${verdict?.rule} ${verdict?.remaining}`);
+    });
+    const base = await listen(createServer(app));
+    const asAlice = { headers: { cookie: "session=s-alice" } };
+    expect(await (await fetch(`${base}/a`, asAlice)).text()).toBe(
+      "user:alice authenticated.plan.pro 3",
+    );
+    // A client that names a user without the application's session is anonymous.
+    const forged = await fetch(`${base}/a`, {
+      headers: { "x-user-id": "alice", cookie: "session=s-nobody" },
+    });
+    expect(await forged.text()).toBe("ip:127.0.0.1 anonymous.global 1");
+  });
+
+  it("is refused at setup when the policy does not allow it", () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    expect(() => nodeRateLimit({ limiter, user: () => ({ id: "alice" }) })).toThrow(
+      /identity.user.application: true/,
+    );
+    expect(() =>
+      withRateLimit(() => new Response("ok"), {
+        limiter,
+        ip: () => "192.0.2.1",
+        user: () => undefined,
+      }),
+    ).toThrow(/identity.user.application: true/);
+  });
+
+  it("is ignored by the core unless the policy allows it, whoever builds the request", async () => {
+    const limiter = createLimiter({ policy, store: memoryStore() });
+    const verdict = await limiter.check({ ip: "192.0.2.9", path: "/", user: { id: "mallory" } });
+    expect(verdict.subject).toBe("ip:192.0.2.9");
+    expect(verdict.tier).toBe("anonymous");
+  });
+});
