@@ -93,6 +93,15 @@ export class Limiter {
     return this.#engine.subjectOf(request);
   }
 
+  /**
+   * Forgets the counters `request` would be counted on (every matched rule, or the ones named),
+   * for example the login rule's after a successful login: `limiter.reset(request, ["login"])`.
+   * Resolves to the ids of the rules reset. The memory and Redis stores can reset.
+   */
+  reset(request: RequestDescription, ruleIds?: readonly string[]): Promise<string[]> {
+    return this.#engine.reset(request, ruleIds);
+  }
+
   /** The client as `check` sees it: its trusted address and its subject (challenge pages). */
   clientOf(request: RequestDescription): Promise<ChallengeClient> {
     return this.#engine.clientOf(request);

@@ -42,6 +42,11 @@ export class BlockCache {
     return undefined;
   }
 
+  /** Forgets a block (its counter was reset). */
+  forget(key: string): void {
+    this.#until.delete(key);
+  }
+
   remember(counter: CounterSpec, rule: ResolvedRule, state: CounterState, now: number): void {
     // A sliding challenge rule's retry time is for the limit, not the band: do not over-block.
     if (rule.action === "challenge" && rule.algorithm !== "fixed-window") return;

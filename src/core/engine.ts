@@ -6,6 +6,7 @@ import { BlockCache } from "./block-cache.js";
 import { CounterBuilder } from "./counters.js";
 import { withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
+import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
@@ -117,6 +118,32 @@ export class DecisionEngine {
   async clientOf(request: RequestDescription): Promise<ChallengeClient> {
     const identity = await this.#prepared.identifier.identify(request, this.#clock());
     return { ip: identity.address?.toString(), subject: primarySubject(identity) };
+  }
+
+  /**
+   * Forgets the counters `request` would touch (all its matched rules, or those named in
+   * `ruleIds`), in the store and in the block cache: after a login succeeds, its failures no
+   * longer count. Resolves to the rules reset.
+   */
+  async reset(request: RequestDescription, ruleIds?: readonly string[]): Promise<string[]> {
+    const reset = this.store.reset;
+    if (reset === undefined) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `the ${this.store.name} store cannot reset counters; use the memory or Redis store for limiter.reset`,
+      );
+    }
+    const prepared = this.#prepared;
+    const identity = await prepared.identifier.identify(request, this.#clock());
+    const path = normalizePath(request.path);
+    const match = prepared.matcher.match(identity, path, request.method ?? "GET");
+    const chosen = match.compiled.filter(
+      ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
+    );
+    const counters = prepared.counters.countersFor(chosen, identity, undefined, false);
+    await reset.call(this.store, counters);
+    for (const counter of counters) this.#blockCache?.forget(counter.key);
+    return chosen.map(({ rule }) => rule.id);
   }
 
   /** Synchronous when nothing has to wait (a known identity, an in-process store). */

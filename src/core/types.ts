@@ -90,6 +90,11 @@ export interface Store {
     now: number,
     progress?: StoreCallProgress,
   ): Promise<CounterState[]>;
+  /**
+   * Forgets these counters, as if they had never counted (a login that succeeded resets its
+   * failures). Optional: `limiter.reset` refuses with a clear error on a store without it.
+   */
+  reset?(counters: readonly CounterSpec[]): Promise<void>;
   /** Stores in the same process may answer synchronously; the limiter then skips the timer. */
   applySync?(counters: readonly CounterSpec[], now: number): CounterState[];
   /** True when the store lives in this process (no block cache or time budget needed). */

@@ -222,6 +222,13 @@ export class MemoryStore implements Store {
     this.#protected.clear();
   }
 
+  async reset(counters: readonly CounterSpec[]): Promise<void> {
+    for (const counter of counters) {
+      const entry = this.#entries.get(counter.key);
+      if (entry !== undefined) this.#drop(entry);
+    }
+  }
+
   async close(): Promise<void> {
     this.clear();
   }

@@ -171,3 +171,42 @@ describe("a user the application verified (its session)", () => {
     expect(verdict.tier).toBe("anonymous");
   });
 });
+
+describe("resetting a subject's counters (after a successful login)", () => {
+  const loginPolicy = definePolicy({
+    tiers: { anonymous: { global: 100 } },
+    namespaces: { login: { match: { path: "/login", methods: ["POST"] }, limit: 3 } },
+  });
+
+  it("forgets the failures of the rule named, in the store and the block cache, and nothing else", async () => {
+    const limiter = createLimiter({ policy: loginPolicy, store: memoryStore(), blockCache: {} });
+    const login = { ip: "198.51.100.30", method: "POST", path: "/login" };
+    const results: string[] = [];
+    for (let i = 0; i < 4; i++) results.push((await limiter.check(login)).action);
+    expect(results).toEqual(["allow", "allow", "allow", "block"]);
+    // The block is now answered from the block cache; reset clears both.
+    expect(await limiter.reset(login, ["login"])).toEqual(["login"]);
+    const after = await limiter.check(login);
+    expect(after.action).toBe("allow");
+    expect(after.outcomes.find((outcome) => outcome.ruleId === "login")?.state.remaining).toBe(2);
+    // The global rule kept its count: 3 admitted before, and this one (the refused request
+    // counted only on the rule that refused it).
+    expect(
+      after.outcomes.find((outcome) => outcome.ruleId === "anonymous.global")?.state.count,
+    ).toBe(4);
+    // Another client's counters are its own.
+    const other = await limiter.check({ ...login, ip: "198.51.100.31" });
+    expect(other.outcomes.find((outcome) => outcome.ruleId === "login")?.state.remaining).toBe(2);
+  });
+
+  it("says clearly when the store cannot reset", async () => {
+    const store = memoryStore();
+    const limiter = createLimiter({
+      policy: loginPolicy,
+      store: { name: "custom", apply: (counters, now) => store.apply(counters, now) },
+    });
+    await expect(limiter.reset({ ip: "192.0.2.1", path: "/login" })).rejects.toThrow(
+      /the custom store cannot reset counters/,
+    );
+  });
+});

@@ -204,6 +204,11 @@ export class RedisStore implements Store {
     }
   }
 
+  /** Deletes the counters' keys (one DEL per key: a Cluster routes each to its slot). */
+  async reset(counters: readonly CounterSpec[]): Promise<void> {
+    await Promise.all(counters.map((counter) => this.client.del(this.redisKey(counter))));
+  }
+
   async close(): Promise<void> {
     this.client.off("ready", this.#onReady);
     if (!this.#ownsClient) return;
