@@ -7,7 +7,6 @@ import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
-import { causeOf, RateLimitedWarning } from "../warnings.js";
 import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
 import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
@@ -15,6 +14,9 @@ import { GatewayMetrics, type ListStats } from "./metrics.js";
 import { type PolicySummary, summarize } from "./policy-summary.js";
 import { UpstreamProxy } from "./proxy.js";
 import { RateSeries, type SecondSample } from "./rate-series.js";
+import { type StoreHealth, StoreHealthTracker } from "./store-health.js";
+
+export type { StoreHealth } from "./store-health.js";
 
 /** Refreshing allow/deny lists, as `createLists` in src/lists builds them. */
 export interface GatewayLists {
@@ -79,17 +81,6 @@ export interface GatewaySnapshot {
 }
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
-/** How long after a store failure `/healthz` still says `degraded`. */
-const STORE_DEGRADED_MS = 30_000;
-
-export interface StoreHealth {
-  readonly name: string;
-  readonly state: "ok" | "degraded";
-  /** Decisions the store failed since start. */
-  readonly failures: number;
-  readonly lastError: string | undefined;
-  readonly lastErrorAt: string | undefined;
-}
 const SERIES_SECONDS = 120;
 
 /**
@@ -103,6 +94,7 @@ export class Gateway {
   readonly #limiting: boolean;
   readonly #proxy: UpstreamProxy;
   readonly #clock: () => number;
+  readonly #storeHealth: StoreHealthTracker;
   readonly #logger: Logger;
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
@@ -126,6 +118,7 @@ export class Gateway {
     this.#limiting = options.limit !== false;
     this.#logger = options.logger ?? pino({ base: undefined });
     this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
+    this.#storeHealth = new StoreHealthTracker(options.store.name, this.#logger, this.#clock);
     this.#offenders = new RecentHeavyHitters(
       options.topKeysCapacity ?? 100,
       options.topKeysPeriodMs ?? 5 * 60_000,
@@ -141,7 +134,7 @@ export class Gateway {
       passes: options.challenge?.passes,
       allowlists: options.lists?.allow,
       denylists: options.lists?.deny,
-      onStoreError: (error) => this.#storeFailed(error),
+      onStoreError: (error) => this.#storeHealth.failed(error),
     });
     this.#proxy = new UpstreamProxy(options.upstream, {
       timeoutMs: options.upstreamTimeoutMs,
@@ -160,41 +153,9 @@ export class Gateway {
     return this.#limiter.policy;
   }
 
-  /**
-   * The store as `/healthz` reports it: `degraded` while decisions have failed on it in the last
-   * `STORE_DEGRADED_MS` (the gateway still answers; the rules' fail modes apply).
-   */
+  /** The store as `/healthz` reports it (see StoreHealthTracker). */
   storeHealth(): StoreHealth {
-    const failing =
-      this.#storeFailures.lastAt !== undefined &&
-      this.#clock() - this.#storeFailures.lastAt < STORE_DEGRADED_MS;
-    return {
-      name: this.#limiter.store.name,
-      state: failing ? "degraded" : "ok",
-      failures: this.#storeFailures.count,
-      lastError: this.#storeFailures.lastError,
-      lastErrorAt:
-        this.#storeFailures.lastAt === undefined
-          ? undefined
-          : new Date(this.#storeFailures.lastAt).toISOString(),
-    };
-  }
-
-  readonly #storeFailures: { count: number; lastError?: string; lastAt?: number } = { count: 0 };
-  readonly #storeWarning = new RateLimitedWarning((cause, suppressed) =>
-    this.#logger.warn({
-      msg: "the store failed a decision; the rule's fail mode applied",
-      cause,
-      moreSinceLastWarning: suppressed,
-    }),
-  );
-
-  #storeFailed(error: unknown): void {
-    const cause = causeOf(error);
-    this.#storeFailures.count++;
-    this.#storeFailures.lastError = cause;
-    this.#storeFailures.lastAt = this.#clock();
-    this.#storeWarning.warn(cause);
+    return this.#storeHealth.health();
   }
 
   get logger(): Logger {
