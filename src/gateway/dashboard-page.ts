@@ -27,7 +27,7 @@ export function dashboardPage(): string {
   th, td { border: 1px solid #dde1e8; padding: .25rem .6rem; text-align: left; }
   td.num { text-align: right; font-variant-numeric: tabular-nums; }
   #chart { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; display: inline-block; }
-  #status.down { color: #b42318; }
+  #status.down, #store-state.down { color: #b42318; }
 </style>
 </head>
 <body>
@@ -40,6 +40,9 @@ export function dashboardPage(): string {
   <div class="figure block"><div>blocked</div><div class="value" id="total-block">0</div><div class="rate"><span id="rate-block">0</span>/s</div></div>
   <div class="figure challenge"><div>challenged</div><div class="value" id="total-challenge">0</div><div class="rate"><span id="rate-challenge">0</span>/s</div></div>
   <div class="figure unavailable"><div>failed closed</div><div class="value" id="total-unavailable">0</div><div class="rate"><span id="rate-unavailable">0</span>/s</div></div>
+  <div class="figure failed-open"><div>failed open</div><div class="value" id="total-failed-open">0</div><div class="rate">store failed, let through</div></div>
+  <div class="figure store"><div>store</div><div class="value" id="store-state">-</div><div class="rate" id="store-error">no failure</div></div>
+  <div class="figure latency"><div>decision time</div><div class="value"><span id="decision-p50">0</span> ms</div><div class="rate">p99 <span id="decision-p99">0</span> ms (last <span id="decision-count">0</span>)</div></div>
 </div>
 <h2>Decisions per second (last two minutes)</h2>
 <div id="chart"></div>
@@ -109,6 +112,15 @@ export function dashboardScript(): string {
     text("limiting", snapshot.limiting ? "limiting on" : "limiting OFF");
     text("in-flight", snapshot.inFlight);
     text("block-cache-hits", snapshot.blockCacheHits);
+    text("total-failed-open", snapshot.decisions.failedOpen);
+    text("store-state", snapshot.storeHealth.state);
+    document.getElementById("store-state").className = snapshot.storeHealth.state === "ok" ? "" : "down";
+    text("store-error", snapshot.storeHealth.lastError
+      ? snapshot.storeHealth.failures + " failed; last: " + snapshot.storeHealth.lastError
+      : "no failure");
+    text("decision-p50", snapshot.decisions.decisionMs.p50.toFixed(2));
+    text("decision-p99", snapshot.decisions.decisionMs.p99.toFixed(2));
+    text("decision-count", snapshot.decisions.decisionMs.count);
     drawChart(snapshot.series);
     var minutes = snapshot.topOffendersPeriodMs / 60000;
     text("offenders-window", "last " + minutes + " to " + 2 * minutes + " minutes");

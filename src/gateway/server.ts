@@ -9,12 +9,16 @@ import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
-import { type HeavyHitter, RecentHeavyHitters } from "./heavy-hitters.js";
+import { DecisionStats } from "./decision-stats.js";
+import { RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
-import { type PolicySummary, summarize } from "./policy-summary.js";
+import { summarize } from "./policy-summary.js";
 import { UpstreamProxy } from "./proxy.js";
-import { RateSeries, type SecondSample } from "./rate-series.js";
+import { RateSeries } from "./rate-series.js";
+import type { GatewaySnapshot } from "./snapshot.js";
 import { type StoreHealth, StoreHealthTracker } from "./store-health.js";
+
+export type { GatewaySnapshot } from "./snapshot.js";
 
 export type { StoreHealth } from "./store-health.js";
 
@@ -62,23 +66,6 @@ export interface GatewayOptions {
 }
 
 /** Everything the dashboard shows, as JSON. */
-export interface GatewaySnapshot {
-  readonly now: number;
-  readonly startedAt: number;
-  readonly policyLoadedAt: number;
-  readonly limiting: boolean;
-  readonly upstream: string;
-  readonly store: string;
-  readonly inFlight: number;
-  readonly totals: Readonly<Record<Action, number>>;
-  readonly series: readonly SecondSample[];
-  readonly topOffenders: readonly HeavyHitter[];
-  /** The top offenders cover the last one to two of these periods. */
-  readonly topOffendersPeriodMs: number;
-  readonly blockCacheHits: number;
-  readonly lists: readonly ListStats[];
-  readonly policy: PolicySummary;
-}
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 const SERIES_SECONDS = 120;
@@ -95,6 +82,7 @@ export class Gateway {
   readonly #proxy: UpstreamProxy;
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
+  readonly #decisionStats = new DecisionStats();
   readonly #logger: Logger;
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
@@ -254,6 +242,8 @@ export class Gateway {
       blockCacheHits: this.#limiter.blockCacheHits,
       lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
+      storeHealth: this.#storeHealth.health(),
+      decisions: this.#decisionStats.figures(),
     };
   }
 
@@ -365,6 +355,7 @@ export class Gateway {
 
   #record(verdict: Verdict, method: string | undefined): void {
     const now = this.#clock();
+    this.#decisionStats.record(verdict);
     this.#totals[verdict.action]++;
     this.#series.record(verdict.action, now);
     this.metrics.recordDecision(verdict);

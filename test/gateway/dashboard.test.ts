@@ -67,6 +67,15 @@ describe("the live dashboard", () => {
     expect(await page.textContent("#total-allow")).toBe("3");
     await page.waitForSelector("#offenders td:text('ip:203.0.113.5')");
     expect(await page.textContent("#rules")).toContain("anonymous.path./api/export");
+    // The store's health, the failed-open count and the decision time, from the same feed.
+    expect(await page.textContent("#store-state")).toBe("ok");
+    expect(await page.textContent("#total-failed-open")).toBe("0");
+    await page.waitForFunction(
+      () => document.querySelector("#decision-count")?.textContent === "9",
+      undefined,
+      { timeout: 10_000 },
+    );
+    expect(Number(await page.textContent("#decision-p99"))).toBeGreaterThanOrEqual(0);
     expect(pageErrors).toEqual([]);
     expect(outside).toEqual([]);
     await page.close();
