@@ -11,7 +11,7 @@ import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { RateLimitedWarning } from "../warnings.js";
-import { refuseUnallowedUser } from "./options.js";
+import { refuseUnallowedUser, validCost } from "./options.js";
 
 export interface FetchRateLimitOptions<Context = unknown> {
   readonly limiter: Limiter;
@@ -120,7 +120,7 @@ export function withRateLimit<Context = unknown>(
     const user = options.user?.(request, context);
     const description = {
       ...describeRequest(request, ip),
-      ...(cost === undefined ? {} : { cost: validCost(cost) }),
+      ...(cost === undefined ? {} : { cost: validCost("withRateLimit", cost) }),
       ...(user === undefined ? {} : { user }),
     };
     const page = routeChallenge(challenge, limiter, description, () => request);
@@ -166,16 +166,6 @@ function peerChecker(name: string, limiter: Limiter): (ip: unknown) => string | 
     );
     return undefined;
   };
-}
-
-function validCost(cost: number): number {
-  if (!Number.isInteger(cost) || cost < 1) {
-    throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
-      `withRateLimit: cost() must return a whole number of at least 1 (or undefined for the rules' own); got ${cost}`,
-    );
-  }
-  return cost;
 }
 
 /** Minimal shape of a Hono context, so this module does not depend on Hono. */

@@ -7,13 +7,12 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
 import { routeChallenge } from "../challenge/route.js";
-import { EdgelimitError } from "../core/errors.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
 import type { ResolvedPolicy } from "../policy/types.js";
-import { refuseUnallowedUser } from "./options.js";
+import { refuseUnallowedUser, validCost } from "./options.js";
 
 export interface NodeRateLimitOptions {
   readonly limiter: Limiter;
@@ -138,7 +137,7 @@ export async function guardNodeRequest(
   const user = options.user?.(request);
   const description = {
     ...describeNodeRequest(request),
-    ...(cost === undefined ? {} : { cost: validCost(cost) }),
+    ...(cost === undefined ? {} : { cost: validCost("nodeRateLimit", cost) }),
     ...(user === undefined ? {} : { user }),
   };
   const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
@@ -204,16 +203,6 @@ export function fastifyRateLimit(options: NodeRateLimitOptions) {
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
   };
-}
-
-function validCost(cost: number): number {
-  if (!Number.isInteger(cost) || cost < 1) {
-    throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
-      `nodeRateLimit: cost() must return a whole number of at least 1 (or undefined for the rules' own); got ${cost}`,
-    );
-  }
-  return cost;
 }
 
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */

@@ -3,7 +3,7 @@
  * skip, a per-request cost, a custom refusal, and the verdict on the request for handlers.
  */
 import { once } from "node:events";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import express from "express";
@@ -13,19 +13,15 @@ import { nodeRateLimit, type RateLimitedRequest } from "../../src/adapters/node.
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
+import { loopbackServers } from "../support/listen.js";
 
 const policy = definePolicy({ tiers: { anonymous: { global: 5 } } });
+const listen = loopbackServers();
+/** Servers that are not node:http ones (@hono/node-server's), closed after the file too. */
 const servers: { close(): unknown }[] = [];
 afterAll(() => {
   for (const server of servers) server.close();
 });
-
-async function listen(server: Server): Promise<string> {
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 describe("nodeRateLimit options (Express)", () => {
   it("skips, costs, answers refusals its own way and puts the verdict on req.rateLimit", async () => {

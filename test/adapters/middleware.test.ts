@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import express from "express";
@@ -17,23 +17,19 @@ import { EdgelimitError } from "../../src/core/errors.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
+import { loopbackServers } from "../support/listen.js";
 
 const policy = definePolicy({
   tiers: { anonymous: { global: 5, paths: { "/api/export": 2 } } },
   failClosed: ["/api/admin/"],
 });
 
+const listen = loopbackServers();
+/** Servers that are not node:http ones (@hono/node-server's), closed after the file too. */
 const servers: { close(): unknown }[] = [];
 afterAll(async () => {
   for (const server of servers) server.close();
 });
-
-async function listen(server: Server): Promise<string> {
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 /** The behaviour every adapter must show, through a real socket. */
 async function expectLimited(base: string) {
