@@ -16,7 +16,7 @@ function kind(name) {
   return "rest";
 }
 
-/** Paths made short: `file:///.../dist/core/limiter.js:88:15` -> `core/limiter.js:88`. */
+/** Paths made short: `file:///.../dist/core/engine.js:88:15` -> `core/engine.js:88`. */
 function shortName(name) {
   return name
     .replace(
