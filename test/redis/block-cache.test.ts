@@ -72,3 +72,31 @@ describe("the block cache in front of Redis", () => {
     }
   });
 });
+
+describe("resetting counters in Redis", () => {
+  it("deletes the subject's keys for the rules named, and the block cache forgets the block", async () => {
+    const store = new RedisStore({ client: server.url });
+    const policy = definePolicy({
+      version: 1,
+      identity: { ip: { source: "socket" } },
+      tiers: { anonymous: { global: 100 } },
+      namespaces: { login: { match: { path: "/login" }, limit: 2 } },
+    });
+    const limiter = createLimiter({ policy, store });
+    try {
+      await store.ready();
+      const login = { ip: "198.51.100.40", method: "POST", path: "/login" };
+      const actions: string[] = [];
+      for (let i = 0; i < 4; i++) actions.push((await limiter.check(login)).action);
+      expect(actions).toEqual(["allow", "allow", "block", "block"]);
+      expect(limiter.blockCacheHits).toBe(1);
+      await limiter.reset(login, ["login"]);
+      const after = await limiter.check(login);
+      expect(after.action).toBe("allow");
+      expect(after.reason).toBe("within-limit");
+      expect(after.outcomes.find((outcome) => outcome.ruleId === "login")?.state.count).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+});
