@@ -3,12 +3,14 @@
  * ahead of use and admits from its reservation without a round trip, as Doorman's capacity
  * leases and Envoy's rate limit quota service assign capacity to clients. Over-admission is
  * never possible: every admitted unit was counted in the store first, within the limit. What a
- * reservation costs instead is capacity held here and not used before its window ends, which
- * is bounded by a few seconds of the subject's own traffic (see `reservationFor`).
+ * reservation costs instead is capacity held here and not used before its window ends: what
+ * the subject's rate promised and did not send. Near the limit reservations shrink, so a subject
+ * under its limit keeps what it needs (see `reservationFor`); docs/accuracy.md measures it.
  *
- * - A subject this process has not seen busy reserves only what its request costs: one store
- *   call per request, exactly as `counting: exact`. A busy subject reserves about
- *   `reserveMs` of its observed rate, so it costs one call per that much traffic.
+ * - A subject this process has not seen before reserves only what its request costs: one store
+ *   call, exactly as `counting: exact`. After that it reserves what its rate here (this window
+ *   and the one before) would use in the rest of the window, so a steady subject costs about
+ *   one call per window in each process that sees it.
  * - A reservation is sent as an `observe` counter of cost N: the store counts all N whatever
  *   the outcome (nothing is ever lost), and returns the count after, from which the units
  *   granted follow: `limit - (count - N)`, at most N. A partial grant is kept.
@@ -26,7 +28,7 @@ import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./type
 import { windowAt } from "./windows.js";
 
 export interface HybridOptions {
-  /** How much of a subject's observed rate one reservation covers (default 2000 ms). */
+  /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
   readonly reserveMs?: number;
   /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
   readonly maxKeys?: number;
@@ -34,9 +36,11 @@ export interface HybridOptions {
 
 /** Of what the store said was left, the most one reservation takes. */
 const SHARE_OF_REMAINING = 1 / 8;
-/** A rate is measured over at least this long, so two quick requests are not a flood. */
-const MIN_RATE_SPAN_MS = 1000;
-const DEFAULT_RESERVE_MS = 2000;
+/**
+ * A rate is measured over at least this long (or a tenth of a shorter window), so that two
+ * quick requests are not taken for a flood that would reserve capacity nobody uses.
+ */
+const MIN_RATE_SPAN_MS = 10_000;
 /** Times a request waits for another's reservation before it sends its own. */
 const MAX_WAITS = 3;
 
@@ -49,8 +53,9 @@ interface Reservation {
   held: number;
   /** Units admitted from reservations in this window. */
   used: number;
-  /** Units per ms admitted in the window before (how busy the subject was). */
-  previousRate: number;
+  /** Units admitted here in the window just before, and its length (0 when there was none). */
+  previousUsed: number;
+  previousSpan: number;
   /** The store's count right after this process's last reservation. */
   storeCount: number;
   resetAt: number;
@@ -88,7 +93,7 @@ export class HybridCounting implements Store {
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
     this.name = inner.name;
-    this.#reserveMs = options.reserveMs ?? DEFAULT_RESERVE_MS;
+    this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
   }
 
@@ -274,17 +279,15 @@ export class HybridCounting implements Store {
       return reservation;
     }
     const bounds = windowAt(counter.window, now);
-    const previousRate =
-      reservation !== undefined && reservation.end === bounds.start
-        ? reservation.used / (reservation.end - reservation.start)
-        : 0;
+    const follows = reservation !== undefined && reservation.end === bounds.start;
     reservation = {
       index: bounds.index,
       start: bounds.start,
       end: bounds.end,
       held: 0,
       used: 0,
-      previousRate,
+      previousUsed: follows ? (reservation as Reservation).used : 0,
+      previousSpan: follows ? bounds.start - (reservation as Reservation).start : 0,
       storeCount: 0,
       resetAt: bounds.end,
       pending: undefined,
@@ -295,20 +298,19 @@ export class HybridCounting implements Store {
   }
 
   /**
-   * Units to reserve for a request of `counter.cost`: its cost, plus `reserveMs` of the rate this
-   * process admitted the subject at (this window so far, or the previous one), at most a share
-   * of what the store last said was left and at most what that rate uses before the window ends;
-   * and what the requests waiting for a reservation want, within what was left.
+   * Units to reserve for a request of `counter.cost`: its cost, plus what the rate this process
+   * admitted the subject at (this window so far and the one before) uses in the rest of the
+   * window (or `reserveMs`), at most a share of what the store last said was left; and what
+   * the requests waiting for a reservation want, within what was left.
    */
   #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
-    const elapsed = Math.max(MIN_RATE_SPAN_MS, now - reservation.start);
-    const rate = Math.max(reservation.previousRate, reservation.used / elapsed);
+    const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
+    const elapsed = Math.max(minSpan, now - reservation.start);
+    const rate =
+      (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+    const horizon = Math.min(this.#reserveMs, reservation.end - now);
     const left = Math.max(0, counter.limit - reservation.storeCount - counter.cost);
-    const extra = Math.min(
-      Math.floor(rate * this.#reserveMs),
-      Math.floor(left * SHARE_OF_REMAINING),
-      Math.ceil(rate * (reservation.end - now)),
-    );
+    const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * SHARE_OF_REMAINING));
     return counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
   }
 
