@@ -18,29 +18,19 @@
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createServer as createTlsServer } from "node:tls";
 import { promisify } from "node:util";
 import * as esbuild from "esbuild";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../test/dynamodb/harness.js";
-import { selfSignedCertificate } from "../test/support/tls.js";
+import { startTlsTerminator } from "../test/support/tls.js";
 
 const rounds = Number(process.argv[2] ?? 31);
 const http1Tree = process.argv[3];
 const work = mkdtempSync(join(tmpdir(), "edgelimit-tls-bench-"));
 const local = await startDynalite();
-const { key, cert, certFile } = selfSignedCertificate(work, "IP:127.0.0.1");
-const dynamoPort = Number(new URL(local.endpoint).port);
-const tlsServer = createTlsServer({ key, cert }, (secure) => {
-  const plain = connect(dynamoPort, "127.0.0.1");
-  secure.pipe(plain).pipe(secure);
-  secure.on("error", () => plain.destroy());
-  plain.on("error", () => secure.destroy());
-});
-await new Promise<void>((resolve) => tlsServer.listen(0, "127.0.0.1", resolve));
-const endpoint = `https://127.0.0.1:${(tlsServer.address() as AddressInfo).port}`;
+const tls = await startTlsTerminator(work, Number(new URL(local.endpoint).port));
+const { endpoint, caFile: certFile } = tls;
 
 interface Variant {
   readonly name: string;
@@ -101,7 +91,7 @@ try {
     );
   }
 } finally {
-  tlsServer.close();
+  tls.close();
   await local.close();
   rmSync(work, { recursive: true, force: true });
 }
