@@ -7,8 +7,8 @@
  * makes one call (first call). With `preconnect`, the bundle opens its socket while it loads,
  * as the edge build does.
  *
- * The endpoint is a TLS server (a self-signed certificate made with openssl, trusted through
- * NODE_EXTRA_CA_CERTS, so Node's bundled roots load as in production) piping to dynalite on
+ * The endpoint is a TLS server (test/support/tls.ts, a self-signed certificate made with
+ * openssl, verified by each process: see bench/support/trust-ca.ts) piping to dynalite on
  * loopback. Every round runs each variant once, in turn, and the order rotates between rounds.
  *
  *   npx tsx bench/tls-client.bench.ts [rounds=31] [http1-tree]
@@ -24,6 +24,7 @@ import { promisify } from "node:util";
 import * as esbuild from "esbuild";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../test/dynamodb/harness.js";
 import { startTlsTerminator } from "../test/support/tls.js";
+import { trustCa } from "./support/trust-ca.js";
 
 const rounds = Number(process.argv[2] ?? 31);
 const http1Tree = process.argv[3];
@@ -125,6 +126,7 @@ export const handler = async () => {
 async function coldStart(script: string): Promise<{ load: number; first: number }> {
   const probe = `
     const { performance } = require("node:perf_hooks");
+    ${trustCa(certFile)}
     const started = performance.now();
     const { handler } = require(${JSON.stringify(script)});
     const loaded = performance.now();
@@ -138,7 +140,6 @@ async function coldStart(script: string): Promise<{ load: number; first: number 
     timeout: 20_000,
     env: {
       PATH: process.env.PATH,
-      NODE_EXTRA_CA_CERTS: certFile,
       AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
       AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
     },
