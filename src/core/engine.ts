@@ -87,7 +87,9 @@ export class DecisionEngine {
   constructor(options: EngineOptions) {
     this.store = options.store;
     // In-process stores count exactly at no cost: a hybrid rule is counted exactly there.
-    this.#counting = options.store.local ? options.store : new HybridCounting(options.store);
+    this.#counting = options.store.local
+      ? options.store
+      : new HybridCounting(options.store, { clock: options.clock ?? Date.now });
     this.#clock = options.clock ?? Date.now;
     this.#companions = options;
     this.#onStoreError = options.onStoreError;

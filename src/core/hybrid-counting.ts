@@ -28,21 +28,45 @@ import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./type
 import { windowAt } from "./windows.js";
 
 export interface HybridOptions {
+  /** The clock round trips are measured with, in ms (default `performance.now`). */
+  readonly clock?: () => number;
   /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
   readonly reserveMs?: number;
   /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
   readonly maxKeys?: number;
 }
 
-/** Of what the store said was left, the most one reservation takes. */
-const SHARE_OF_REMAINING = 1 / 8;
+/**
+ * Of what the store said was left, the most one reservation takes before this process knows
+ * its share of the subject's traffic (its first reservation in a window).
+ */
+const FIRST_SHARE_OF_REMAINING = 1 / 8;
 /**
  * A rate is measured over at least this long (or a tenth of a shorter window), so that two
  * quick requests are not taken for a flood that would reserve capacity nobody uses.
  */
 const MIN_RATE_SPAN_MS = 10_000;
-/** Times a request waits for another's reservation before it sends its own. */
-const MAX_WAITS = 3;
+/**
+ * A subject whose count in the store, at the rate it grows, would pass this share of what is
+ * left before the window ends is on its way to the limit.
+ */
+const CROWDED_SHARE_OF_REMAINING = 0.5;
+/** How far ahead a subject on its way to the limit reserves (docs/accuracy.md measures it). */
+const CROWDED_RESERVE_MS = 2000;
+/** A reservation's round trip before one was measured. */
+const INITIAL_ROUND_TRIP_MS = 100;
+/**
+ * Reserve again, in the background, once what is held would last less than this many round
+ * trips at the subject's rate: a busy subject then never waits for a reservation.
+ */
+const REFILL_ROUND_TRIPS = 3;
+/**
+ * Times a request waits for another's reservation before it sends its own: twice, so that
+ * requests that were all short when one reservation landed wait for a single next one (sent by
+ * the first of them, covering what they all want) instead of each sending its own. A request
+ * takes at most three round trips for its reservation (see `expectedRoundTripMsFor`).
+ */
+const MAX_WAITS = 2;
 
 interface Reservation {
   /** The window the held units were counted in. */
@@ -58,6 +82,10 @@ interface Reservation {
   previousSpan: number;
   /** The store's count right after this process's last reservation. */
   storeCount: number;
+  /** Units the store granted this process in this window. */
+  reserved: number;
+  /** `storeCount` as the window before ended here (how busy the subject was everywhere). */
+  previousStoreCount: number;
   resetAt: number;
   /** A reservation on its way: concurrent requests wait for it instead of sending their own. */
   pending: Promise<void> | undefined;
@@ -68,7 +96,7 @@ interface Reservation {
 /** What a request took from a reservation, to give back if another counter refuses it. */
 interface Taken {
   readonly reservation: Reservation;
-  readonly cost: number;
+  readonly counter: CounterSpec;
 }
 
 const NOT_ASKED: CounterState = Object.freeze({
@@ -86,6 +114,9 @@ export class HybridCounting implements Store {
   readonly local = false;
   readonly #inner: Store;
   readonly #reserveMs: number;
+  readonly #clock: () => number;
+  /** Recent reservation round trips, smoothed: how early to reserve again (see `#refill`). */
+  #roundTripMs = INITIAL_ROUND_TRIP_MS;
   readonly #reservations: GenerationalCache<Reservation>;
   /** Store calls this layer made (reservations and exact counters); tests and the simulator. */
   calls = 0;
@@ -94,6 +125,7 @@ export class HybridCounting implements Store {
     this.#inner = inner;
     this.name = inner.name;
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
+    this.#clock = options.clock ?? (() => performance.now());
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
   }
 
@@ -105,8 +137,18 @@ export class HybridCounting implements Store {
     return this.#inner.expectedRoundTripMs ?? 0;
   }
 
+  /**
+   * A request with hybrid counters may wait for two other reservations, then reserve itself,
+   * then count its exact counters: up to three round trips to where reservations live and one
+   * to where the rest is counted. Its budget is added to all of them.
+   */
   expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
-    return this.#inner.expectedRoundTripMsFor?.(counters) ?? this.expectedRoundTripMs;
+    const roundTrip = (subset: readonly CounterSpec[]): number =>
+      this.#inner.expectedRoundTripMsFor?.(subset) ?? this.expectedRoundTripMs;
+    const hybrid = counters.filter(isHybrid);
+    if (hybrid.length === 0) return roundTrip(counters);
+    const rest = counters.filter((counter) => !isHybrid(counter));
+    return (MAX_WAITS + 1) * roundTrip(hybrid) + (rest.length > 0 ? roundTrip(rest) : 0);
   }
 
   apply(
@@ -161,6 +203,9 @@ export class HybridCounting implements Store {
         });
       }
       if (refused) giveBack(taken, counters, states);
+      else {
+        for (const { reservation, counter } of taken) this.#refillIfLow(reservation, counter, now);
+      }
       return states;
     } catch (error) {
       giveBack(taken, counters, undefined);
@@ -233,8 +278,9 @@ export class HybridCounting implements Store {
       progress,
     );
     this.calls++;
+    const sent = this.#clock();
     const landed = call.then(
-      () => undefined,
+      () => this.#measured(sent),
       () => undefined,
     );
     for (const reservation of reservations) reservation.pending = landed;
@@ -255,6 +301,7 @@ export class HybridCounting implements Store {
       const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
       if (reservation.index === windowAt(counter.window, now).index) {
         reservation.held += granted;
+        reservation.reserved += granted;
         reservation.storeCount = Math.max(reservation.storeCount, state.count);
         reservation.resetAt = state.resetAt;
       }
@@ -289,6 +336,8 @@ export class HybridCounting implements Store {
       previousUsed: follows ? (reservation as Reservation).used : 0,
       previousSpan: follows ? bounds.start - (reservation as Reservation).start : 0,
       storeCount: 0,
+      reserved: 0,
+      previousStoreCount: follows ? (reservation as Reservation).storeCount : 0,
       resetAt: bounds.end,
       pending: undefined,
       wanted: 0,
@@ -304,14 +353,76 @@ export class HybridCounting implements Store {
    * the requests waiting for a reservation want, within what was left.
    */
   #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
-    const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
-    const elapsed = Math.max(minSpan, now - reservation.start);
-    const rate =
-      (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
-    const horizon = Math.min(this.#reserveMs, reservation.end - now);
+    const rate = rateOf(reservation, now);
     const left = Math.max(0, counter.limit - reservation.storeCount - counter.cost);
-    const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * SHARE_OF_REMAINING));
-    return counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
+    // A subject on its way to the limit (by the store's count, which every process adds to)
+    // reserves only `CROWDED_RESERVE_MS` ahead: what processes hold when the limit is reached is
+    // what none may use, so it must stay small. One far from its limit reserves for the rest of
+    // the window, which is what makes a subject seen by many processes cheap.
+    const sinceStart = Math.max(MIN_RATE_SPAN_MS / 10, now - reservation.start);
+    const storeRate = Math.max(
+      reservation.storeCount / sinceStart,
+      reservation.previousSpan > 0 ? reservation.previousStoreCount / reservation.previousSpan : 0,
+    );
+    const crowded =
+      storeRate === 0 || storeRate * (reservation.end - now) > left * CROWDED_SHARE_OF_REMAINING;
+    const horizon = Math.min(
+      this.#reserveMs,
+      reservation.end - now,
+      crowded ? CROWDED_RESERVE_MS : Number.POSITIVE_INFINITY,
+    );
+    // What is left is shared by every process that reserves for the subject, in proportion to
+    // what each has taken so far (this process's part of the store's count): together they
+    // never hold much more than is left, so what a process holds and never uses stays small.
+    const share =
+      reservation.storeCount > 0
+        ? reservation.reserved / reservation.storeCount
+        : FIRST_SHARE_OF_REMAINING;
+    const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * share));
+    const ask = counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
+    return Number.isSafeInteger(ask) ? ask : counter.cost;
+  }
+
+  /**
+   * Reserves again in the background when what is held would not last `REFILL_ROUND_TRIPS`
+   * round trips at the subject's rate, so that the next requests find units instead of waiting
+   * (and, on Lambda@Edge, instead of spilling to new instances that would each reserve).
+   */
+  #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
+    // A subject seen once is not busy yet: its next request reserves for itself if it comes.
+    if (reservation.pending !== undefined || reservation.used + reservation.previousUsed < 2)
+      return;
+    const rate = rateOf(reservation, now);
+    if (reservation.held >= rate * this.#roundTripMs * REFILL_ROUND_TRIPS) return;
+    const ask = this.#reservationFor(reservation, counter, now) - counter.cost;
+    if (ask <= 0) return;
+    this.calls++;
+    const sent = this.#clock();
+    const landed = this.#inner
+      .apply([{ ...counter, cost: ask, mode: "observe" }], now)
+      .then(
+        ([state]) => {
+          this.#measured(sent);
+          if (state === undefined) return;
+          const granted = Math.max(0, Math.min(ask, counter.limit - (state.count - ask)));
+          reservation.held += granted;
+          reservation.reserved += granted;
+          reservation.storeCount = Math.max(reservation.storeCount, state.count);
+          reservation.resetAt = state.resetAt;
+        },
+        // A failed refill costs nothing: the next request that finds too little reserves itself
+        // under the decision budget, and the rule's fail mode applies there.
+        () => undefined,
+      )
+      .finally(() => {
+        if (reservation.pending === landed) reservation.pending = undefined;
+      });
+    reservation.pending = landed;
+  }
+
+  #measured(sent: number): void {
+    const took = Math.max(0, this.#clock() - sent);
+    this.#roundTripMs = this.#roundTripMs * 0.8 + took * 0.2;
   }
 
   #take(
@@ -321,10 +432,11 @@ export class HybridCounting implements Store {
     taken: Taken[],
     at: number,
   ): boolean {
-    if (reservation.held < counter.cost) return false;
+    // Written so that a count that is not a number can never admit.
+    if (!(reservation.held >= counter.cost)) return false;
     reservation.held -= counter.cost;
     reservation.used += counter.cost;
-    taken.push({ reservation, cost: counter.cost });
+    taken.push({ reservation, counter });
     // What this process knows: the store's count at its last reservation, less what it holds.
     const count = Math.min(counter.limit, Math.max(0, reservation.storeCount - reservation.held));
     states[at] = {
@@ -336,6 +448,13 @@ export class HybridCounting implements Store {
     };
     return true;
   }
+}
+
+/** Units per ms this process admitted the subject at, this window so far and the one before. */
+function rateOf(reservation: Reservation, now: number): number {
+  const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
+  const elapsed = Math.max(minSpan, now - reservation.start);
+  return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
 }
 
 function isHybrid(counter: CounterSpec): boolean {
@@ -356,9 +475,9 @@ function giveBack(
   counters: readonly CounterSpec[],
   states: CounterState[] | undefined,
 ): void {
-  for (const { reservation, cost } of taken) {
-    reservation.held += cost;
-    reservation.used -= cost;
+  for (const { reservation, counter } of taken) {
+    reservation.held += counter.cost;
+    reservation.used -= counter.cost;
   }
   if (states === undefined) return;
   counters.forEach((counter, i) => {

@@ -94,7 +94,9 @@ describe("hybrid counting", () => {
       clock.now,
     );
     expect(state?.count).toBeGreaterThanOrEqual(admitted);
-    expect(store.calls).toBeLessThan(sent * 0.1);
+    // Bursts 3 s apart at a subject on its way to the limit: reservations cover 2 s ahead, so
+    // most bursts need one (coalesced) per process.
+    expect(store.calls).toBeLessThan(sent * 0.125);
   });
 
   it("counts a subject it has not seen busy exactly: one store call per request", async () => {
