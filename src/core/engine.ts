@@ -4,7 +4,7 @@
  */
 import { BlockCache } from "./block-cache.js";
 import { CounterBuilder } from "./counters.js";
-import { withinBudget } from "./deadline.js";
+import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
@@ -42,6 +42,11 @@ export interface EngineOptions extends EngineCompanions {
   /** Epoch milliseconds; injected so tests and simulations drive time. */
   readonly clock?: () => number;
   /**
+   * The monotonic clock and timers the decision budget runs on (default: the runtime's). The
+   * simulator injects virtual ones, with `clock` on the same virtual time.
+   */
+  readonly scheduler?: Scheduler | undefined;
+  /**
    * Called with the cause each time the store fails a decision (an error, a missed budget, an
    * open circuit breaker), before the rule's fail mode applies. Must not throw.
    */
@@ -75,6 +80,7 @@ const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
 export class DecisionEngine {
   readonly store: Store;
   readonly #clock: () => number;
+  readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
@@ -83,6 +89,7 @@ export class DecisionEngine {
   constructor(options: EngineOptions) {
     this.store = options.store;
     this.#clock = options.clock ?? Date.now;
+    this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
     this.#companions = options;
     this.#onStoreError = options.onStoreError;
     this.#prepared = prepare(options.policy, options.tokens);
@@ -233,6 +240,7 @@ export class DecisionEngine {
       (progress) => store.apply(counters, started, progress),
       { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
       store.name,
+      this.#scheduler,
     ).then(
       (states) =>
         this.#finish(
