@@ -3,15 +3,22 @@
  * `edgelimit build lambda-edge`) against a seed-style bundle of the same job written with the
  * full AWS SDK v3 (`@aws-sdk/client-dynamodb` + `@aws-sdk/lib-dynamodb`), both minified by
  * esbuild. Cold start = a fresh node process: module load, then the first invocation against a
- * dynalite server on loopback. Run: npx tsx bench/lambda-edge.bench.ts [runs] [before-tree]
+ * dynalite server on loopback.
+ *
+ *   npx tsx bench/lambda-edge.bench.ts [runs=9] [before-tree] [--plain | --both]
+ *
+ * By default every bundle speaks https, as DynamoDB's endpoints do in production: a TLS server
+ * (test/support/tls.ts, a self-signed certificate for 127.0.0.1) in front of dynalite, whose
+ * certificate each fresh process verifies (see `trustCa`). `--plain` measures plain http to
+ * dynalite instead; `--both` measures both transports in the same rounds.
  *
  * `before-tree` is another checkout of this repository (for example `git archive HEAD` unpacked
  * in a temporary directory, with node_modules linked): its `edgelimit build` builds a second
- * viewer-request bundle for the same dynalite, measured in the same rounds. Every round runs
+ * viewer-request bundle for the same endpoint, measured in the same rounds. Every round runs
  * each variant once, in turn, so a burst of load from other jobs falls on all of them.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -21,14 +28,34 @@ import * as esbuild from "esbuild";
 import { buildLambdaEdge } from "../src/cli/build.js";
 import { loadPolicy } from "../src/policy/load.js";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../test/dynamodb/harness.js";
+import { startTlsTerminator } from "../test/support/tls.js";
+import { trustCa } from "./support/trust-ca.js";
 
-const runs = Number(process.argv[2] ?? 9);
-const beforeTree = process.argv[3];
+const flags = process.argv.slice(2).filter((arg) => arg.startsWith("--"));
+const [runsArg, beforeTree] = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
+const runs = Number(runsArg ?? 9);
+const transports: readonly Transport[] = flags.includes("--both")
+  ? ["https", "http"]
+  : flags.includes("--plain")
+    ? ["http"]
+    : ["https"];
 const work = mkdtempSync(join(tmpdir(), "edgelimit-bench-"));
 const credentials = TEST_CREDENTIALS;
 
+type Transport = "https" | "http";
+
+interface Variant {
+  readonly name: string;
+  readonly script: string;
+  readonly bytes: number;
+  /** Zipped size, for the bundles a deployment ships. */
+  readonly zipped?: number;
+  /** The CA a fresh process trusts (https only). */
+  readonly caFile: string | undefined;
+}
+
 const local = await startDynalite();
-const endpoint = local.endpoint;
+const tls = await startTlsTerminator(work, Number(new URL(local.endpoint).port));
 
 try {
   await createRateLimitTable(local.client, "rate-limits");
@@ -37,128 +64,141 @@ try {
   // into a fail-open answer at 50 ms (and a failed probe): measured here is the time to the
   // real answer, so the budget is out of the way for every bundle.
   const policy = { ...loadPolicy("examples/policies/cloudfront.yaml"), budgetMs: 10_000 };
-  const buildWith = (build: typeof buildLambdaEdge, outDir: string) =>
-    build({
-      policy,
-      store: { table: "rate-limits", region: "us-east-1", endpoint },
-      outDir: join(work, outDir),
-      env: {
-        EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length",
-        EDGELIMIT_CHALLENGE_SECRET: "bench-challenge-secret-of-reasonable-length",
-      },
-    });
-  const [ours] = await buildWith(buildLambdaEdge, "ours");
-  if (ours === undefined) throw new Error("build produced nothing");
-  let before: typeof ours | undefined;
-  if (beforeTree !== undefined) {
-    const builder = (await import(pathToFileURL(join(beforeTree, "src/cli/build.ts")).href)) as {
-      buildLambdaEdge: typeof buildLambdaEdge;
+  const before =
+    beforeTree === undefined
+      ? undefined
+      : (
+          (await import(pathToFileURL(join(beforeTree, "src/cli/build.ts")).href)) as {
+            buildLambdaEdge: typeof buildLambdaEdge;
+          }
+        ).buildLambdaEdge;
+
+  const groups: { transport: Transport; endpoint: string; variants: Variant[] }[] = [];
+  for (const transport of transports) {
+    const endpoint = transport === "https" ? tls.endpoint : local.endpoint;
+    const caFile = transport === "https" ? tls.caFile : undefined;
+    const dir = (name: string) => join(work, `${transport}-${name.replace(/[^a-z0-9]+/gi, "-")}`);
+    const edgeBundle = async (name: string, build: typeof buildLambdaEdge): Promise<Variant> => {
+      const [built] = await build({
+        policy,
+        store: { table: "rate-limits", region: "us-east-1", endpoint },
+        outDir: dir(name),
+        env: {
+          EDGELIMIT_JWT_SECRET: "bench-jwt-secret-of-reasonable-length",
+          EDGELIMIT_CHALLENGE_SECRET: "bench-challenge-secret-of-reasonable-length",
+        },
+      });
+      if (built === undefined) throw new Error("build produced nothing");
+      const { script, minifiedBytes: bytes, zippedBytes: zipped } = built;
+      return { name, script, bytes, zipped, caFile };
     };
-    [before] = await buildWith(builder.buildLambdaEdge, "before");
-  }
-
-  const seedEntry = join(work, "seed-entry.mjs");
-  writeFileSync(seedEntry, seedHandlerSource(endpoint));
-  const seedScript = join(work, "seed.js");
-  await bundleForNode(seedEntry, seedScript);
-  const { statSync, readFileSync } = await import("node:fs");
-  const seedBytes = statSync(seedScript).size;
-  const seedZipped = deflateRawSync(readFileSync(seedScript), { level: 9 }).length + 100;
-
-  // The floor: one unsigned UpdateItem over bare node:http, no library, no decision.
-  const floorScript = join(work, "floor.js");
-  writeFileSync(floorScript, floorHandlerSource(endpoint));
-  // The same over raw node:net, the floor of any client on a socket.
-  const netFloorScript = join(work, "floor-net.js");
-  writeFileSync(netFloorScript, netFloorHandlerSource(endpoint));
-  // And over the store's client itself, bundled and minified as the edge build does: what the
-  // client costs above raw node:net, without signing, limiter or store.
-  const poolEntry = join(work, "floor-pool-entry.ts");
-  writeFileSync(poolEntry, poolFloorHandlerSource(endpoint));
-  const poolFloorScript = join(work, "floor-pool.js");
-  await bundleForNode(poolEntry, poolFloorScript);
-
-  const scripts = [
-    floorScript,
-    netFloorScript,
-    poolFloorScript,
-    ours.script,
-    seedScript,
-    ...(before ? [before.script] : []),
-  ];
-  const [floorTimes, netFloorTimes, poolFloorTimes, ourTimes, seedTimes, beforeTimes] =
-    (await coldStarts(scripts, runs)) as [
-      ColdStart,
-      ColdStart,
-      ColdStart,
-      ColdStart,
-      ColdStart,
-      ColdStart | undefined,
-    ];
-
-  const row = (name: string, bytes: number, zipped: number, times: ColdStart) =>
-    `| ${name} | ${(bytes / 1024).toFixed(1)} KB | ${(zipped / 1024).toFixed(1)} KB | ${times.load.toFixed(1)} ms | ${times.first.toFixed(1)} ms | ${(times.load + times.first).toFixed(1)} ms |`;
-  console.log(`runs per variant: ${runs} (medians), dynalite on ${endpoint}`);
-  console.log("| bundle | minified | zipped | module load | first invocation | to first answer |");
-  console.log("|---|---|---|---|---|---|");
-  console.log(row("edgelimit viewer-request", ours.minifiedBytes, ours.zippedBytes, ourTimes));
-  console.log(row("seed-style, AWS SDK v3", seedBytes, seedZipped, seedTimes));
-  console.log(row("floor: bare node:http UpdateItem", statSync(floorScript).size, 0, floorTimes));
-  console.log(
-    row("floor: bare node:net UpdateItem", statSync(netFloorScript).size, 0, netFloorTimes),
-  );
-  console.log(
-    row(
-      "floor: HttpPool UpdateItem (the store's client)",
-      statSync(poolFloorScript).size,
-      0,
-      poolFloorTimes,
-    ),
-  );
-  if (before !== undefined && beforeTimes !== undefined) {
-    console.log(
-      row(
-        `edgelimit before (${beforeTree})`,
-        before.minifiedBytes,
-        before.zippedBytes,
-        beforeTimes,
+    const bundled = async (name: string, source: string, extension: string): Promise<Variant> => {
+      const entry = `${dir(name)}-entry.${extension}`;
+      writeFileSync(entry, source);
+      const script = `${dir(name)}.js`;
+      await bundleForNode(entry, script);
+      const bytes = statSync(script).size;
+      const zipped = deflateRawSync(readFileSync(script), { level: 9 }).length + 100;
+      return { name, script, bytes, zipped, caFile };
+    };
+    const plainScript = (name: string, source: string): Variant => {
+      const script = `${dir(name)}.js`;
+      writeFileSync(script, source);
+      return { name, script, bytes: statSync(script).size, caFile };
+    };
+    const variants = [
+      await edgeBundle("edgelimit viewer-request", buildLambdaEdge),
+      await bundled("seed-style, AWS SDK v3", seedHandlerSource(endpoint), "mjs"),
+      // The floor: one unsigned UpdateItem over bare node:http(s), no library, no decision.
+      plainScript(`floor: bare node:${transport} UpdateItem`, floorHandlerSource(endpoint)),
+      // The same over raw node:net (node:tls), the floor of any client on a socket.
+      plainScript(
+        `floor: bare node:${transport === "https" ? "tls" : "net"} UpdateItem`,
+        netFloorHandlerSource(endpoint),
       ),
-    );
+      // And over the store's client itself, bundled and minified as the edge build does: what
+      // the client costs above the bare module, without signing, limiter or store.
+      await bundled(
+        "floor: HttpPool UpdateItem (the store's client)",
+        poolFloorHandlerSource(endpoint),
+        "ts",
+      ),
+      ...(before ? [await edgeBundle(`edgelimit before (${beforeTree})`, before)] : []),
+    ];
+    groups.push({ transport, endpoint, variants });
   }
-  const answer = (times: ColdStart) => times.load + times.first;
-  const ratio = answer(seedTimes) / answer(ourTimes);
-  console.log(
-    `size ratio ${(seedBytes / ours.minifiedBytes).toFixed(1)}x smaller; first answer ${ratio.toFixed(1)}x faster`,
+
+  const times = await coldStarts(
+    groups.flatMap((group) => group.variants),
+    runs,
   );
-  if (beforeTimes !== undefined) {
+  const row = (variant: Variant, sample: Samples) =>
+    `| ${variant.name} | ${(variant.bytes / 1024).toFixed(1)} KB | ${variant.zipped === undefined ? "" : `${(variant.zipped / 1024).toFixed(1)} KB`} | ${median(sample.loads).toFixed(1)} ms | ${median(sample.firsts).toFixed(1)} ms | ${median(sample.answers).toFixed(1)} ms |`;
+  console.log(`runs per variant: ${runs} (medians)`);
+  for (const { transport, endpoint, variants } of groups) {
+    const sample = (variant: Variant) => times.get(variant) as Samples;
+    const [ours, seed] = variants as [Variant, Variant];
+    const previous = before === undefined ? undefined : (variants.at(-1) as Variant);
     console.log(
-      `before: ${(answer(seedTimes) / answer(beforeTimes)).toFixed(1)}x faster than the SDK bundle; after/before ${(answer(ourTimes) / answer(beforeTimes)).toFixed(3)}`,
+      `\n${transport}: dynalite${transport === "https" ? " behind TLS" : ""}, ${endpoint}`,
     );
+    console.log(
+      "| bundle | minified | zipped | module load | first invocation | to first answer |",
+    );
+    console.log("|---|---|---|---|---|---|");
+    for (const variant of variants) console.log(row(variant, sample(variant)));
+    console.log(
+      `${transport}: size ratio ${(seed.bytes / ours.bytes).toFixed(1)}x smaller; first answer ${speedup(sample(seed), sample(ours))}`,
+    );
+    if (previous !== undefined) {
+      console.log(
+        `${transport}: before: first answer ${speedup(sample(seed), sample(previous))}; after/before ${(median(sample(ours).answers) / median(sample(previous).answers)).toFixed(3)}`,
+      );
+    }
   }
 } finally {
+  tls.close();
   await local.close();
   rmSync(work, { recursive: true, force: true });
 }
 
-interface ColdStart {
-  readonly load: number;
-  readonly first: number;
+/**
+ * How much sooner `ours` answers than the SDK bundle: the ratio of the medians, then the
+ * median and quartiles of the rounds' own ratios (both ran in the same round).
+ */
+function speedup(seed: Samples, ours: Samples): string {
+  const rounds = seed.answers.map((answer, i) => answer / (ours.answers[i] as number));
+  const times = (value: number) => `${value.toFixed(1)}x`;
+  return `${times(median(seed.answers) / median(ours.answers))} sooner (per round: median ${times(median(rounds))}, p25-p75 ${times(quantile(rounds, 0.25))}-${times(quantile(rounds, 0.75))})`;
+}
+
+interface Samples {
+  readonly loads: number[];
+  readonly firsts: number[];
+  /** Module load + first invocation, per round. */
+  readonly answers: number[];
 }
 
 /**
- * Median module load and first invocation of each script over `count` rounds of fresh
- * processes, one process per script per round.
+ * Module load and first invocation of each variant over `count` rounds of fresh processes, one
+ * process per variant per round.
  */
-async function coldStarts(scripts: readonly string[], count: number): Promise<ColdStart[]> {
-  const samples = scripts.map(() => ({ loads: [] as number[], firsts: [] as number[] }));
+async function coldStarts(
+  variants: readonly Variant[],
+  count: number,
+): Promise<Map<Variant, Samples>> {
+  const samples = new Map(
+    variants.map((variant) => [variant, { loads: [], firsts: [], answers: [] } as Samples]),
+  );
   for (let round = 0; round < count; round++) {
-    for (const [i, script] of scripts.entries()) {
-      const { load, first } = await coldStart(script);
-      samples[i]?.loads.push(load);
-      samples[i]?.firsts.push(first);
+    for (const [variant, sample] of samples) {
+      const { load, first } = await coldStart(variant);
+      sample.loads.push(load);
+      sample.firsts.push(first);
+      sample.answers.push(load + first);
     }
   }
-  return samples.map(({ loads, firsts }) => ({ load: median(loads), first: median(firsts) }));
+  return samples;
 }
 
 /**
@@ -166,9 +206,10 @@ async function coldStarts(scripts: readonly string[], count: number): Promise<Co
  * `.js`, `import()` for `.mjs`), then its first invocation. Asynchronous on purpose: dynalite
  * runs in this process and must keep answering while a probe waits.
  */
-async function coldStart(script: string): Promise<ColdStart> {
+async function coldStart({ script, caFile }: Variant): Promise<{ load: number; first: number }> {
   const probe = `
     const { performance } = require("node:perf_hooks");
+    ${caFile === undefined ? "" : trustCa(caFile)}
     (async () => {
     const started = performance.now();
     const { handler } = ${script.endsWith(".mjs") ? `await import(${JSON.stringify(pathToFileURL(script).href)})` : `require(${JSON.stringify(script)})`};
@@ -194,18 +235,24 @@ async function coldStart(script: string): Promise<ColdStart> {
       AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
     },
   });
-  return JSON.parse(result.stdout.trim().split("\n").pop() as string) as ColdStart;
+  const last = result.stdout.trim().split("\n").pop() ?? "";
+  if (!last.startsWith("{")) throw new Error(`${script}: no timing; stderr: ${result.stderr}`);
+  return JSON.parse(last) as { load: number; first: number };
 }
 
-function median(values: number[]): number {
+function median(values: readonly number[]): number {
+  return quantile(values, 0.5);
+}
+
+function quantile(values: readonly number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] as number;
 }
 
 function floorHandlerSource(localEndpoint: string): string {
-  const { hostname, port } = new URL(localEndpoint);
+  const { hostname, port, protocol } = new URL(localEndpoint);
   return `
-const http = require("node:http");
+const http = require("node:${protocol === "https:" ? "https" : "http"}");
 exports.handler = (event) => new Promise((resolve, reject) => {
   const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },
     UpdateExpression: "ADD #c :one", ExpressionAttributeNames: { "#c": "count" },
@@ -228,9 +275,9 @@ exports.handler = (event) => new Promise((resolve, reject) => {
 }
 
 function netFloorHandlerSource(localEndpoint: string): string {
-  const { hostname, port } = new URL(localEndpoint);
+  const { hostname, port, protocol } = new URL(localEndpoint);
   return `
-const net = require("node:net");
+const net = require("node:${protocol === "https:" ? "tls" : "net"}");
 exports.handler = (event) => new Promise((resolve, reject) => {
   const body = JSON.stringify({ TableName: "rate-limits", Key: { PK: { S: "floor" }, SK: { S: "w" } },
     UpdateExpression: "ADD #c :one", ExpressionAttributeNames: { "#c": "count" },

@@ -7,8 +7,8 @@
  * makes one call (first call). With `preconnect`, the bundle opens its socket while it loads,
  * as the edge build does.
  *
- * The endpoint is a TLS server (a self-signed certificate made with openssl, trusted through
- * NODE_EXTRA_CA_CERTS, so Node's bundled roots load as in production) piping to dynalite on
+ * The endpoint is a TLS server (test/support/tls.ts, a self-signed certificate made with
+ * openssl, verified by each process: see bench/support/trust-ca.ts) piping to dynalite on
  * loopback. Every round runs each variant once, in turn, and the order rotates between rounds.
  *
  *   npx tsx bench/tls-client.bench.ts [rounds=31] [http1-tree]
@@ -18,29 +18,20 @@
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createServer as createTlsServer } from "node:tls";
 import { promisify } from "node:util";
 import * as esbuild from "esbuild";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../test/dynamodb/harness.js";
-import { selfSignedCertificate } from "../test/support/tls.js";
+import { startTlsTerminator } from "../test/support/tls.js";
+import { trustCa } from "./support/trust-ca.js";
 
 const rounds = Number(process.argv[2] ?? 31);
 const http1Tree = process.argv[3];
 const work = mkdtempSync(join(tmpdir(), "edgelimit-tls-bench-"));
 const local = await startDynalite();
-const { key, cert, certFile } = selfSignedCertificate(work, "IP:127.0.0.1");
-const dynamoPort = Number(new URL(local.endpoint).port);
-const tlsServer = createTlsServer({ key, cert }, (secure) => {
-  const plain = connect(dynamoPort, "127.0.0.1");
-  secure.pipe(plain).pipe(secure);
-  secure.on("error", () => plain.destroy());
-  plain.on("error", () => secure.destroy());
-});
-await new Promise<void>((resolve) => tlsServer.listen(0, "127.0.0.1", resolve));
-const endpoint = `https://127.0.0.1:${(tlsServer.address() as AddressInfo).port}`;
+const tls = await startTlsTerminator(work, Number(new URL(local.endpoint).port));
+const { endpoint, caFile: certFile } = tls;
 
 interface Variant {
   readonly name: string;
@@ -101,7 +92,7 @@ try {
     );
   }
 } finally {
-  tlsServer.close();
+  tls.close();
   await local.close();
   rmSync(work, { recursive: true, force: true });
 }
@@ -135,6 +126,7 @@ export const handler = async () => {
 async function coldStart(script: string): Promise<{ load: number; first: number }> {
   const probe = `
     const { performance } = require("node:perf_hooks");
+    ${trustCa(certFile)}
     const started = performance.now();
     const { handler } = require(${JSON.stringify(script)});
     const loaded = performance.now();
@@ -148,7 +140,6 @@ async function coldStart(script: string): Promise<{ load: number; first: number 
     timeout: 20_000,
     env: {
       PATH: process.env.PATH,
-      NODE_EXTRA_CA_CERTS: certFile,
       AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
       AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
     },

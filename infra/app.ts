@@ -3,7 +3,9 @@
  * Context: `-c policy=FILE` (default the seed's cloudfront.yaml), `-c origin=DOMAIN`,
  * `-c replicas=eu-west-1,ap-southeast-1` (default `DEFAULT_REPLICA_REGIONS`; `-c replicas=` for
  * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
- * than the policy's budget.
+ * than the policy's budget. A policy with `counting: hybrid` rules on a global table gets a
+ * single-region table for their reservations (`-c leaseTable=NAME`, default
+ * `rate-limit-leases`; `-c leaseTable=` puts them in the global table).
  * EDGELIMIT_JWT_SECRET and EDGELIMIT_CHALLENGE_SECRET must be set: Lambda@Edge has no environment
  * variables, so the secrets are bundled at build time (see docs/aws.md for the Secrets Manager
  * alternative). A policy that challenges without challenge.secret is refused.
@@ -29,12 +31,21 @@ const tableName = (app.node.tryGetContext("table") as string | undefined) ?? "ra
 const bundleDir = join(app.outdir, "edgelimit-functions");
 
 const policy = loadPolicy(policyFile);
+const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
+const leaseContext = app.node.tryGetContext("leaseTable") as string | undefined;
+const leaseTableName =
+  hybrid && replicaRegions.length > 0 && leaseContext !== ""
+    ? (leaseContext ?? "rate-limit-leases")
+    : undefined;
 const built = await buildLambdaEdge({
   policy,
   store: {
     table: tableName,
     region: "us-east-1",
     ...(replicaRegions.length > 0 ? { globalRegions: ["us-east-1", ...replicaRegions] } : {}),
+    ...(leaseTableName === undefined
+      ? {}
+      : { leaseRegion: "us-east-1", leaseTable: leaseTableName }),
   },
   outDir: bundleDir,
 });
@@ -45,6 +56,7 @@ new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
   viewerResponseZip: zipOf("viewer-response"),
   tableName,
   replicaRegions,
+  leaseTableName,
   budgetMs: policy.budgetMs,
   originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
 });

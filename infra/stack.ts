@@ -37,6 +37,8 @@ export interface RateLimitFunctionsProps {
   readonly table: TableV2;
   /** Regions whose replica the functions may write (the table's own region included). */
   readonly tableRegions: readonly string[];
+  /** The hybrid counting reservations' own table, in us-east-1 only (see `leaseTable`). */
+  readonly leaseTable?: TableV2 | undefined;
 }
 
 /**
@@ -72,14 +74,17 @@ export class RateLimitFunctions extends Construct {
     this.viewerRequest.addToRolePolicy(
       new PolicyStatement({
         actions: [...STORE_ACTIONS],
-        resources: props.tableRegions.map((region) =>
-          stack.formatArn({
-            service: "dynamodb",
-            region,
-            resource: "table",
-            resourceName: props.table.tableName,
-          }),
-        ),
+        resources: [
+          ...props.tableRegions.map((region) =>
+            stack.formatArn({
+              service: "dynamodb",
+              region,
+              resource: "table",
+              resourceName: props.table.tableName,
+            }),
+          ),
+          ...(props.leaseTable === undefined ? [] : [props.leaseTable.tableArn]),
+        ],
       }),
     );
   }
@@ -112,6 +117,13 @@ export interface EdgeRateLimitStackProps extends StackProps {
    * Lambda@Edge region whose nearest replica is farther than this.
    */
   readonly budgetMs?: number;
+  /**
+   * A table of its own, in us-east-1 only, for the reservations of rules with `counting:
+   * hybrid` (the bundle's `leaseTable`): reservations are written in one region anyway, and a
+   * table without replicas does not pay a replicated write for each (docs/accuracy.md).
+   * Default: none, the reservations go to the global table's us-east-1 items.
+   */
+  readonly leaseTableName?: string;
   /** The origin the new distribution fronts. Omit `originDomain` and use `functions.edgeLambdas()` to attach to an existing one. */
   readonly originDomain?: string;
 }
@@ -122,6 +134,7 @@ export interface EdgeRateLimitStackProps extends StackProps {
  */
 export class EdgeRateLimitStack extends Stack {
   readonly table: TableV2;
+  readonly leaseTable: TableV2 | undefined;
   readonly functions: RateLimitFunctions;
   readonly distribution: cloudfront.Distribution | undefined;
 
@@ -143,7 +156,19 @@ export class EdgeRateLimitStack extends Stack {
       // Counters are disposable: a redeploy may start them from zero.
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    this.leaseTable =
+      props.leaseTableName === undefined
+        ? undefined
+        : new TableV2(this, "LeaseTable", {
+            tableName: props.leaseTableName,
+            partitionKey: { name: "PK", type: AttributeType.STRING },
+            sortKey: { name: "SK", type: AttributeType.STRING },
+            timeToLiveAttribute: "ttl",
+            billing: Billing.onDemand(),
+            removalPolicy: RemovalPolicy.DESTROY,
+          });
     this.functions = new RateLimitFunctions(this, "Functions", {
+      leaseTable: this.leaseTable,
       viewerRequestZip: props.viewerRequestZip,
       viewerResponseZip: props.viewerResponseZip,
       table: this.table,

@@ -197,6 +197,7 @@ function action(rule: ResolvedRule): string {
     rule.shadow ? "shadow" : undefined,
     rule.disclose ? undefined : "no disclosure",
     rule.backend,
+    rule.counting === "hybrid" ? "hybrid counting" : undefined,
   ].filter(Boolean);
   return extras.length > 0 ? `${base} (${extras.join(", ")})` : base;
 }

@@ -74,6 +74,7 @@ export class CounterBuilder {
         ruleId: rule.id,
         namespace: rule.namespace,
         backend: rule.backend,
+        counting: rule.counting,
       };
       counters[compiled.ordinal] = counter;
     }

@@ -7,6 +7,7 @@ import { CounterBuilder } from "./counters.js";
 import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
+import { HybridCounting } from "./hybrid-counting.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
@@ -78,7 +79,10 @@ const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
  * (see `deadline.ts` for what the budget measures).
  */
 export class DecisionEngine {
+  /** The store as given. */
   readonly store: Store;
+  /** What decisions count with: a remote store behind the hybrid layer (hybrid-counting.ts). */
+  readonly #counting: Store;
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
@@ -88,6 +92,8 @@ export class DecisionEngine {
 
   constructor(options: EngineOptions) {
     this.store = options.store;
+    // In-process stores count exactly at no cost: a hybrid rule is counted exactly there.
+    this.#counting = options.store.local ? options.store : new HybridCounting(options.store);
     this.#clock = options.clock ?? Date.now;
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
     this.#companions = options;
@@ -148,7 +154,7 @@ export class DecisionEngine {
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
     const counters = prepared.counters.countersFor(chosen, identity, undefined, false);
-    await reset.call(this.store, counters);
+    await (this.#counting.reset ?? reset).call(this.#counting, counters);
     for (const counter of counters) this.#blockCache?.forget(counter.key);
     return chosen.map(({ rule }) => rule.id);
   }
@@ -215,7 +221,7 @@ export class DecisionEngine {
       const { rule } = compiled[at] as CompiledRule;
       return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, started));
     }
-    const store = this.store;
+    const store = this.#counting;
     if (store.applySync !== undefined) {
       // The in-process store answers at once: no promise, no timer.
       let states: CounterState[];
@@ -238,7 +244,12 @@ export class DecisionEngine {
     const { budgetMs, connectBudgetMs } = prepared.policy;
     return withinBudget(
       (progress) => store.apply(counters, started, progress),
-      { budgetMs, connectBudgetMs, expectedRoundTripMs: store.expectedRoundTripMs ?? 0 },
+      {
+        budgetMs,
+        connectBudgetMs,
+        expectedRoundTripMs:
+          store.expectedRoundTripMsFor?.(counters) ?? store.expectedRoundTripMs ?? 0,
+      },
       store.name,
       this.#scheduler,
     ).then(

@@ -74,6 +74,12 @@ export interface ResolvedRule {
   readonly disclose: boolean;
   /** Cloudflare: `approximate` runs on the native binding, `exact` on the Durable Object. */
   readonly backend: "approximate" | "exact" | undefined;
+  /**
+   * `exact`: every admitted request is counted in the store before it is answered. `hybrid`:
+   * a busy subject's admissions are spent from capacity reserved in the store ahead of use
+   * (core/hybrid-counting.ts); never more than the limit, far fewer store calls.
+   */
+  readonly counting: "exact" | "hybrid";
 }
 
 export interface ResolvedPolicy {

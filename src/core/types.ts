@@ -37,6 +37,12 @@ export interface CounterSpec {
   readonly namespace: string;
   /** Cloudflare: which backend counts this rule. Other stores ignore it. */
   readonly backend: "approximate" | "exact" | undefined;
+  /**
+   * `hybrid`: the counter is spent from capacity reserved ahead (core/hybrid-counting.ts); a
+   * store sees it only as reservations, which a store with several regions sends to its single
+   * reservation authority (DynamoDB's `leaseRegion`). Default `exact`.
+   */
+  readonly counting?: "exact" | "hybrid";
 }
 
 /** The state of one counter after a store applied a request. */
@@ -105,6 +111,11 @@ export interface Store {
    * alone never makes a healthy store count as failed. Default 0.
    */
   readonly expectedRoundTripMs?: number;
+  /**
+   * The known round trip for a call with these counters, where it depends on them (DynamoDB
+   * sends hybrid reservations to one region, which may be farther). Default `expectedRoundTripMs`.
+   */
+  expectedRoundTripMsFor?(counters: readonly CounterSpec[]): number;
   close?(): Promise<void>;
 }
 

@@ -3,6 +3,7 @@ import type { ErrorCode } from "../core/errors.js";
 import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import type { Tier } from "../core/types.js";
 import { resolveChallenge, resolveList } from "./resolve-companions.js";
+import { ruleOptionIssues } from "./rule-options.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
 
 /** A problem found after the schema passed: a path into the document and what to change. */
@@ -14,6 +15,7 @@ export interface RawIssue {
 
 const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
   window: "60s",
+  counting: "exact",
   algorithm: "fixed-window",
   action: "block",
   challengeBand: 2,
@@ -44,28 +46,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
   const add: AddRule = (rule, options, path) => {
     const merged = { ...defaults, ...stripUndefined(options) };
     const window = parseWindow(merged.window);
-    if ("months" in window && merged.algorithm !== "fixed-window") {
-      issues.push({
-        path: [...path, "window"],
-        code: "EL_POLICY_BAD_WINDOW",
-        message: `a window in calendar months needs algorithm fixed-window (got ${merged.algorithm}); use fixed-window, or a window in days`,
-      });
-    }
-    if ("ms" in window && window.ms < 1000) {
-      issues.push({
-        path: [...path, "window"],
-        code: "EL_POLICY_BAD_WINDOW",
-        message: `a window must be at least 1s (got ${window.ms}ms)`,
-      });
-    }
-    if (merged.action === "challenge" && merged.algorithm === "token-bucket") {
-      issues.push({
-        path: [...path, "action"],
-        code: "EL_POLICY_INVALID",
-        message:
-          "challenge needs a windowed algorithm (fixed-window or sliding-window), not token-bucket",
-      });
-    }
+    issues.push(...ruleOptionIssues(merged, window, path));
     if (rule.key !== "ip" && !userConfigured && rule.tiers.includes("authenticated")) {
       if (rule.key === "user") {
         issues.push({
@@ -88,6 +69,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       shadow: merged.shadow,
       cost: merged.cost,
       backend: merged.backend,
+      counting: merged.counting,
     });
   };
 
@@ -250,6 +232,7 @@ type RuleShape = Omit<
   | "shadow"
   | "cost"
   | "backend"
+  | "counting"
 >;
 
 type AddRule = (rule: RuleShape, options: RuleOptions, path: (string | number)[]) => void;
@@ -379,18 +362,21 @@ function tiersFor(key: "ip" | "user" | "user-or-ip"): Tier[] {
   return key === "user" ? ["authenticated"] : ["anonymous", "authenticated"];
 }
 
+const RULE_OPTION_NAMES = [
+  "window",
+  "algorithm",
+  "action",
+  "challengeBand",
+  "failMode",
+  "disclose",
+  "shadow",
+  "cost",
+  "backend",
+  "counting",
+] as const satisfies readonly (keyof RuleOptions)[];
+
 function pickOptions(spec: Partial<RuleSpec>): RuleOptions {
-  return stripUndefined({
-    window: spec.window,
-    algorithm: spec.algorithm,
-    action: spec.action,
-    challengeBand: spec.challengeBand,
-    failMode: spec.failMode,
-    disclose: spec.disclose,
-    shadow: spec.shadow,
-    cost: spec.cost,
-    backend: spec.backend,
-  });
+  return stripUndefined(Object.fromEntries(RULE_OPTION_NAMES.map((name) => [name, spec[name]])));
 }
 
 function stripUndefined<T extends object>(value: T): T {

@@ -61,6 +61,7 @@ const ruleOptions = {
   shadow: z.boolean().optional(),
   cost: z.number().int().positive().optional(),
   backend: z.enum(["approximate", "exact"]).optional(),
+  counting: z.enum(["exact", "hybrid"]).optional(),
 };
 
 const keyKind = z.enum(["ip", "user", "user-or-ip"]);

@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { createServer as createTlsServer } from "node:tls";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { selfSignedCertificate } from "../support/tls.js";
+import { startTlsTerminator, type TlsTerminator } from "../support/tls.js";
 import { createRateLimitTable, type LocalDynamo, startDynalite } from "./harness.js";
 
 const run = promisify(execFile);
@@ -30,22 +29,15 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
   const servers: Server[] = [];
   let endpoint: string;
   let caFile: string;
+  let terminator: TlsTerminator | undefined;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "edgelimit-tls-"));
-    const { key, cert, certFile } = selfSignedCertificate(dir, "IP:127.0.0.1");
-    caFile = certFile;
     dynamo = await startDynalite();
     await createRateLimitTable(dynamo.client, "rate-limits");
-    const dynamoPort = Number(new URL(dynamo.endpoint).port);
-    const tlsServer = createTlsServer({ key, cert }, (secure) => {
-      const plain = connect(dynamoPort, "127.0.0.1");
-      secure.pipe(plain).pipe(secure);
-      secure.on("error", () => plain.destroy());
-      plain.on("error", () => secure.destroy());
-    });
-    servers.push(tlsServer);
-    const tlsPort = await listen(tlsServer);
+    terminator = await startTlsTerminator(dir, Number(new URL(dynamo.endpoint).port));
+    caFile = terminator.caFile;
+    const tlsPort = Number(new URL(terminator.endpoint).port);
     const slowHandshake = createServer((client) => {
       const server = connect(tlsPort, "127.0.0.1");
       client.pipe(server);
@@ -65,6 +57,7 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
 
   afterAll(async () => {
     for (const server of servers) server.close();
+    terminator?.close();
     await dynamo?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });

@@ -272,6 +272,11 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
       endpoint: "http://127.0.0.1:8000",
       globalRegions: ["eu-west-1", "sa-east-1"],
     });
+    expect(
+      parseDynamodbUrl(
+        "dynamodb://limits?region=eu-west-1&regions=us-east-1,eu-west-1&leaseRegion=us-east-1&leaseTable=leases",
+      ),
+    ).toMatchObject({ leaseRegion: "us-east-1", leaseTable: "leases" });
     expect(() => parseDynamodbUrl("dynamodb://limits")).toThrow(/region/);
   });
 });

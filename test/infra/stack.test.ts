@@ -32,7 +32,11 @@ beforeAll(async () => {
 }, 60_000);
 
 let stacks = 0;
-function stackWith(props: { replicaRegions?: readonly string[]; budgetMs?: number }) {
+function stackWith(props: {
+  replicaRegions?: readonly string[];
+  budgetMs?: number;
+  leaseTableName?: string;
+}) {
   const app = new App({ outdir: join(work, `cdk.out.${stacks++}`) });
   return new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
     env: { account: "111111111111" },
@@ -118,6 +122,26 @@ describe("the CDK stack synthesises offline", () => {
     expect(dynamo[0]?.Resource).toHaveLength(8);
     // The viewer-response function's role has no DynamoDB access at all.
     expect(policies).toHaveLength(1);
+  });
+});
+
+describe("hybrid counting's reservations", () => {
+  it("get a table of their own in us-east-1 only, which the viewer-request function may write", () => {
+    const leases = Template.fromStack(stackWith({ leaseTableName: "rate-limit-leases" }));
+    leases.resourceCountIs("AWS::DynamoDB::GlobalTable", 2);
+    const tables = Object.values(leases.findResources("AWS::DynamoDB::GlobalTable"));
+    const lease = tables.find((table) => table.Properties.TableName === "rate-limit-leases");
+    expect(lease?.Properties.Replicas).toHaveLength(1);
+    expect(lease?.Properties.TimeToLiveSpecification).toEqual({
+      AttributeName: "ttl",
+      Enabled: true,
+    });
+    const statements = Object.values(leases.findResources("AWS::IAM::Policy")).flatMap(
+      (policy) => policy.Properties.PolicyDocument.Statement as { Resource: unknown[] }[],
+    );
+    const resources = statements.flatMap((statement) => statement.Resource);
+    expect(resources).toHaveLength(9);
+    expect(JSON.stringify(resources)).toContain("LeaseTable");
   });
 });
 

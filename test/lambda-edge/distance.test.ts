@@ -11,6 +11,7 @@ import type {
 import { roundTripMs } from "../../src/adapters/lambda-edge/regions.js";
 import { buildLambdaEdge } from "../../src/cli/build.js";
 import { definePolicy } from "../../src/policy/load.js";
+import type { DynamoDbStoreOptions } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -90,11 +91,17 @@ describe("a Lambda@Edge function far from its replica", () => {
   });
 
   /** Loads a fresh build of the function as Lambda would in `region`, and makes 8 requests. */
-  async function requestsFrom(region: string, clientIp: string): Promise<string[]> {
-    const [built] = await buildLambdaEdge({
+  async function requestsFrom(
+    region: string,
+    clientIp: string,
+    settings: { policy: typeof policy; store: DynamoDbStoreOptions } = {
       policy,
       store: { table: "rate-limits", region: "us-east-1", endpoint },
-      outDir: join(work, region),
+    },
+  ): Promise<string[]> {
+    const [built] = await buildLambdaEdge({
+      ...settings,
+      outDir: join(work, `${region}-${clientIp}`),
       env: {},
     });
     const previous = { ...process.env };
@@ -141,5 +148,26 @@ describe("a Lambda@Edge function far from its replica", () => {
     // In us-east-1 the replica is in-region: 80 ms answers exceed the 50 ms budget.
     const outcomes = await requestsFrom("us-east-1", "198.51.100.81");
     expect(outcomes.filter((outcome) => outcome === "429")).toEqual([]);
+  });
+
+  it("hybrid counting: reservations in a far lease region are given that distance", async () => {
+    // The replica in eu-central-1 is in-region and answers at once; reservations go to
+    // us-east-1 (about 90 ms by the region table), whose endpoint answers 80 ms late.
+    expect(roundTripMs("eu-central-1", "us-east-1")).toBeGreaterThanOrEqual(ADDED_MS);
+    const hybrid = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: { limit: 5, counting: "hybrid" } } },
+    });
+    const outcomes = await requestsFrom("eu-central-1", "198.51.100.82", {
+      policy: hybrid,
+      store: {
+        table: "rate-limits",
+        region: "us-east-1",
+        endpoint: dynamo.endpoint,
+        globalRegions: ["us-east-1", "eu-central-1"],
+        leaseEndpoint: endpoint,
+      },
+    });
+    expect(outcomes).toEqual(["4", "3", "2", "1", "0", "429", "429", "429"]);
   });
 });

@@ -91,7 +91,19 @@ describe("bundledStoreOptions", () => {
       table: "t",
       region: "us-east-1",
       expectedRoundTripMs: roundTripMs("eu-west-1", "us-east-1"),
+      leaseRegion: "us-east-1",
+      leaseRoundTripMs: roundTripMs("eu-west-1", "us-east-1"),
     });
+  });
+
+  it("reserves for hybrid counting in the table's first region, and says how far it is", () => {
+    expect(bundledStoreOptions(settings, "ap-northeast-1")).toMatchObject({
+      leaseRegion: quickStartRegions[0],
+      leaseRoundTripMs: roundTripMs("ap-northeast-1", quickStartRegions[0] as string),
+    });
+    expect(
+      bundledStoreOptions({ ...settings, leaseRegion: "eu-west-1" }, "eu-west-1"),
+    ).toMatchObject({ leaseRegion: "eu-west-1", leaseRoundTripMs: 0 });
   });
 
   it("keeps the configured settings outside Lambda or in a region it does not know", () => {

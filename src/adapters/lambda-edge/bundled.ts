@@ -3,15 +3,16 @@ import { readHeader } from "../../core/request-headers.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import type { ResolvedPolicy } from "../../policy/types.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
-import { nearestReplica } from "./regions.js";
+import { nearestReplica, roundTripMs } from "./regions.js";
 
 /**
  * The store settings a bundled function runs with. Lambda@Edge runs in the region of the
  * regional edge cache nearest the viewer and says which in `AWS_REGION`: the function writes to
  * the replica nearest that region (its own when there is one, by the approximate round trips in
  * `regions.ts`) and tells the store that round trip (`expectedRoundTripMs`), so that a distant
- * replica's latency is not taken for a failing store. Outside Lambda, or in a region the table
- * does not know, the configured region is kept.
+ * replica's latency is not taken for a failing store. Hybrid counting reserves in one region
+ * (`leaseRegion`, by default the table's first): its round trip from here is told the same way.
+ * Outside Lambda, or in a region the table does not know, the configured region is kept.
  */
 export function bundledStoreOptions(
   settings: DynamoDbStoreOptions,
@@ -20,7 +21,16 @@ export function bundledStoreOptions(
   if (runningIn === undefined) return settings;
   const nearest = nearestReplica(runningIn, settings.globalRegions ?? [settings.region]);
   if (nearest === undefined) return settings;
-  return { ...settings, region: nearest.region, expectedRoundTripMs: nearest.roundTripMs };
+  const leaseRegion = settings.leaseRegion ?? settings.globalRegions?.[0] ?? settings.region;
+  const leaseRoundTripMs =
+    leaseRegion === nearest.region ? nearest.roundTripMs : roundTripMs(runningIn, leaseRegion);
+  return {
+    ...settings,
+    region: nearest.region,
+    expectedRoundTripMs: nearest.roundTripMs,
+    leaseRegion,
+    ...(leaseRoundTripMs === undefined ? {} : { leaseRoundTripMs }),
+  };
 }
 
 /**

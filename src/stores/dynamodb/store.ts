@@ -46,6 +46,25 @@ export interface DynamoDbStoreOptions {
   readonly maxCachedKeys?: number;
   /** Calls go to this instead of over HTTP (the simulator's table model; see DynamoDbTransport). */
   readonly transport?: DynamoDbTransport;
+  /**
+   * Hybrid counting (`counting: hybrid`, core/hybrid-counting.ts): the region whose items hold
+   * the reservations. With Global Tables the default is the first of `globalRegions`: one
+   * writer per item, so replication never drops a reservation and no region admits on a sum
+   * that is a second old. Without, this store's `region`.
+   */
+  readonly leaseRegion?: string;
+  /**
+   * The table for reservations (default `table`). With Global Tables, a table of its own in
+   * `leaseRegion` only saves the replicated writes of every reservation (docs/accuracy.md).
+   */
+  readonly leaseTable?: string;
+  /** `leaseRegion`'s endpoint, when it is not AWS's (a local server). Default: `endpoint` when the region is the same. */
+  readonly leaseEndpoint?: string;
+  /**
+   * The known round trip to `leaseRegion`, in ms, added to the decision budget of a call that
+   * reserves (default: `expectedRoundTripMs` when it is this store's region, else 0).
+   */
+  readonly leaseRoundTripMs?: number;
 }
 
 const DEFAULT_TABLE = "rate-limits";
@@ -75,9 +94,14 @@ export class DynamoDbStore implements Store {
   readonly region: string;
   readonly client: DynamoDbHttpClient;
   readonly expectedRoundTripMs: number;
+  readonly leaseRegion: string;
+  readonly leaseRoundTripMs: number;
   readonly #table: Table;
+  /** Where hybrid counters are counted: `#table` itself unless a lease region or table is set. */
+  readonly #leases: Table;
   readonly #tatHints: GenerationalCache<number>;
   readonly #refunds: Refunds;
+  readonly #leaseRefunds: Refunds;
 
   constructor(options: DynamoDbStoreOptions) {
     if (typeof options.region !== "string" || options.region === "") {
@@ -88,13 +112,7 @@ export class DynamoDbStore implements Store {
     }
     this.table = options.table ?? DEFAULT_TABLE;
     this.region = options.region;
-    const roundTrip = options.expectedRoundTripMs ?? 0;
-    if (!Number.isFinite(roundTrip) || roundTrip < 0) {
-      throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
-        `dynamodbStore: expectedRoundTripMs must be 0 or more milliseconds; got ${roundTrip}`,
-      );
-    }
+    const roundTrip = checkedRoundTrip(options.expectedRoundTripMs ?? 0, "expectedRoundTripMs");
     this.expectedRoundTripMs = roundTrip;
     this.client = new DynamoDbHttpClient({
       region: options.region,
@@ -128,12 +146,55 @@ export class DynamoDbStore implements Store {
       }),
     };
     this.#tatHints = new GenerationalCache(perGeneration);
+    this.leaseRegion = options.leaseRegion ?? regions[0] ?? options.region;
+    const leaseTable = options.leaseTable ?? this.table;
+    const sameRegion = this.leaseRegion === options.region;
+    this.leaseRoundTripMs = checkedRoundTrip(
+      options.leaseRoundTripMs ?? (sameRegion ? roundTrip : 0),
+      "leaseRoundTripMs",
+    );
+    if (sameRegion && regionSuffix === "" && leaseTable === this.table) this.#leases = this.#table;
+    else {
+      const client = sameRegion
+        ? this.client
+        : new DynamoDbHttpClient({
+            region: this.leaseRegion,
+            endpoint: options.leaseEndpoint,
+            credentials: options.credentials,
+            requestTimeoutMs: options.requestTimeoutMs,
+            maxSockets: options.maxSockets,
+            transport: options.transport,
+          });
+      // One writer per reservation item: no region suffix, nothing to add from other regions.
+      this.#leases = {
+        client,
+        name: leaseTable,
+        regionSuffix: "",
+        ttlGraceSeconds: this.#table.ttlGraceSeconds,
+        sums: new GlobalSums({
+          client,
+          table: leaseTable,
+          regionSuffix: "",
+          cacheMs: options.remoteCacheMs ?? 1000,
+          perGeneration,
+        }),
+      };
+    }
     this.#refunds = new Refunds(this.client, this.table);
+    this.#leaseRefunds =
+      this.#leases === this.#table
+        ? this.#refunds
+        : new Refunds(this.#leases.client, this.#leases.name);
+  }
+
+  expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
+    return counters.some(isHybrid) ? this.leaseRoundTripMs : this.expectedRoundTripMs;
   }
 
   /** Refunds that failed: counts left one too high until their window ends (safe direction). */
   get refundFailures(): number {
-    return this.#refunds.failures;
+    const leases = this.#leaseRefunds === this.#refunds ? 0 : this.#leaseRefunds.failures;
+    return this.#refunds.failures + leases;
   }
 
   async apply(
@@ -149,7 +210,10 @@ export class DynamoDbStore implements Store {
       }
     }
     const states: CounterState[] = [];
-    const refunds = new Map<string, { item: ItemKey; amounts: Map<string, number> }>();
+    const refunds = new Map<
+      string,
+      { item: ItemKey; amounts: Map<string, number>; via: Refunds }
+    >();
     for (let i = 0; i < counters.length; i++) {
       const spec = counters[i] as CounterSpec;
       const outcome = outcomes[i] as Outcome;
@@ -158,10 +222,11 @@ export class DynamoDbStore implements Store {
         const amount = outcome.kind === "windowed" ? spec.cost : outcome.taken;
         const attribute = outcome.kind === "windowed" ? outcome.attribute : "tat";
         if (amount !== 0) {
-          const itemId = `${outcome.item.PK.S}\u0000${outcome.item.SK.S}`;
+          const via = isHybrid(spec) ? this.#leaseRefunds : this.#refunds;
+          const itemId = `${via === this.#refunds}\u0000${outcome.item.PK.S}\u0000${outcome.item.SK.S}`;
           let pending = refunds.get(itemId);
           if (pending === undefined) {
-            pending = { item: outcome.item, amounts: new Map() };
+            pending = { item: outcome.item, amounts: new Map(), via };
             refunds.set(itemId, pending);
           }
           pending.amounts.set(attribute, (pending.amounts.get(attribute) ?? 0) + amount);
@@ -172,7 +237,7 @@ export class DynamoDbStore implements Store {
         algorithm.describe(refund ? outcome.before : outcome.after, now, spec, outcome.allowed),
       );
     }
-    for (const { item, amounts } of refunds.values()) this.#refunds.send(item, amounts);
+    for (const { item, amounts, via } of refunds.values()) via.send(item, amounts);
     return states;
   }
 
@@ -182,14 +247,14 @@ export class DynamoDbStore implements Store {
     now: number,
     progress?: StoreCallProgress,
   ): Promise<Outcome[]> {
-    const table = this.#table;
     const outcomes: Outcome[] = new Array(counters.length);
     const calls: Promise<void>[] = [];
     // Fixed windows of one subject and one window share an item: one UpdateItem for them all.
     const shared = new Map<string, number[]>();
     counters.forEach((spec, i) => {
+      const table = isHybrid(spec) ? this.#leases : this.#table;
       if (spec.algorithm === "fixed-window") {
-        const group = `${spec.subject}\u0000${windowKeyAt(spec.window, now)}`;
+        const group = `${spec.counting ?? "exact"}\u0000${spec.subject}\u0000${windowKeyAt(spec.window, now)}`;
         const members = shared.get(group);
         if (members === undefined) shared.set(group, [i]);
         else members.push(i);
@@ -207,6 +272,7 @@ export class DynamoDbStore implements Store {
     });
     for (const members of shared.values()) {
       const specs = members.map((i) => counters[i] as CounterSpec);
+      const table = isHybrid(specs[0] as CounterSpec) ? this.#leases : this.#table;
       calls.push(
         countFixedWindows(table, specs, now, progress).then((found) => {
           members.forEach((i, j) => {
@@ -225,17 +291,33 @@ export class DynamoDbStore implements Store {
    */
   preconnect(): void {
     this.client.preconnect();
+    if (this.#leases.client !== this.client) this.#leases.client.preconnect();
   }
 
   /** Resolves when every background refund has landed (tests, and before a process exits). */
   async settled(): Promise<void> {
-    await this.#refunds.settled();
+    await Promise.all([this.#refunds.settled(), this.#leaseRefunds.settled()]);
   }
 
   async close(): Promise<void> {
     await this.settled();
     this.client.close();
+    if (this.#leases.client !== this.client) this.#leases.client.close();
   }
+}
+
+function isHybrid(spec: CounterSpec): boolean {
+  return spec.counting === "hybrid";
+}
+
+function checkedRoundTrip(ms: number, name: string): number {
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `dynamodbStore: ${name} must be 0 or more milliseconds; got ${ms}`,
+    );
+  }
+  return ms;
 }
 
 export function dynamodbStore(options: DynamoDbStoreOptions): DynamoDbStore {

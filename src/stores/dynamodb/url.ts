@@ -4,7 +4,8 @@ import type { DynamoDbStoreOptions } from "./store.js";
 const DEFAULT_TABLE = "rate-limits";
 
 /**
- * `dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2][&remoteCacheMs=N]`, as
+ * `dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2][&remoteCacheMs=N][&leaseRegion=R]
+ * [&leaseTable=T]` (where hybrid counting reserves; see `DynamoDbStoreOptions`), as
  * `edgelimit serve --store` and `edgelimit build lambda-edge --store` take it.
  */
 export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
@@ -45,5 +46,15 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
         }
       : {}),
     ...(remoteCacheMs ? { remoteCacheMs: Number(remoteCacheMs) } : {}),
+    ...optional(parsed.searchParams, "leaseRegion"),
+    ...optional(parsed.searchParams, "leaseTable"),
   };
+}
+
+function optional(
+  params: URLSearchParams,
+  name: "leaseRegion" | "leaseTable",
+): Partial<Record<typeof name, string>> {
+  const value = params.get(name);
+  return value ? { [name]: value } : {};
 }

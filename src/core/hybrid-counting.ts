@@ -1,0 +1,371 @@
+/**
+ * Hybrid counting (`counting: hybrid` on a rule): a process reserves capacity in the store
+ * ahead of use and admits from its reservation without a round trip, as Doorman's capacity
+ * leases and Envoy's rate limit quota service assign capacity to clients. Over-admission is
+ * never possible: every admitted unit was counted in the store first, within the limit. What a
+ * reservation costs instead is capacity held here and not used before its window ends: what
+ * the subject's rate promised and did not send. Near the limit reservations shrink, so a subject
+ * under its limit keeps what it needs (see `reservationFor`); docs/accuracy.md measures it.
+ *
+ * - A subject this process has not seen before reserves only what its request costs: one store
+ *   call, exactly as `counting: exact`. After that it reserves what its rate here (this window
+ *   and the one before) would use in the rest of the window, so a steady subject costs about
+ *   one call per window in each process that sees it.
+ * - A reservation is sent as an `observe` counter of cost N: the store counts all N whatever
+ *   the outcome (nothing is ever lost), and returns the count after, from which the units
+ *   granted follow: `limit - (count - N)`, at most N. A partial grant is kept.
+ * - Units belong to the window they were counted in and are dropped when it ends (a sliding
+ *   window counts the previous window at a weight below 1, so spending them later would
+ *   undercount).
+ * - Near the limit a reservation shrinks to a share of what the store said was left, and to
+ *   the request's own cost once nothing is left: refusals and the challenge band are exact.
+ *
+ * The layer sits in front of a remote store behind the same contract; in-process stores count
+ * exactly already and are never wrapped (see `DecisionEngine`).
+ */
+import { GenerationalCache } from "./generational-cache.js";
+import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./types.js";
+import { windowAt } from "./windows.js";
+
+export interface HybridOptions {
+  /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
+  readonly reserveMs?: number;
+  /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
+  readonly maxKeys?: number;
+}
+
+/** Of what the store said was left, the most one reservation takes. */
+const SHARE_OF_REMAINING = 1 / 8;
+/**
+ * A rate is measured over at least this long (or a tenth of a shorter window), so that two
+ * quick requests are not taken for a flood that would reserve capacity nobody uses.
+ */
+const MIN_RATE_SPAN_MS = 10_000;
+/** Times a request waits for another's reservation before it sends its own. */
+const MAX_WAITS = 3;
+
+interface Reservation {
+  /** The window the held units were counted in. */
+  index: number;
+  start: number;
+  end: number;
+  /** Units counted in the store for this process and not admitted yet. */
+  held: number;
+  /** Units admitted from reservations in this window. */
+  used: number;
+  /** Units admitted here in the window just before, and its length (0 when there was none). */
+  previousUsed: number;
+  previousSpan: number;
+  /** The store's count right after this process's last reservation. */
+  storeCount: number;
+  resetAt: number;
+  /** A reservation on its way: concurrent requests wait for it instead of sending their own. */
+  pending: Promise<void> | undefined;
+  /** Units that requests waiting for `pending` want: the next reservation covers them. */
+  wanted: number;
+}
+
+/** What a request took from a reservation, to give back if another counter refuses it. */
+interface Taken {
+  readonly reservation: Reservation;
+  readonly cost: number;
+}
+
+const NOT_ASKED: CounterState = Object.freeze({
+  allowed: true,
+  count: 0,
+  remaining: 0,
+  resetAt: 0,
+  retryAfterMs: 0,
+  // Never disclosed: the request was refused before this counter was asked.
+  approximate: true,
+});
+
+export class HybridCounting implements Store {
+  readonly name: string;
+  readonly local = false;
+  readonly #inner: Store;
+  readonly #reserveMs: number;
+  readonly #reservations: GenerationalCache<Reservation>;
+  /** Store calls this layer made (reservations and exact counters); tests and the simulator. */
+  calls = 0;
+
+  constructor(inner: Store, options: HybridOptions = {}) {
+    this.#inner = inner;
+    this.name = inner.name;
+    this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
+    this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
+  }
+
+  get inner(): Store {
+    return this.#inner;
+  }
+
+  get expectedRoundTripMs(): number {
+    return this.#inner.expectedRoundTripMs ?? 0;
+  }
+
+  expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
+    return this.#inner.expectedRoundTripMsFor?.(counters) ?? this.expectedRoundTripMs;
+  }
+
+  apply(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<CounterState[]> {
+    if (!counters.some(isHybrid)) {
+      this.calls++;
+      return this.#inner.apply(counters, now, progress);
+    }
+    return this.#applyHybrid(counters, now, progress);
+  }
+
+  async reset(counters: readonly CounterSpec[]): Promise<void> {
+    for (const counter of counters) this.#reservations.delete(reservationKey(counter));
+    if (this.#inner.reset === undefined) {
+      throw new Error(`the ${this.#inner.name} store cannot reset counters`);
+    }
+    await this.#inner.reset(counters);
+  }
+
+  async close(): Promise<void> {
+    await this.#inner.close?.();
+  }
+
+  async #applyHybrid(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress: StoreCallProgress | undefined,
+  ): Promise<CounterState[]> {
+    const states: CounterState[] = new Array(counters.length);
+    const taken: Taken[] = [];
+    try {
+      let refused = await this.#reserveAll(counters, now, progress, states, taken);
+      const rest: number[] = [];
+      counters.forEach((counter, i) => {
+        if (!isHybrid(counter) && (!refused || counter.mode === "observe")) rest.push(i);
+        else if (states[i] === undefined) states[i] = NOT_ASKED;
+      });
+      if (rest.length > 0) {
+        this.calls++;
+        const answers = await this.#inner.apply(
+          rest.map((i) => counters[i] as CounterSpec),
+          now,
+          progress,
+        );
+        rest.forEach((i, j) => {
+          const state = answers[j] as CounterState;
+          states[i] = state;
+          if (!state.allowed && (counters[i] as CounterSpec).mode === "enforce") refused = true;
+        });
+      }
+      if (refused) giveBack(taken, counters, states);
+      return states;
+    } catch (error) {
+      giveBack(taken, counters, undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Takes every hybrid counter's cost from its reservation, reserving more where there is too
+   * little. Resolves to whether one of them refused.
+   */
+  async #reserveAll(
+    counters: readonly CounterSpec[],
+    now: number,
+    progress: StoreCallProgress | undefined,
+    states: CounterState[],
+    taken: Taken[],
+  ): Promise<boolean> {
+    let missing: number[] = [];
+    counters.forEach((counter, i) => {
+      if (
+        isHybrid(counter) &&
+        !this.#take(this.#reservationOf(counter, now), counter, states, taken, i)
+      ) {
+        missing.push(i);
+      }
+    });
+    // Another request may be reserving for the same subject: wait for it, telling it what we
+    // want, and take from what it brings. Bounded, so a request is never starved by others.
+    for (let round = 0; missing.length > 0 && round < MAX_WAITS; round++) {
+      const waiting = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+      const pending = waiting.filter((reservation) => reservation.pending !== undefined);
+      if (pending.length === 0) break;
+      missing.forEach((i, j) => {
+        (waiting[j] as Reservation).wanted += (counters[i] as CounterSpec).cost;
+      });
+      await Promise.allSettled(pending.map((reservation) => reservation.pending));
+      missing.forEach((i, j) => {
+        (waiting[j] as Reservation).wanted -= (counters[i] as CounterSpec).cost;
+      });
+      missing = missing.filter(
+        (i, j) =>
+          !this.#take(waiting[j] as Reservation, counters[i] as CounterSpec, states, taken, i),
+      );
+    }
+    if (missing.length === 0) return false;
+    return this.#reserve(counters, missing, now, progress, states, taken);
+  }
+
+  /** One store call reserving for every counter in `missing`; admits from what is granted. */
+  async #reserve(
+    counters: readonly CounterSpec[],
+    missing: readonly number[],
+    now: number,
+    progress: StoreCallProgress | undefined,
+    states: CounterState[],
+    taken: Taken[],
+  ): Promise<boolean> {
+    const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    const asks = missing.map((i, j) =>
+      this.#reservationFor(reservations[j] as Reservation, counters[i] as CounterSpec, now),
+    );
+    const call = this.#inner.apply(
+      missing.map((i, j) => ({
+        ...(counters[i] as CounterSpec),
+        cost: asks[j] as number,
+        mode: "observe" as const,
+      })),
+      now,
+      progress,
+    );
+    this.calls++;
+    const landed = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    for (const reservation of reservations) reservation.pending = landed;
+    let answers: CounterState[];
+    try {
+      answers = await call;
+    } finally {
+      for (const reservation of reservations) {
+        if (reservation.pending === landed) reservation.pending = undefined;
+      }
+    }
+    let refused = false;
+    missing.forEach((i, j) => {
+      const counter = counters[i] as CounterSpec;
+      const reservation = reservations[j] as Reservation;
+      const asked = asks[j] as number;
+      const state = answers[j] as CounterState;
+      const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+      if (reservation.index === windowAt(counter.window, now).index) {
+        reservation.held += granted;
+        reservation.storeCount = Math.max(reservation.storeCount, state.count);
+        reservation.resetAt = state.resetAt;
+      }
+      if (this.#take(reservation, counter, states, taken, i)) return;
+      refused = true;
+      states[i] = {
+        allowed: false,
+        count: state.count,
+        remaining: 0,
+        resetAt: state.resetAt,
+        retryAfterMs: Math.max(1, state.retryAfterMs),
+      };
+    });
+    return refused;
+  }
+
+  /** The reservation for `counter` in the window of `now` (a new window starts empty). */
+  #reservationOf(counter: CounterSpec, now: number): Reservation {
+    const key = reservationKey(counter);
+    let reservation = this.#reservations.get(key);
+    if (reservation !== undefined && now < reservation.end && now >= reservation.start) {
+      return reservation;
+    }
+    const bounds = windowAt(counter.window, now);
+    const follows = reservation !== undefined && reservation.end === bounds.start;
+    reservation = {
+      index: bounds.index,
+      start: bounds.start,
+      end: bounds.end,
+      held: 0,
+      used: 0,
+      previousUsed: follows ? (reservation as Reservation).used : 0,
+      previousSpan: follows ? bounds.start - (reservation as Reservation).start : 0,
+      storeCount: 0,
+      resetAt: bounds.end,
+      pending: undefined,
+      wanted: 0,
+    };
+    this.#reservations.set(key, reservation);
+    return reservation;
+  }
+
+  /**
+   * Units to reserve for a request of `counter.cost`: its cost, plus what the rate this process
+   * admitted the subject at (this window so far and the one before) uses in the rest of the
+   * window (or `reserveMs`), at most a share of what the store last said was left; and what
+   * the requests waiting for a reservation want, within what was left.
+   */
+  #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
+    const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
+    const elapsed = Math.max(minSpan, now - reservation.start);
+    const rate =
+      (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+    const horizon = Math.min(this.#reserveMs, reservation.end - now);
+    const left = Math.max(0, counter.limit - reservation.storeCount - counter.cost);
+    const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * SHARE_OF_REMAINING));
+    return counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
+  }
+
+  #take(
+    reservation: Reservation,
+    counter: CounterSpec,
+    states: CounterState[],
+    taken: Taken[],
+    at: number,
+  ): boolean {
+    if (reservation.held < counter.cost) return false;
+    reservation.held -= counter.cost;
+    reservation.used += counter.cost;
+    taken.push({ reservation, cost: counter.cost });
+    // What this process knows: the store's count at its last reservation, less what it holds.
+    const count = Math.min(counter.limit, Math.max(0, reservation.storeCount - reservation.held));
+    states[at] = {
+      allowed: true,
+      count,
+      remaining: Math.max(0, counter.limit - count),
+      resetAt: reservation.resetAt,
+      retryAfterMs: 0,
+    };
+    return true;
+  }
+}
+
+function isHybrid(counter: CounterSpec): boolean {
+  return counter.counting === "hybrid" && counter.mode === "enforce";
+}
+
+/**
+ * A pass holder's counter has a higher limit (the challenge band) on the same key: units
+ * reserved under one limit are never spent under the other.
+ */
+function reservationKey(counter: CounterSpec): string {
+  return `${counter.key}\u0000${counter.limit}`;
+}
+
+/** The request was refused, or failed: what it took from reservations is held again. */
+function giveBack(
+  taken: readonly Taken[],
+  counters: readonly CounterSpec[],
+  states: CounterState[] | undefined,
+): void {
+  for (const { reservation, cost } of taken) {
+    reservation.held += cost;
+    reservation.used -= cost;
+  }
+  if (states === undefined) return;
+  counters.forEach((counter, i) => {
+    const state = states[i];
+    if (!isHybrid(counter) || state === undefined || !state.allowed) return;
+    // Admitted by its reservation, but not counted: the request was refused elsewhere.
+    const count = Math.max(0, state.count - counter.cost);
+    states[i] = { ...state, count, remaining: Math.max(0, counter.limit - count) };
+  });
+}

@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { definePolicy } from "../../src/policy/load.js";
+import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
+import { type CpuContention, favourStore, startCpuContention } from "../support/cpu-contention.js";
+import { burstFleet, readCounter } from "../support/hybrid-fleet.js";
+import { type RedisServer, startRedis } from "./redis-server.js";
+
+let server: RedisServer;
+let cleanup: () => Promise<void>;
+let stores: RedisStore[] = [];
+let contention: CpuContention | undefined;
+
+beforeAll(async () => {
+  ({ server, cleanup } = await startRedis());
+  favourStore(server.pid);
+  // Four processes' clients on one redis-server, as four gateway workers.
+  stores = Array.from({ length: 4 }, () => redisStoreFromUrl(server.url));
+  await Promise.all(stores.map((store) => store.ready()));
+  contention = await startCpuContention({ maxMs: 60_000 });
+});
+
+afterAll(async () => {
+  await contention?.stop();
+  await Promise.all(stores.map((store) => store.close()));
+  await cleanup?.();
+});
+
+const T0 = Date.UTC(2026, 11, 1, 10, 0, 0);
+
+describe("hybrid counting on a real redis-server, the machine busy", () => {
+  for (const algorithm of ["fixed-window", "sliding-window"] as const) {
+    it(`${algorithm}: four processes, 20 bursts of 400 against a limit of 2,000: never over, nothing lost, few calls`, async () => {
+      const policy = definePolicy({
+        budget: "5s",
+        tiers: {
+          anonymous: { global: { limit: 2000, window: "1h", algorithm, counting: "hybrid" } },
+        },
+      });
+      const ip = algorithm === "fixed-window" ? "203.0.113.10" : "203.0.113.11";
+      const calls = () => stores.reduce((sum, store) => sum + store.roundTrips, 0);
+      const before = calls();
+      const result = await burstFleet({
+        policy,
+        stores,
+        ip,
+        rounds: 20,
+        perProcess: 100,
+        start: T0,
+        stepMs: 1000,
+      });
+      const roundTrips = calls() - before;
+      expect(result.sent).toBe(8000);
+      expect(result.admitted).toBeLessThanOrEqual(2000);
+      // Held and never used: a few seconds of one process's traffic at most.
+      expect(result.admitted).toBeGreaterThanOrEqual(1800);
+      // Every admitted request was counted in Redis first.
+      const [state] = await (stores[0] as RedisStore).apply(
+        [readCounter(policy, `ip:${ip}`)],
+        T0 + 20_000,
+      );
+      expect(state?.count).toBeGreaterThanOrEqual(result.admitted);
+      expect(roundTrips).toBeGreaterThan(0);
+    });
+  }
+
+  it("steady traffic: a busy subject costs under 0.05 calls a request, where exact costs one per admission", async () => {
+    const run = async (counting: "exact" | "hybrid", ip: string) => {
+      const policy = definePolicy({
+        budget: "5s",
+        tiers: { anonymous: { global: { limit: 3000, window: "1h", counting } } },
+      });
+      const calls = () => stores.reduce((sum, store) => sum + store.roundTrips, 0);
+      const before = calls();
+      // One request at a time in each of the four processes, 10 ms apart: 400 requests/s.
+      const result = await burstFleet({
+        policy,
+        stores,
+        ip,
+        rounds: 1000,
+        perProcess: 1,
+        start: T0 + 3_600_000,
+        stepMs: 10,
+      });
+      const made = calls() - before;
+      return { ...result, perRequest: made / result.sent, perAdmitted: made / result.admitted };
+    };
+    const exact = await run("exact", "198.51.100.20");
+    const hybrid = await run("hybrid", "198.51.100.21");
+    expect(exact.admitted).toBe(3000);
+    // Exact: a call for every admitted request (the refused ones meet the block cache).
+    expect(exact.perAdmitted).toBeGreaterThanOrEqual(0.99);
+    expect(hybrid.admitted).toBeLessThanOrEqual(3000);
+    expect(hybrid.admitted).toBeGreaterThan(2900);
+    expect(hybrid.perRequest).toBeLessThan(0.05);
+  });
+});
