@@ -4,6 +4,7 @@
  * side. The decision engine and the stores are the real code; what is modeled is the network,
  * DynamoDB's tables and replication, the Redis primary's round trip, and the deployment.
  */
+import type { Decision } from "../core/decision.js";
 import { DecisionEngine } from "../core/engine.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
 import { loadPolicy } from "../policy/load.js";
@@ -24,6 +25,23 @@ const SETTLE_MS = 30_000;
 export interface SimulateOptions {
   /** Overrides the scenario's seed. */
   readonly seed?: number | undefined;
+  /** Told of every decision (tests compare them with real stores). */
+  readonly onDecision?: (mode: Mode, arrival: Arrival, decision: Decision, epochAt: number) => void;
+}
+
+/** The scenario's requests in arrival order, with the epoch ms each arrives at. */
+export async function arrivalsOf(
+  scenario: Scenario,
+  seed = scenario.seed,
+): Promise<{ at: number; arrival: Arrival }[]> {
+  const loop = new EventLoop();
+  const start = Date.parse(scenario.start);
+  const arrivals: { at: number; arrival: Arrival }[] = [];
+  scheduleTraffic(scenario, loop, new Random(seed).fork("traffic"), (arrival) =>
+    arrivals.push({ at: start + loop.now, arrival }),
+  );
+  await loop.run(scenario.duration);
+  return arrivals;
 }
 
 export async function simulate(
@@ -33,7 +51,8 @@ export async function simulate(
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
   const modes: ModeReport[] = [];
-  for (const mode of scenario.modes) modes.push(await runMode(scenario, seed, mode, policy));
+  for (const mode of scenario.modes)
+    modes.push(await runMode(scenario, seed, mode, policy, options));
   return {
     scenario: scenario.name,
     seed,
@@ -87,6 +106,7 @@ async function runMode(
   seed: number,
   mode: Mode,
   base: ResolvedPolicy,
+  options: SimulateOptions,
 ): Promise<ModeReport> {
   const random = new Random(seed);
   const loop = new EventLoop();
@@ -109,6 +129,7 @@ async function runMode(
     if (referenceDecision === undefined || referenceDecision instanceof Promise) return;
     const epochAt = world.clock() - served.decisionMs;
     tally.served(served, epochAt, referenceDecision.action === "allow", referenceDecision);
+    options.onDecision?.(mode, served.arrival, served.decision, epochAt);
   });
   scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
     verdicts.set(arrival, reference.decide(arrival.request));

@@ -151,6 +151,8 @@ export class World {
       transport,
       ...(store.replicas.length > 1 ? { globalRegions: store.replicas } : {}),
       expectedRoundTripMs: this.baseRoundTrip(region, replica),
+      // Hybrid counting reserves in the first replica (the store's default lease region).
+      leaseRoundTripMs: this.baseRoundTrip(region, store.replicas[0] as string),
     });
   }
 
