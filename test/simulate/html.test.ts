@@ -46,7 +46,7 @@ describe("the simulate --html page", () => {
     );
     expect(lost[0]).toBeGreaterThan((lost[1] as number) * 10);
     const lines = await tab.$$eval(".timeline path.attackers", (paths) =>
-      paths.map((path) => path.getTotalLength()),
+      paths.map((path) => (path as SVGPathElement).getTotalLength()),
     );
     expect(lines).toHaveLength(2);
     expect(lines.every((length) => length > 100)).toBe(true);
