@@ -249,14 +249,7 @@ export class Accounting {
 
 /** Increments counted against what the settled items hold (lost to last-writer-wins). */
 export function lostIncrements(model: TableModel | undefined) {
-  let counted = 0;
-  let stored = 0;
-  let lost = 0;
-  for (const item of model?.settledItems() ?? []) {
-    counted += item.counted;
-    stored += item.stored;
-    lost += Math.max(0, item.counted - item.stored);
-  }
+  const { counted, stored, lost } = model?.incrementTotals() ?? { counted: 0, stored: 0, lost: 0 };
   return { counted, stored, lost, share: counted === 0 ? 0 : lost / counted };
 }
 

@@ -40,6 +40,7 @@ export class Deployment {
   readonly #pools = new Map<string, Instance[]>();
   readonly #served: (served: Served) => void;
   readonly #roundRobin = new Map<string, number>();
+  readonly #recycled = new Map<string, number>();
   instancesCreated = 0;
 
   constructor(
@@ -82,7 +83,11 @@ export class Deployment {
     };
     const decision = instance.engine.decide(arrival.request as RequestDescription);
     if (decision instanceof Promise) decision.then(finish);
-    else finish(decision);
+    else {
+      finish(decision);
+      // Decided synchronously (the block cache, an in-process store): nothing is pending.
+      loop.quiet();
+    }
   }
 
   #pick(region: string, now: number): Instance {
@@ -117,8 +122,11 @@ export class Deployment {
       this.#roundRobin.set(region, turn + 1);
       return live[turn % live.length] as Instance;
     }
-    // Lambda@Edge: recycle idle and old instances, then the most recently used free one.
-    for (let i = pool.length - 1; i >= 0; i--) {
+    // Lambda@Edge: recycle idle and old instances (looked at once a simulated second), then
+    // take the most recently used free one.
+    const looked = this.#recycled.get(region) ?? -Infinity;
+    if (now - looked >= 1000) this.#recycled.set(region, now);
+    for (let i = now - looked >= 1000 ? pool.length - 1 : -1; i >= 0; i--) {
       const instance = pool[i] as Instance;
       const expired =
         now - instance.lastUsed >= deployment.idle ||

@@ -27,6 +27,8 @@ export interface SimulateOptions {
   readonly seed?: number | undefined;
   /** Told of every decision (tests compare them with real stores). */
   readonly onDecision?: (mode: Mode, arrival: Arrival, decision: Decision, epochAt: number) => void;
+  /** How often the loop drains microtasks (see event-loop.ts); for the benchmark. */
+  readonly drainEach?: "instant" | "event";
 }
 
 /** The scenario's requests in arrival order, with the epoch ms each arrives at. */
@@ -109,7 +111,7 @@ async function runMode(
   options: SimulateOptions,
 ): Promise<ModeReport> {
   const random = new Random(seed);
-  const loop = new EventLoop();
+  const loop = new EventLoop({ drainEach: options.drainEach });
   let accounting: Accounting | undefined;
   const world = new World(scenario, loop, random.fork("network"), (cost) =>
     accounting?.operation(cost),

@@ -42,9 +42,11 @@ interface Pending extends Version {
 interface ItemRecord {
   readonly pk: string;
   readonly sk: string;
+  /** `PK` and `SK` as attributes, for key conditions. */
+  readonly keys: Attributes;
   readonly copies: (Version | undefined)[];
-  /** `queues[target][origin]`: versions on their way, oldest first. */
-  readonly queues: Pending[][][] | undefined;
+  /** `queues[target * replicas + origin]`: versions on their way, oldest first (made on first use). */
+  readonly queues: (Pending[] | undefined)[] | undefined;
   /** Net amounts each attribute was ADDed by, over every replica (the increments counted). */
   readonly added: Map<string, number>;
 }
@@ -66,10 +68,26 @@ export interface TableModelOptions {
   /** Replication lag, ms, for one version from `from` to `to` (drawn per version). */
   readonly lagMs: (from: string, to: string) => number;
   readonly onOperation?: (cost: OperationCost) => void;
+  /**
+   * How long after its `ttl` an item stays in the model (default 10 min). AWS deletes expired
+   * items within days, but no store reads an expired window's item again, so the model drops
+   * it sooner to bound its memory; the item still counts as one TTL delete, and its increments
+   * stay in the totals.
+   */
+  readonly retainAfterTtlMs?: number;
+}
+
+/** Increments counted in any replica against what the newest version of each item holds. */
+export interface IncrementTotals {
+  counted: number;
+  stored: number;
+  lost: number;
 }
 
 class Table {
   readonly items = new Map<string, ItemRecord>();
+  /** Items dropped after their TTL (each one TTL delete). */
+  dropped = 0;
   /** Items of one partition key, for `Query` (sort keys in insertion order; sorted on read). */
   readonly byPk = new Map<string, ItemRecord[]>();
   constructor(
@@ -82,6 +100,7 @@ export class TableModel {
   readonly #tables = new Map<string, Table>();
   readonly #expressions = new ExpressionCache();
   readonly #options: TableModelOptions;
+  readonly #dropped: IncrementTotals = { counted: 0, stored: 0, lost: 0 };
 
   constructor(options: TableModelOptions) {
     this.#options = options;
@@ -120,45 +139,48 @@ export class TableModel {
     }
   }
 
-  /**
-   * Every item once replication has settled, with `counted` (the net ADDs it received in any
-   * replica) against `stored` (what its newest version holds), per numeric attribute.
-   */
-  *settledItems(): Generator<{
-    table: string;
-    pk: string;
-    sk: string;
-    attribute: string;
-    counted: number;
-    stored: number;
-  }> {
+  /** Increments over every item, once replication has settled (lost: overwritten by a newer version). */
+  incrementTotals(): IncrementTotals {
+    const totals = { ...this.#dropped };
     for (const table of this.#tables.values()) {
-      for (const record of table.items.values()) {
-        let newest: Version | undefined;
-        for (const copy of record.copies)
-          if (copy !== undefined && (newest === undefined || newer(copy, newest))) newest = copy;
-        for (const queuesOfTarget of record.queues ?? []) {
-          for (const queue of queuesOfTarget) {
-            for (const pending of queue)
-              if (newest === undefined || newer(pending, newest)) newest = pending;
-          }
-        }
-        for (const [attribute, counted] of record.added) {
-          const value = newest?.attributes[attribute];
-          const stored = value !== undefined && "N" in value ? Number(value.N) : 0;
-          yield { table: table.name, pk: record.pk, sk: record.sk, attribute, counted, stored };
-        }
-      }
+      for (const record of table.items.values()) addIncrements(totals, record);
     }
+    return totals;
   }
 
-  /** Distinct items per table (each is deleted once by TTL; on a global table that delete replicates). */
+  /** Items ever written per table (each is deleted once by TTL; on a global table that delete replicates). */
   itemCounts(): { table: string; items: number; replicas: number }[] {
     return [...this.#tables.values()].map((table) => ({
       table: table.name,
-      items: table.items.size,
+      items: table.items.size + table.dropped,
       replicas: table.replicas.length,
     }));
+  }
+
+  /** Drops the items whose TTL passed `retainAfterTtlMs` before `epochMs` and that nothing is on its way to. */
+  sweep(epochMs: number, now: number): void {
+    const retain = this.#options.retainAfterTtlMs ?? 600_000;
+    for (const table of this.#tables.values()) {
+      for (const [id, record] of table.items) {
+        let newest: Version | undefined;
+        for (let replica = 0; replica < record.copies.length; replica++) {
+          const copy = this.#copy(record, replica, now);
+          if (copy !== undefined && (newest === undefined || newer(copy, newest))) newest = copy;
+        }
+        const ttl = newest?.attributes.ttl;
+        if (ttl === undefined || !("N" in ttl) || Number(ttl.N) * 1000 + retain > epochMs) continue;
+        if (record.queues?.some((queue) => queue !== undefined && queue.length > 0)) continue;
+        addIncrements(this.#dropped, record);
+        table.items.delete(id);
+        table.dropped++;
+        const siblings = table.byPk.get(record.pk);
+        if (siblings !== undefined) {
+          const at = siblings.indexOf(record);
+          if (at >= 0) siblings.splice(at, 1);
+          if (siblings.length === 0) table.byPk.delete(record.pk);
+        }
+      }
+    }
   }
 
   #record(table: Table, key: Attributes, create: boolean): ItemRecord | undefined {
@@ -171,9 +193,9 @@ export class TableModel {
       record = {
         pk,
         sk,
+        keys: { PK: { S: pk }, SK: { S: sk } },
         copies: new Array(n).fill(undefined),
-        queues:
-          n > 1 ? Array.from({ length: n }, () => Array.from({ length: n }, () => [])) : undefined,
+        queues: n > 1 ? new Array(n * n).fill(undefined) : undefined,
         added: new Map(),
       };
       table.items.set(id, record);
@@ -187,13 +209,17 @@ export class TableModel {
   /** The copy `replica` holds at `now`, once the versions that have arrived there are applied. */
   #copy(record: ItemRecord, replica: number, now: number): Version | undefined {
     let copy = record.copies[replica];
-    const queues = record.queues?.[replica];
+    const queues = record.queues;
     if (queues === undefined) return copy;
-    for (const queue of queues) {
+    const n = record.copies.length;
+    for (let origin = 0; origin < n; origin++) {
+      const queue = queues[replica * n + origin];
+      if (queue === undefined || queue.length === 0) continue;
       let taken = 0;
       let last: Pending | undefined;
-      while (taken < queue.length && (queue[taken] as Pending).arrives <= now)
+      while (taken < queue.length && (queue[taken] as Pending).arrives <= now) {
         last = queue[taken++];
+      }
       if (taken === 0) continue;
       queue.splice(0, taken);
       if (last !== undefined && (copy === undefined || newer(last, copy))) copy = last;
@@ -214,15 +240,22 @@ export class TableModel {
     const queues = record.queues;
     if (queues === undefined) return 0;
     const from = table.replicas[replica] as string;
-    for (let target = 0; target < queues.length; target++) {
+    const n = record.copies.length;
+    for (let target = 0; target < n; target++) {
       if (target === replica) continue;
-      const queue = (queues[target] as Pending[][])[replica] as Pending[];
+      // What has arrived there is applied first, so a queue holds only versions in flight.
+      this.#copy(record, target, now);
+      let queue = queues[target * n + replica];
+      if (queue === undefined) {
+        queue = [];
+        queues[target * n + replica] = queue;
+      }
       const previous = queue[queue.length - 1];
       const lag = this.#options.lagMs(from, table.replicas[target] as string);
       const arrives = Math.max(now + lag, previous?.arrives ?? 0);
       queue.push({ ...version, arrives });
     }
-    return queues.length - 1;
+    return n - 1;
   }
 
   #update(table: Table, replica: number, input: Record<string, unknown>, now: number): unknown {
@@ -305,9 +338,10 @@ export class TableModel {
     const pk = partitionOf(condition, bindings);
     const found: Attributes[] = [];
     for (const record of table.byPk.get(pk) ?? []) {
+      // A key condition names only the keys: tested on them before the copy is brought up to date.
+      if (!holds(condition, record.keys, bindings)) continue;
       const copy = this.#copy(record, replica, now);
-      if (copy !== undefined && holds(condition, copy.attributes, bindings))
-        found.push(copy.attributes);
+      if (copy !== undefined) found.push(copy.attributes);
     }
     found.sort((a, b) => (text(a.SK) < text(b.SK) ? -1 : text(a.SK) > text(b.SK) ? 1 : 0));
     this.#report(table, replica, "Query", pk, input.ConsistentRead === true ? 1 : 0.5, 0, 0);
@@ -332,6 +366,26 @@ export class TableModel {
       writeUnits,
       replicatedWriteUnits,
     });
+  }
+}
+
+/** Adds one item's increments, with replication settled, to `totals`. */
+function addIncrements(totals: IncrementTotals, record: ItemRecord): void {
+  if (record.added.size === 0) return;
+  let newest: Version | undefined;
+  for (const copy of record.copies) {
+    if (copy !== undefined && (newest === undefined || newer(copy, newest))) newest = copy;
+  }
+  for (const queue of record.queues ?? []) {
+    for (const pending of queue ?? [])
+      if (newest === undefined || newer(pending, newest)) newest = pending;
+  }
+  for (const [attribute, counted] of record.added) {
+    const value = newest?.attributes[attribute];
+    const stored = value !== undefined && "N" in value ? Number(value.N) : 0;
+    totals.counted += counted;
+    totals.stored += stored;
+    totals.lost += Math.max(0, counted - stored);
   }
 }
 

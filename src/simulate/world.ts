@@ -55,6 +55,14 @@ export class World {
         lagMs: () => (lag.sigma === 0 ? lag.median : random.logNormal(lag.median, lag.sigma)),
         onOperation,
       });
+      // Expired items leave the model once a simulated minute (see `retainAfterTtlMs`).
+      const model = this.model;
+      const sweep = (): void => {
+        model.sweep(this.clock(), loop.now);
+        loop.after(60_000, sweep);
+        loop.quiet();
+      };
+      loop.after(60_000, sweep);
     }
   }
 
@@ -121,6 +129,8 @@ export class World {
               }
             }
             loop.after(ms / 2, () => (error === undefined ? resolve(answer) : reject(error)));
+            // The call reached its replica: nothing resolves until the answer is back.
+            loop.quiet();
           });
         }),
     };
@@ -181,6 +191,7 @@ export class World {
             try {
               const states = primary.applySync(counters, clock());
               loop.after(ms / 2, () => resolve(states));
+              loop.quiet();
             } catch (error) {
               reject(error);
             }
