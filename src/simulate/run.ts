@@ -88,18 +88,32 @@ export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
 
 /**
  * The policy each mode runs. `hybrid` sets every rule's counting to hybrid; this is the only
- * place that does. (The field is being added on main; until it lands hybrid counts as exact.)
- * `seed` has no time budget: the seed waits for DynamoDB however long it takes.
+ * place that does (rules a policy may not make hybrid, token buckets, keep their counting).
+ * `seed` has no time budget (the seed waits for DynamoDB however long it takes) and counts
+ * every IPv6 address apart, as the seed's `IP#${ip}` key does.
  */
 export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolicy {
   if (mode === "hybrid") {
     return {
       ...policy,
-      rules: policy.rules.map((rule) => ({ ...rule, counting: "hybrid" }) as ResolvedRule),
+      rules: policy.rules.map(
+        (rule): ResolvedRule =>
+          // What a policy may not make hybrid (core/hybrid-counting.ts) stays as it is.
+          rule.algorithm === "token-bucket" || rule.backend === "approximate"
+            ? rule
+            : { ...rule, counting: "hybrid" },
+      ),
     };
   }
-  if (mode === "seed")
-    return { ...policy, budgetMs: 24 * 3_600_000, connectBudgetMs: 24 * 3_600_000 };
+  if (mode === "seed") {
+    return {
+      ...policy,
+      // The seed keys by the whole address (`IP#${ip}`), IPv6 included.
+      identity: { ...policy.identity, ip: { ...policy.identity.ip, ipv6Prefix: 128 } },
+      budgetMs: 24 * 3_600_000,
+      connectBudgetMs: 24 * 3_600_000,
+    };
+  }
   return policy;
 }
 
