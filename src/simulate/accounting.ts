@@ -6,7 +6,8 @@
  *   (exact fixed and sliding windows never admit more than that in an aligned window), or for a
  *   token bucket what the exact reference admitted in that window when that is more (a bucket
  *   legitimately admits a burst and its refill in one window). Shares are of the limit; mean,
- *   p99 and max are over the windows where the subject attempted more than the limit.
+ *   p99 and max are over the windows where the subject attempted more than the limit. The
+ *   subject is the policy's (the reference's), whatever the mode keys by.
  * - The exact reference: the same policy decided at arrival by one engine on one memory store,
  *   with no network: exact counting of each client alone. A legitimate request refused while
  *   under its limit is one the mode refused and the reference admitted.
@@ -106,7 +107,8 @@ export class Accounting {
     // The reference matched the same rules (same policy, same identity).
     for (const rule of reference.rules) {
       if (rule.shadow || !("ms" in rule.window)) continue;
-      const id = `${rule.id}\u0000${decision.subject}\u0000${Math.floor(epochAt / rule.window.ms)}`;
+      // The subject as the policy counts it (the seed mode counts each IPv6 address apart).
+      const id = `${rule.id}\u0000${reference.subject}\u0000${Math.floor(epochAt / rule.window.ms)}`;
       let tally = this.#counters.get(id);
       if (tally === undefined) {
         tally = {
@@ -122,6 +124,7 @@ export class Accounting {
       if (admitted) tally.admitted++;
       if (referenceAdmitted) tally.reference++;
     }
+    // Store calls are attributed by the keys the mode writes: requests by the mode's subject too.
     const window = Math.floor(this.#now() / this.#reportWindowMs);
     this.#subjectWindow(decision.subject, window).requests++;
     const minute = this.#minute();
