@@ -57,6 +57,11 @@ const store = z.discriminatedUnion("kind", [
     jitterMs: z.number().min(0).default(0),
     replicationLagMs: distribution.default({ median: 1000, sigma: 0.3 }),
     incidents: z.array(incident).default([]),
+    /**
+     * Hybrid counting's reservations in a table of their own in one region (the stack's lease
+     * table); default: the table itself, in its first replica (the store's default).
+     */
+    lease: z.strictObject({ table: z.string(), region: z.string() }).optional(),
   }),
   z.strictObject({
     kind: z.literal("redis"),
@@ -199,6 +204,18 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
         if (store.rttMs[region]?.[replica] === undefined) {
           problems.push(
             `store.rttMs.${region}.${replica}: give the round trip from ${region} to replica ${replica}, in ms`,
+          );
+        }
+      }
+    }
+    const lease = store.lease;
+    if (lease !== undefined) {
+      if (lease.table === store.table)
+        problems.push("store.lease.table: name a table other than store.table");
+      for (const region of regions) {
+        if (store.rttMs[region]?.[lease.region] === undefined) {
+          problems.push(
+            `store.rttMs.${region}.${lease.region}: give the round trip from ${region} to the lease region ${lease.region}, in ms`,
           );
         }
       }

@@ -51,7 +51,12 @@ export class World {
     if (store.kind === "dynamodb") {
       const lag = store.replicationLagMs;
       this.model = new TableModel({
-        tables: [{ name: store.table, replicas: store.replicas }],
+        tables: [
+          { name: store.table, replicas: store.replicas },
+          ...(store.lease === undefined
+            ? []
+            : [{ name: store.lease.table, replicas: [store.lease.region] }]),
+        ],
         lagMs: () => (lag.sigma === 0 ? lag.median : random.logNormal(lag.median, lag.sigma)),
         onOperation,
       });
@@ -161,8 +166,14 @@ export class World {
       transport,
       ...(store.replicas.length > 1 ? { globalRegions: store.replicas } : {}),
       expectedRoundTripMs: this.baseRoundTrip(region, replica),
-      // Hybrid counting reserves in the first replica (the store's default lease region).
-      leaseRoundTripMs: this.baseRoundTrip(region, store.replicas[0] as string),
+      // Hybrid counting reserves in the lease table, by default the first replica's.
+      ...(store.lease === undefined
+        ? { leaseRoundTripMs: this.baseRoundTrip(region, store.replicas[0] as string) }
+        : {
+            leaseRegion: store.lease.region,
+            leaseTable: store.lease.table,
+            leaseRoundTripMs: this.baseRoundTrip(region, store.lease.region),
+          }),
     });
   }
 

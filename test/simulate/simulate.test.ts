@@ -111,6 +111,35 @@ describe("edgelimit simulate", () => {
     expect(redis.modes[0]?.attackers.admitted).toBeLessThanOrEqual(62);
   }, 60_000);
 
+  it("recycles Worker isolates, and runs hybrid counting with a lease table of its own", async () => {
+    const store = {
+      kind: "dynamodb",
+      replicas: ["us-east-1", "eu-west-1"],
+      rttMs: {
+        "us-east-1": { "us-east-1": 6, "eu-west-1": 75 },
+        "eu-west-1": { "us-east-1": 75, "eu-west-1": 6 },
+      },
+      lease: { table: "rate-limit-leases", region: "us-east-1" },
+    };
+    const workers = await simulate(
+      twoRegions({
+        modes: ["exact"],
+        store,
+        deployment: { kind: "workers", isolates: 2, lifetime: "20s" },
+      }),
+    );
+    // Two isolates per region, each replaced after 20 s: three generations in a minute.
+    expect(workers.modes[0]?.instances.created).toBe(12);
+    const [exact, hybrid] = (await simulate(twoRegions({ modes: ["exact", "hybrid"], store })))
+      .modes;
+    // Per-region items admit up to the limit in each region before the other's count arrives;
+    // hybrid reserves in one region's table: nothing beyond the limit, nothing lost.
+    expect(exact?.overAdmission.requests).toBe(60);
+    expect(hybrid?.overAdmission.requests).toBe(0);
+    expect(hybrid?.lostIncrements.lost).toBe(0);
+    expect(hybrid?.failedOpen).toBe(0);
+  }, 60_000);
+
   it("keeps a loose pace: a small scenario runs at more than 20,000 simulated requests a second", async () => {
     const scenario = twoRegions({ modes: ["exact"], duration: "120s" });
     const started = performance.now();
