@@ -31,11 +31,11 @@ import {
   type IncrementTotals,
   type ItemRecord,
   newer,
-  type Pending,
   partitionOf,
   returned,
   text,
   type Version,
+  VersionQueue,
 } from "./table-items.js";
 
 /** What each call cost, for the simulator's accounting. */
@@ -149,7 +149,7 @@ export class TableModel {
         }
         const ttl = newest?.attributes.ttl;
         if (ttl === undefined || !("N" in ttl) || Number(ttl.N) * 1000 + retain > epochMs) continue;
-        if (record.queues?.some((queue) => queue !== undefined && queue.length > 0)) continue;
+        if (record.queues?.some((queue) => queue !== undefined && queue.size > 0)) continue;
         addIncrements(this.#dropped, record);
         table.items.delete(id);
         table.dropped++;
@@ -194,14 +194,8 @@ export class TableModel {
     const n = record.copies.length;
     for (let origin = 0; origin < n; origin++) {
       const queue = queues[replica * n + origin];
-      if (queue === undefined || queue.length === 0) continue;
-      let taken = 0;
-      let last: Pending | undefined;
-      while (taken < queue.length && (queue[taken] as Pending).arrives <= now) {
-        last = queue[taken++];
-      }
-      if (taken === 0) continue;
-      queue.splice(0, taken);
+      if (queue === undefined || queue.size === 0) continue;
+      const last = queue.takeArrived(now);
       if (last !== undefined && (copy === undefined || newer(last, copy))) copy = last;
     }
     record.copies[replica] = copy;
@@ -223,17 +217,19 @@ export class TableModel {
     const n = record.copies.length;
     for (let target = 0; target < n; target++) {
       if (target === replica) continue;
-      // What has arrived there is applied first, so a queue holds only versions in flight.
-      this.#copy(record, target, now);
       let queue = queues[target * n + replica];
       if (queue === undefined) {
-        queue = [];
+        queue = new VersionQueue();
         queues[target * n + replica] = queue;
       }
-      const previous = queue[queue.length - 1];
+      // What has arrived there is applied first, so a queue holds only versions in flight.
+      const arrived = queue.takeArrived(now);
+      const there = record.copies[target];
+      if (arrived !== undefined && (there === undefined || newer(arrived, there))) {
+        record.copies[target] = arrived;
+      }
       const lag = this.#options.lagMs(from, table.replicas[target] as string);
-      const arrives = Math.max(now + lag, previous?.arrives ?? 0);
-      queue.push({ ...version, arrives });
+      queue.push(version, Math.max(now + lag, queue.lastArrival));
     }
     return n - 1;
   }
