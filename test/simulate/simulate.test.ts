@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { simulate } from "../../src/simulate/run.js";
 import { fixtureScenario, scenarioOf, twoRegions } from "./helpers.js";
 
@@ -9,6 +9,26 @@ describe("edgelimit simulate", () => {
     const second = JSON.stringify(await simulate(scenario));
     expect(second).toBe(first);
     expect(JSON.stringify(await simulate(scenario, { seed: 8 }))).not.toBe(first);
+  }, 60_000);
+
+  it("reads no wall clock and no Math.random on the simulation path", async () => {
+    const scenario = twoRegions({ modes: ["seed", "exact", "hybrid"], duration: "20s" });
+    const expected = JSON.stringify(await simulate(scenario));
+    const forbidden = () => {
+      throw new Error("the simulation read the wall clock or Math.random");
+    };
+    const now = vi.spyOn(Date, "now").mockImplementation(forbidden);
+    const random = vi.spyOn(Math, "random").mockImplementation(forbidden);
+    const monotonic = vi.spyOn(performance, "now").mockImplementation(forbidden);
+    let report: string;
+    try {
+      report = JSON.stringify(await simulate(scenario));
+    } finally {
+      now.mockRestore();
+      random.mockRestore();
+      monotonic.mockRestore();
+    }
+    expect(report).toBe(expected);
   }, 60_000);
 
   it("loses the seed design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {
