@@ -49,6 +49,8 @@ export class Accounting {
   readonly #counters = new Map<string, CounterTally>();
   readonly #subjects = new Map<string, SubjectWindow>();
   readonly #latency = new Uint32Array(LATENCY_BUCKETS + 1);
+  /** Legitimate requests' decisions only (an attack's blocked-cached answers take no time). */
+  readonly #legitimateLatency = new Uint32Array(LATENCY_BUCKETS + 1);
   readonly #timeline = new Map<
     number,
     { requests: number; legitimateAdmitted: number; attackerAdmitted: number; operations: number }
@@ -103,6 +105,9 @@ export class Accounting {
     this.busyMs += served.latencyMs;
     const bucket = Math.min(LATENCY_BUCKETS, Math.round(served.decisionMs / LATENCY_BUCKET_MS));
     this.#latency[bucket] = (this.#latency[bucket] as number) + 1;
+    if (arrival.legitimate) {
+      this.#legitimateLatency[bucket] = (this.#legitimateLatency[bucket] as number) + 1;
+    }
 
     // The reference matched the same rules (same policy, same identity).
     for (const rule of reference.rules) {
@@ -229,11 +234,13 @@ export class Accounting {
     };
   }
 
-  latencyPercentile(share: number): number {
-    const target = Math.ceil(this.requests * share);
+  /** Decision latency at `share` (0.5, 0.99), ms, of every request or of legitimate ones. */
+  latencyPercentile(share: number, legitimateOnly = false): number {
+    const histogram = legitimateOnly ? this.#legitimateLatency : this.#latency;
+    const target = Math.ceil((legitimateOnly ? this.legitimateRequests : this.requests) * share);
     let seen = 0;
     for (let i = 0; i <= LATENCY_BUCKETS; i++) {
-      seen += this.#latency[i] as number;
+      seen += histogram[i] as number;
       if (seen >= target && seen > 0) return i * LATENCY_BUCKET_MS;
     }
     return 0;

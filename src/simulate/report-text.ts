@@ -50,6 +50,10 @@ const LINES: readonly Line[] = [
     "decision latency p50 / p99, ms",
     (m) => `${fixed(m.latencyMs.p50, 1)} / ${fixed(m.latencyMs.p99, 1)}`,
   ],
+  [
+    "  legitimate requests only",
+    (m) => `${fixed(m.legitimateLatencyMs.p50, 1)} / ${fixed(m.legitimateLatencyMs.p99, 1)}`,
+  ],
   ["failed open / failed closed", (m) => `${count(m.failedOpen)} / ${count(m.failedClosed)}`],
   ["answered by the block cache", (m) => count(m.blockedCached)],
   [

@@ -26,6 +26,7 @@ export interface ModeReport {
   };
   readonly lostIncrements: { counted: number; stored: number; lost: number; share: number };
   readonly latencyMs: { readonly p50: number; readonly p99: number };
+  readonly legitimateLatencyMs: { readonly p50: number; readonly p99: number };
   readonly failedOpen: number;
   readonly failedClosed: number;
   readonly blockedCached: number;

@@ -187,6 +187,10 @@ async function runMode(
     },
     lostIncrements: lost,
     latencyMs: { p50: tally.latencyPercentile(0.5), p99: tally.latencyPercentile(0.99) },
+    legitimateLatencyMs: {
+      p50: tally.latencyPercentile(0.5, true),
+      p99: tally.latencyPercentile(0.99, true),
+    },
     failedOpen: tally.failedOpen,
     failedClosed: tally.failedClosed,
     blockedCached: tally.blockedCached,
