@@ -43,6 +43,35 @@ describe("edgelimit simulate", () => {
     expect(exact?.store.subjects.busy.maxOperationsPerRequest).toBeLessThan(0.1);
   }, 60_000);
 
+  it("runs the seed's design as written: two sequential writes, the global rule skipped after a path refusal", async () => {
+    const scenario = scenarioOf({
+      duration: "60s",
+      modes: ["seed"],
+      regions: { "us-east-1": {} },
+      store: {
+        kind: "dynamodb",
+        replicas: ["us-east-1"],
+        rttMs: { "us-east-1": { "us-east-1": 6 } },
+      },
+      deployment: { kind: "gateway", processes: 1 },
+      traffic: {
+        legitimate: [
+          { clients: 1, requestsPerMinute: 10, arrival: "fixed", paths: { "/api/reports": 1 } },
+        ],
+      },
+    });
+    const latencies: number[] = [];
+    const report = await simulate(scenario, {
+      onDecision: (_mode, _arrival, decision) => latencies.push(decision.durationMs),
+    });
+    const [seed] = report.modes;
+    // /api/reports allows 5 a minute: five requests write both rules, five only the path rule.
+    expect(seed?.admitted).toBe(5);
+    expect(seed?.store.writeUnits).toBe(5 * 2 + 5);
+    // One round trip after another, for the admitted: 12 ms; 6 ms for the refused.
+    expect(latencies).toEqual([12, 12, 12, 12, 12, 6, 6, 6, 6, 6]);
+  }, 60_000);
+
   it("fails open past the budget when a replica is slow, closed on a fail-closed path, and counts again after", async () => {
     const scenario = scenarioOf({
       duration: "90s",
