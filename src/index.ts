@@ -4,6 +4,8 @@
  * (`edgelimit/node`, `edgelimit/fetch`, `edgelimit/lambda-edge`, `edgelimit/cloudflare`) and so
  * do the remote stores (`edgelimit/redis`, `edgelimit/dynamodb`).
  */
+
+export type { Scheduler } from "./core/deadline.js";
 export type { Decision } from "./core/decision.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";

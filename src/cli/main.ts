@@ -10,6 +10,7 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<numb
   serve: () => import("./serve.js"),
   build: () => import("./build.js"),
   replay: () => import("./replay.js"),
+  simulate: () => import("./simulate.js"),
   schema: () => import("./schema.js"),
 };
 

@@ -84,6 +84,18 @@ The policy's secrets are never read: replay holds no tokens. The client address 
 log recorded for the connection; forwarded headers in a log are not believed.
 `;
 
+export const SIMULATE_USAGE = `Usage: edgelimit simulate SCENARIO.yaml [options]
+
+A deterministic multi-region simulation of accuracy, store operations and cost per counting
+mode (seed, exact, hybrid), driving the real decision engine and stores on virtual time over
+modeled networks, replicas and instances (see docs/accuracy.md; examples/scenarios/).
+
+  --json                 print one JSON object instead of the text table
+  --html FILE            also write a self-contained page with charts
+  --seed N               the random seed (default: the scenario's); same seed, same output
+  -h, --help             this text
+`;
+
 export const ENVIRONMENT = `Environment:
   { env: NAME } secrets  a policy's secrets (identity.user.jwt.secret, challenge.secret, ...)
                          may name a variable, such as EDGELIMIT_JWT_SECRET or
@@ -109,6 +121,7 @@ export const COMMAND_USAGES = {
   serve: SERVE_USAGE,
   build: BUILD_USAGE,
   replay: REPLAY_USAGE,
+  simulate: SIMULATE_USAGE,
   schema: SCHEMA_USAGE,
 } as const;
 

@@ -38,15 +38,23 @@ export interface BudgetTimes {
   readonly expectedRoundTripMs: number;
 }
 
-type Timer = ReturnType<typeof setTimeout>;
+/**
+ * The time and timers a decision budget runs on. The default is the runtime's own
+ * (`REAL_SCHEDULER`): a monotonic clock, never a limiter's injected epoch clock, which a test
+ * may stop. The simulator (`src/simulate/`) passes a virtual one, so that a modeled store slower
+ * than the budget fails open or closed exactly as it would in production.
+ */
+export interface Scheduler {
+  /** Milliseconds on a monotonic clock. */
+  now(): number;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+  /** Runs `callback` once the I/O already waiting has been handled (see `afterPendingIo`). */
+  afterPendingIo(callback: () => void): void;
+}
 
 /** A timer this much late or less is on time: timers are never exact, and a busy machine delays them a little. */
 const LAG_TOLERANCE_MS = 5;
-
-/** Budgets run on real time, never on a limiter's injected clock (a simulation may stop it). */
-function monotonicNow(): number {
-  return performance.now();
-}
 
 /**
  * Runs `callback` once the I/O that is already waiting has been handled. In Node,
@@ -60,6 +68,14 @@ export function afterPendingIo(callback: () => void): void {
   else setTimeout(callback, 0);
 }
 
+/** The runtime's clock and timers: what every limiter uses unless told otherwise. */
+export const REAL_SCHEDULER: Scheduler = Object.freeze({
+  now: () => performance.now(),
+  setTimeout: (callback: () => void, ms: number) => setTimeout(callback, ms),
+  clearTimeout: (handle: unknown) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+  afterPendingIo,
+});
+
 /**
  * A timeout that fires no sooner than `ms` and only after the I/O waiting at that moment has
  * been read: what stores use for their own give-up timers, so a reply that sits unread behind
@@ -70,16 +86,17 @@ export function timeoutAfterPendingIo(
   ms: number,
   isSettled: () => boolean,
   onTimeout: () => void,
+  scheduler: Scheduler = REAL_SCHEDULER,
 ): () => void {
   let cancelled = false;
-  const timer: Timer = setTimeout(() => {
-    afterPendingIo(() => {
+  const timer = scheduler.setTimeout(() => {
+    scheduler.afterPendingIo(() => {
       if (!cancelled && !isSettled()) onTimeout();
     });
   }, ms);
   return () => {
     cancelled = true;
-    clearTimeout(timer);
+    scheduler.clearTimeout(timer);
   };
 }
 
@@ -87,13 +104,15 @@ export function timeoutAfterPendingIo(
  * Resolves with the store's answer, or rejects with `EL_STORE_TIMEOUT` when the store has not
  * answered within the budget as described above. `call` starts the store call and receives the
  * progress callbacks; a store that reports no connection setup has its budget start at once.
+ * `scheduler` gives the clock and timers (default: the runtime's).
  */
 export function withinBudget<T>(
   call: (progress: StoreCallProgress) => Promise<T>,
   times: BudgetTimes,
   storeName: string,
-  clock: () => number = monotonicNow,
+  scheduler: Scheduler = REAL_SCHEDULER,
 ): Promise<T> {
+  const clock = (): number => scheduler.now();
   return new Promise<T>((resolve, reject) => {
     const started = clock();
     const storeBudgetMs = times.budgetMs + times.expectedRoundTripMs;
@@ -104,7 +123,7 @@ export function withinBudget<T>(
     // Time given back to the store because we were late ourselves (see `check`).
     let givenBack = 0;
     const latest = started + times.connectBudgetMs + storeBudgetMs;
-    let timer: Timer | undefined;
+    let timer: unknown;
     let timerDue = 0;
 
     const fail = (message: string): void => {
@@ -112,9 +131,9 @@ export function withinBudget<T>(
       reject(new EdgelimitError("EL_STORE_TIMEOUT", message));
     };
     const arm = (ms: number): void => {
-      if (timer !== undefined) clearTimeout(timer);
+      if (timer !== undefined) scheduler.clearTimeout(timer);
       timerDue = clock() + Math.max(0, ms);
-      timer = setTimeout(onTimer, Math.max(0, ms));
+      timer = scheduler.setTimeout(onTimer, Math.max(0, ms));
     };
     /**
      * `ourLagMs`: how long after the timer was due we got to look (late timers, and the other
@@ -147,7 +166,7 @@ export function withinBudget<T>(
     const onTimer = (): void => {
       timer = undefined;
       // Our lag runs until we look: the timer's own lateness and the I/O we handled first.
-      afterPendingIo(() => check(clock() - timerDue));
+      scheduler.afterPendingIo(() => check(clock() - timerDue));
     };
     const progress: StoreCallProgress = {
       connecting() {
@@ -176,13 +195,13 @@ export function withinBudget<T>(
       (value) => {
         if (settled) return;
         settled = true;
-        if (timer !== undefined) clearTimeout(timer);
+        if (timer !== undefined) scheduler.clearTimeout(timer);
         resolve(value);
       },
       (error: unknown) => {
         if (settled) return;
         settled = true;
-        if (timer !== undefined) clearTimeout(timer);
+        if (timer !== undefined) scheduler.clearTimeout(timer);
         reject(error);
       },
     );

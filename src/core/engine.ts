@@ -4,7 +4,7 @@
  */
 import { BlockCache } from "./block-cache.js";
 import { CounterBuilder } from "./counters.js";
-import { withinBudget } from "./deadline.js";
+import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { HybridCounting } from "./hybrid-counting.js";
@@ -43,6 +43,11 @@ export interface EngineOptions extends EngineCompanions {
   /** Epoch milliseconds; injected so tests and simulations drive time. */
   readonly clock?: () => number;
   /**
+   * The monotonic clock and timers the decision budget runs on (default: the runtime's). The
+   * simulator injects virtual ones, with `clock` on the same virtual time.
+   */
+  readonly scheduler?: Scheduler | undefined;
+  /**
    * Called with the cause each time the store fails a decision (an error, a missed budget, an
    * open circuit breaker), before the rule's fail mode applies. Must not throw.
    */
@@ -79,6 +84,7 @@ export class DecisionEngine {
   /** What decisions count with: a remote store behind the hybrid layer (hybrid-counting.ts). */
   readonly #counting: Store;
   readonly #clock: () => number;
+  readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
@@ -91,6 +97,7 @@ export class DecisionEngine {
       ? options.store
       : new HybridCounting(options.store, { clock: options.clock ?? Date.now });
     this.#clock = options.clock ?? Date.now;
+    this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
     this.#companions = options;
     this.#onStoreError = options.onStoreError;
     this.#prepared = prepare(options.policy, options.tokens);
@@ -246,6 +253,7 @@ export class DecisionEngine {
           store.expectedRoundTripMsFor?.(counters) ?? store.expectedRoundTripMs ?? 0,
       },
       store.name,
+      this.#scheduler,
     ).then(
       (states) =>
         this.#finish(

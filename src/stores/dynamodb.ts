@@ -7,6 +7,7 @@ export {
   type DynamoDbClientOptions,
   DynamoDbError,
   DynamoDbHttpClient,
+  type DynamoDbTransport,
 } from "./dynamodb/client.js";
 export {
   DynamoDbStore,

@@ -156,3 +156,72 @@ describe("the decision budget measures the store, not us", () => {
     expect(timedOut).toBe(false);
   });
 });
+
+describe("the decision budget on an injected scheduler", () => {
+  /** A scheduler whose time moves only when the test says so. */
+  function manualScheduler() {
+    let now = 0;
+    const timers: { due: number; callback: () => void; live: boolean }[] = [];
+    const io: (() => void)[] = [];
+    return {
+      scheduler: {
+        now: () => now,
+        setTimeout(callback: () => void, ms: number) {
+          const timer = { due: now + ms, callback, live: true };
+          timers.push(timer);
+          return timer;
+        },
+        clearTimeout(handle: unknown) {
+          (handle as { live: boolean }).live = false;
+        },
+        afterPendingIo(callback: () => void) {
+          io.push(callback);
+        },
+      },
+      advance(to: number) {
+        now = to;
+        for (const timer of timers) {
+          if (timer.live && timer.due <= now) {
+            timer.live = false;
+            timer.callback();
+          }
+        }
+        while (io.length > 0) (io.shift() as () => void)();
+      },
+    };
+  }
+
+  it("times out on the scheduler's clock and timers, never the runtime's", async () => {
+    const manual = manualScheduler();
+    let settled = false;
+    const answer = withinBudget(
+      () => new Promise<string>(() => {}),
+      times,
+      "virtual",
+      manual.scheduler,
+    );
+    answer.catch(() => {
+      settled = true;
+    });
+    manual.advance(19);
+    await Promise.resolve();
+    expect(settled).toBe(false);
+    manual.advance(20);
+    await expect(answer).rejects.toThrow('store "virtual" did not answer within 20 ms');
+  });
+
+  it("resolves with an answer that came in time, and clears its timer", async () => {
+    const manual = manualScheduler();
+    let reply: (value: string) => void = () => {};
+    const answer = withinBudget(
+      () => new Promise<string>((resolve) => (reply = resolve)),
+      times,
+      "virtual",
+      manual.scheduler,
+    );
+    manual.advance(10);
+    reply("pong");
+    await expect(answer).resolves.toBe("pong");
+    manual.advance(100);
+  });
+});

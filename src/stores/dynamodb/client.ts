@@ -20,6 +20,26 @@ export interface DynamoDbClientOptions {
    * certificate). Certificate verification is never turned off.
    */
   readonly ca?: string | Buffer | undefined;
+  /**
+   * Sends each call to this instead of over HTTP: no socket, no signing, no JSON (the simulator's
+   * in-process table model, `src/simulate/`). Default: HTTPS to `endpoint`.
+   */
+  readonly transport?: DynamoDbTransport | undefined;
+}
+
+/**
+ * Where a client's calls go when they do not go over HTTP. `send` resolves to the operation's
+ * answer as DynamoDB JSON, and rejects with a `DynamoDbError` for an error DynamoDB would answer
+ * (`ConditionalCheckFailedException`, with `item` when the call asked for
+ * `ReturnValuesOnConditionCheckFailure: ALL_OLD`). `region` is the calling client's.
+ */
+export interface DynamoDbTransport {
+  send(
+    region: string,
+    operation: string,
+    input: object,
+    progress?: StoreCallProgress,
+  ): Promise<unknown>;
 }
 
 /** An error DynamoDB answered with: `type` is the short name (`ConditionalCheckFailedException`). */
@@ -56,7 +76,8 @@ export class DynamoDbHttpClient {
   readonly #url: URL;
   readonly #credentials: AwsCredentials | undefined;
   readonly #timeoutMs: number;
-  readonly #pool: HttpPool;
+  readonly #pool: HttpPool | undefined;
+  readonly #transport: DynamoDbTransport | undefined;
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
@@ -64,6 +85,8 @@ export class DynamoDbHttpClient {
     this.#url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com`);
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
+    this.#transport = options.transport;
+    if (this.#transport !== undefined) return;
     // node:https, not a client of our own: over TLS, the path production uses, our own
     // HTTP/1.1 client answered a fresh process's first call no sooner (docs/aws.md).
     this.#pool = new HttpPool({
@@ -88,11 +111,16 @@ export class DynamoDbHttpClient {
       readonly progress?: StoreCallProgress | undefined;
     },
   ): Promise<T> {
+    const transport = this.#transport;
+    if (transport !== undefined) {
+      return transport.send(this.region, operation, input, options?.progress) as Promise<T>;
+    }
+    const pool = this.#pool as HttpPool;
     const body = JSON.stringify(input);
     const headers = this.#sign(operation, body, new Date());
     let response: HttpResponse;
     try {
-      response = await this.#pool.post(
+      response = await pool.post(
         "/",
         headers,
         body,
@@ -115,12 +143,12 @@ export class DynamoDbHttpClient {
 
   /** Opens a connection ahead of the first call (TCP and TLS handshakes done in advance). */
   preconnect(): void {
-    this.#pool.preconnect();
+    this.#pool?.preconnect();
   }
 
   /** Closes every socket; calls in flight fail. */
   close(): void {
-    this.#pool.close();
+    this.#pool?.close();
   }
 
   #sign(operation: string, body: string, now: Date): Record<string, string> {

@@ -2,7 +2,7 @@ import { ALGORITHMS } from "../../core/algorithms/index.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
-import { type AwsCredentials, DynamoDbHttpClient } from "./client.js";
+import { type AwsCredentials, DynamoDbHttpClient, type DynamoDbTransport } from "./client.js";
 import { countFixedWindows } from "./fixed-window.js";
 import { GlobalSums } from "./global-sums.js";
 import {
@@ -44,6 +44,8 @@ export interface DynamoDbStoreOptions {
   readonly expectedRoundTripMs?: number;
   /** Bound of the per-instance caches (remote sums, token-bucket hints); default 10,000 keys. */
   readonly maxCachedKeys?: number;
+  /** Calls go to this instead of over HTTP (the simulator's table model; see DynamoDbTransport). */
+  readonly transport?: DynamoDbTransport;
   /**
    * Hybrid counting (`counting: hybrid`, core/hybrid-counting.ts): the region whose items hold
    * the reservations. With Global Tables the default is the first of `globalRegions`: one
@@ -118,6 +120,7 @@ export class DynamoDbStore implements Store {
       credentials: options.credentials,
       requestTimeoutMs: options.requestTimeoutMs,
       maxSockets: options.maxSockets,
+      transport: options.transport,
     });
     const regions = options.globalRegions ?? [];
     if (regions.length > 0 && !regions.includes(options.region)) {
@@ -160,6 +163,7 @@ export class DynamoDbStore implements Store {
             credentials: options.credentials,
             requestTimeoutMs: options.requestTimeoutMs,
             maxSockets: options.maxSockets,
+            transport: options.transport,
           });
       // One writer per reservation item: no region suffix, nothing to add from other regions.
       this.#leases = {

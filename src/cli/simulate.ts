@@ -1,0 +1,69 @@
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { EdgelimitError, formatIssue } from "../index.js";
+import { formatHtml } from "../simulate/report-html.js";
+import { formatText } from "../simulate/report-text.js";
+import { simulate } from "../simulate/run.js";
+import { loadScenario, ScenarioError } from "../simulate/scenario.js";
+import { SIMULATE_USAGE } from "./usage.js";
+
+function fail(message: string): number {
+  process.stderr.write(`edgelimit simulate: ${message}\n\n${SIMULATE_USAGE}`);
+  return 2;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    return fail(error instanceof Error ? error.message : String(error));
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(SIMULATE_USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1) return fail("give exactly one SCENARIO.yaml");
+  let seed: number | undefined;
+  if (values.seed !== undefined) {
+    seed = Number(values.seed);
+    if (!/^\d+$/.test(values.seed) || !Number.isSafeInteger(seed)) {
+      return fail(`--seed ${values.seed}: expected a whole number, such as 1`);
+    }
+  }
+  try {
+    const scenario = loadScenario(positionals[0] as string);
+    const report = await simulate(scenario, { seed });
+    const text = formatText(report, scenario.busyAbove);
+    if (values.html !== undefined) writeFileSync(values.html, formatHtml(report, text));
+    process.stdout.write(values.json === true ? `${JSON.stringify(report, null, 2)}\n` : text);
+    if (values.html !== undefined && values.json !== true)
+      process.stdout.write(`\nWrote ${values.html}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof ScenarioError) {
+      process.stderr.write(`edgelimit simulate: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof EdgelimitError) {
+      process.stderr.write(`edgelimit simulate: ${error.message} (${error.code})\n`);
+      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      json: { type: "boolean" },
+      html: { type: "string" },
+      seed: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}

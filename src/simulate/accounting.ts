@@ -1,0 +1,269 @@
+/**
+ * What one mode's run measured. Definitions (docs/accuracy.md says them in words):
+ *
+ * - Over-admission, per subject, rule and window: requests the mode admitted beyond the bound,
+ *   where windows are the rule's length aligned to the epoch and the bound is the rule's limit
+ *   (exact fixed and sliding windows never admit more than that in an aligned window), or for a
+ *   token bucket what the exact reference admitted in that window when that is more (a bucket
+ *   legitimately admits a burst and its refill in one window). Shares are of the limit; mean,
+ *   p99 and max are over the windows where the subject attempted more than the limit. The
+ *   subject is the policy's (the reference's), whatever the mode keys by.
+ * - The exact reference: the same policy decided at arrival by one engine on one memory store,
+ *   with no network: exact counting of each client alone. A legitimate request refused while
+ *   under its limit is one the mode refused and the reference admitted.
+ * - Store operations are attributed to the subject whose key they touch, per report window.
+ */
+import type { Decision } from "../core/decision.js";
+import type { ResolvedPolicy } from "../core/model.js";
+import type { Served } from "./deployment.js";
+import type { OperationCost, TableModel } from "./table-model.js";
+
+interface CounterTally {
+  readonly limit: number;
+  readonly tokenBucket: boolean;
+  attempts: number;
+  admitted: number;
+  reference: number;
+}
+
+interface SubjectWindow {
+  requests: number;
+  operations: number;
+}
+
+export interface Timeline {
+  readonly minute: number;
+  readonly requests: number;
+  readonly legitimateAdmitted: number;
+  readonly attackerAdmitted: number;
+  readonly operations: number;
+}
+
+const LATENCY_BUCKET_MS = 0.1;
+const LATENCY_BUCKETS = 100_000;
+
+export class Accounting {
+  readonly #policy: ResolvedPolicy;
+  readonly #reportWindowMs: number;
+  readonly #busyAbove: number;
+  readonly #counters = new Map<string, CounterTally>();
+  readonly #subjects = new Map<string, SubjectWindow>();
+  readonly #latency = new Uint32Array(LATENCY_BUCKETS + 1);
+  /** Legitimate requests' decisions only (an attack's blocked-cached answers take no time). */
+  readonly #legitimateLatency = new Uint32Array(LATENCY_BUCKETS + 1);
+  readonly #timeline = new Map<
+    number,
+    { requests: number; legitimateAdmitted: number; attackerAdmitted: number; operations: number }
+  >();
+  readonly #now: () => number;
+  requests = 0;
+  admitted = 0;
+  legitimateRequests = 0;
+  legitimateRefusedUnderLimit = 0;
+  attackerRequests = 0;
+  attackerAdmitted = 0;
+  failedOpen = 0;
+  failedClosed = 0;
+  blockedCached = 0;
+  coldStarts = 0;
+  readUnits = 0;
+  writeUnits = 0;
+  replicatedWriteUnits = 0;
+  operations = 0;
+  /** Sum of arrival-to-decision time, ms (Lambda@Edge duration). */
+  busyMs = 0;
+
+  constructor(
+    policy: ResolvedPolicy,
+    reportWindowMs: number,
+    busyAbove: number,
+    now: () => number,
+  ) {
+    this.#policy = policy;
+    this.#reportWindowMs = reportWindowMs;
+    this.#busyAbove = busyAbove;
+    this.#now = now;
+  }
+
+  /** `epochAt`: the engine's clock when the decision started; `referenceAdmitted`: the reference's verdict. */
+  served(served: Served, epochAt: number, referenceAdmitted: boolean, reference: Decision): void {
+    const { decision, arrival } = served;
+    const admitted = decision.action === "allow";
+    this.requests++;
+    if (admitted) this.admitted++;
+    if (arrival.legitimate) {
+      this.legitimateRequests++;
+      if (!admitted && referenceAdmitted) this.legitimateRefusedUnderLimit++;
+    } else {
+      this.attackerRequests++;
+      if (admitted) this.attackerAdmitted++;
+    }
+    if (decision.reason === "store-failed-open") this.failedOpen++;
+    else if (decision.reason === "store-failed-closed") this.failedClosed++;
+    else if (decision.reason === "blocked-cached") this.blockedCached++;
+    if (served.coldStart) this.coldStarts++;
+    this.busyMs += served.latencyMs;
+    const bucket = Math.min(LATENCY_BUCKETS, Math.round(served.decisionMs / LATENCY_BUCKET_MS));
+    this.#latency[bucket] = (this.#latency[bucket] as number) + 1;
+    if (arrival.legitimate) {
+      this.#legitimateLatency[bucket] = (this.#legitimateLatency[bucket] as number) + 1;
+    }
+
+    // The reference matched the same rules (same policy, same identity).
+    for (const rule of reference.rules) {
+      if (rule.shadow || !("ms" in rule.window)) continue;
+      // The subject as the policy counts it (the seed mode counts each IPv6 address apart).
+      const id = `${rule.id}\u0000${reference.subject}\u0000${Math.floor(epochAt / rule.window.ms)}`;
+      let tally = this.#counters.get(id);
+      if (tally === undefined) {
+        tally = {
+          limit: rule.limit,
+          tokenBucket: rule.algorithm === "token-bucket",
+          attempts: 0,
+          admitted: 0,
+          reference: 0,
+        };
+        this.#counters.set(id, tally);
+      }
+      tally.attempts++;
+      if (admitted) tally.admitted++;
+      if (referenceAdmitted) tally.reference++;
+    }
+    // Store calls are attributed by the keys the mode writes: requests by the mode's subject too.
+    const window = Math.floor(this.#now() / this.#reportWindowMs);
+    this.#subjectWindow(decision.subject, window).requests++;
+    const minute = this.#minute();
+    minute.requests++;
+    if (admitted) {
+      if (arrival.legitimate) minute.legitimateAdmitted++;
+      else minute.attackerAdmitted++;
+    }
+  }
+
+  operation(cost: OperationCost): void {
+    this.readUnits += cost.readUnits;
+    this.writeUnits += cost.writeUnits;
+    this.replicatedWriteUnits += cost.replicatedWriteUnits;
+    this.operations++;
+    const bar = cost.pk.indexOf("|");
+    const subject = bar < 0 ? cost.pk : cost.pk.slice(0, bar);
+    this.#subjectWindow(subject, Math.floor(this.#now() / this.#reportWindowMs)).operations++;
+    this.#minute().operations++;
+  }
+
+  #subjectWindow(subject: string, window: number): SubjectWindow {
+    const id = `${subject}\u0000${window}`;
+    let found = this.#subjects.get(id);
+    if (found === undefined) {
+      found = { requests: 0, operations: 0 };
+      this.#subjects.set(id, found);
+    }
+    return found;
+  }
+
+  #minute() {
+    const minute = Math.floor(this.#now() / 60_000);
+    let found = this.#timeline.get(minute);
+    if (found === undefined) {
+      found = { requests: 0, legitimateAdmitted: 0, attackerAdmitted: 0, operations: 0 };
+      this.#timeline.set(minute, found);
+    }
+    return found;
+  }
+
+  overAdmission() {
+    const shares: number[] = [];
+    let requests = 0;
+    let worst: { share: number; key: string; admitted: number; limit: number } | undefined;
+    for (const [key, tally] of this.#counters) {
+      if (tally.attempts <= tally.limit) continue;
+      const bound = tally.tokenBucket ? Math.max(tally.limit, tally.reference) : tally.limit;
+      const over = Math.max(0, tally.admitted - bound);
+      const share = over / tally.limit;
+      shares.push(share);
+      requests += over;
+      if (worst === undefined || share > worst.share)
+        worst = { share, key, admitted: tally.admitted, limit: tally.limit };
+    }
+    shares.sort((a, b) => a - b);
+    const [rule, subject, window] = worst?.key.split("\u0000") ?? [];
+    return {
+      contestedWindows: shares.length,
+      requests,
+      meanShare: shares.length === 0 ? 0 : shares.reduce((sum, x) => sum + x, 0) / shares.length,
+      p99Share: percentileOf(shares, 0.99),
+      maxShare: worst?.share ?? 0,
+      worst:
+        worst === undefined
+          ? null
+          : { rule, subject, window: Number(window), admitted: worst.admitted, limit: worst.limit },
+    };
+  }
+
+  subjectClasses() {
+    let busyWindows = 0;
+    let busyRequests = 0;
+    let busyOperations = 0;
+    let busyMax = 0;
+    let busyMaxSubject: string | null = null;
+    let otherRequests = 0;
+    let otherOperations = 0;
+    for (const [id, window] of this.#subjects) {
+      if (window.requests > this.#busyAbove) {
+        busyWindows++;
+        busyRequests += window.requests;
+        busyOperations += window.operations;
+        const ratio = window.operations / window.requests;
+        if (ratio > busyMax) {
+          busyMax = ratio;
+          busyMaxSubject = id.split("\u0000")[0] as string;
+        }
+      } else {
+        otherRequests += window.requests;
+        otherOperations += window.operations;
+      }
+    }
+    return {
+      busy: {
+        subjectWindows: busyWindows,
+        operationsPerRequest: busyRequests === 0 ? 0 : busyOperations / busyRequests,
+        maxOperationsPerRequest: busyMax,
+        maxSubject: busyMaxSubject,
+      },
+      others: { operationsPerRequest: otherRequests === 0 ? 0 : otherOperations / otherRequests },
+    };
+  }
+
+  /** Decision latency at `share` (0.5, 0.99), ms, of every request or of legitimate ones. */
+  latencyPercentile(share: number, legitimateOnly = false): number {
+    const histogram = legitimateOnly ? this.#legitimateLatency : this.#latency;
+    const target = Math.ceil((legitimateOnly ? this.legitimateRequests : this.requests) * share);
+    let seen = 0;
+    for (let i = 0; i <= LATENCY_BUCKETS; i++) {
+      seen += histogram[i] as number;
+      if (seen >= target && seen > 0) return i * LATENCY_BUCKET_MS;
+    }
+    return 0;
+  }
+
+  timeline(): Timeline[] {
+    return [...this.#timeline.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([minute, values]) => ({ minute, ...values }));
+  }
+
+  get policy(): ResolvedPolicy {
+    return this.#policy;
+  }
+}
+
+/** Increments counted against what the settled items hold (lost to last-writer-wins). */
+export function lostIncrements(model: TableModel | undefined) {
+  const { counted, stored, lost } = model?.incrementTotals() ?? { counted: 0, stored: 0, lost: 0 };
+  return { counted, stored, lost, share: counted === 0 ? 0 : lost / counted };
+}
+
+function percentileOf(sorted: readonly number[], share: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * share) - 1)] as number;
+}

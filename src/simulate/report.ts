@@ -1,0 +1,103 @@
+/** The simulation report: what `--json` prints, and what the text and HTML reports show. */
+import type { Accounting, Timeline } from "./accounting.js";
+import type { Scenario } from "./scenario.js";
+import type { Mode } from "./world.js";
+
+export interface ModeReport {
+  readonly mode: Mode;
+  readonly requests: number;
+  readonly admitted: number;
+  readonly legitimate: { readonly requests: number; readonly refusedUnderLimit: number };
+  readonly attackers: { readonly requests: number; readonly admitted: number };
+  readonly overAdmission: ReturnType<Accounting["overAdmission"]>;
+  readonly store: {
+    readonly operations: number;
+    readonly readUnits: number;
+    readonly writeUnits: number;
+    readonly replicatedWriteUnits: number;
+    readonly ttlReplicatedDeletes: number;
+    readonly perRequest: {
+      readonly operations: number;
+      readonly readUnits: number;
+      readonly writeUnits: number;
+      readonly replicatedWriteUnits: number;
+    };
+    readonly subjects: ReturnType<Accounting["subjectClasses"]>;
+  };
+  readonly lostIncrements: { counted: number; stored: number; lost: number; share: number };
+  readonly latencyMs: { readonly p50: number; readonly p99: number };
+  readonly legitimateLatencyMs: { readonly p50: number; readonly p99: number };
+  readonly failedOpen: number;
+  readonly failedClosed: number;
+  readonly blockedCached: number;
+  readonly instances: { readonly created: number; readonly coldStarts: number };
+  readonly cost: MonthlyCost;
+  readonly timeline: readonly Timeline[];
+  readonly loop: { readonly events: number; readonly drains: number };
+}
+
+export interface MonthlyCost {
+  /** Monthly requests over simulated requests: every count below is scaled by it. */
+  readonly scale: number;
+  readonly writeUnits: number;
+  readonly replicatedWriteUnits: number;
+  readonly readUnits: number;
+  readonly dynamodb: number;
+  readonly redis: number;
+  readonly lambdaEdge: number;
+  readonly total: number;
+}
+
+export interface SimulationReport {
+  readonly scenario: string;
+  readonly seed: number;
+  readonly durationSeconds: number;
+  readonly store: string;
+  readonly replicas: readonly string[];
+  readonly deployment: string;
+  readonly monthlyRequests: number;
+  readonly modes: readonly ModeReport[];
+}
+
+/**
+ * The month's bill, extrapolated linearly from the simulated requests. TTL deletes are counted
+ * once per item ever written; on a global table each replicates to every other replica as a
+ * replicated write (the deleting region's own delete is free).
+ */
+export function costOf(
+  scenario: Scenario,
+  tally: Accounting,
+  ttlReplicatedDeletes: number,
+): MonthlyCost {
+  const price = scenario.pricing;
+  const scale = tally.requests === 0 ? 0 : scenario.monthlyRequests / tally.requests;
+  const writeUnits = tally.writeUnits * scale;
+  const replicatedWriteUnits = (tally.replicatedWriteUnits + ttlReplicatedDeletes) * scale;
+  const readUnits = tally.readUnits * scale;
+  const dynamodb =
+    scenario.store.kind === "dynamodb"
+      ? (writeUnits * price.writeUnitPerMillion +
+          replicatedWriteUnits * price.replicatedWriteUnitPerMillion +
+          readUnits * price.readUnitPerMillion) /
+        1e6
+      : 0;
+  const redis = scenario.store.kind === "redis" ? price.redisPerMonth : 0;
+  let lambdaEdge = 0;
+  const deployment = scenario.deployment;
+  if (deployment.kind === "lambda-edge") {
+    const gbSeconds = ((tally.busyMs * scale) / 1000) * (deployment.memoryMb / 1024);
+    lambdaEdge =
+      (scenario.monthlyRequests / 1e6) * price.lambdaEdgeRequestPerMillion +
+      gbSeconds * price.lambdaEdgeGbSecond;
+  }
+  return {
+    scale,
+    writeUnits,
+    replicatedWriteUnits,
+    readUnits,
+    dynamodb,
+    redis,
+    lambdaEdge,
+    total: dynamodb + redis + lambdaEdge,
+  };
+}

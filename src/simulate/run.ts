@@ -1,0 +1,202 @@
+/**
+ * `simulate(scenario)`: runs every counting mode of a scenario over the same seeded traffic,
+ * each in a world of its own (event loop, table model, instances), and reports them side by
+ * side. The decision engine and the stores are the real code; what is modeled is the network,
+ * DynamoDB's tables and replication, the Redis primary's round trip, and the deployment.
+ */
+import type { Decision } from "../core/decision.js";
+import { DecisionEngine } from "../core/engine.js";
+import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import { loadPolicy } from "../policy/load.js";
+import { MemoryStore } from "../stores/memory.js";
+import { Accounting, lostIncrements } from "./accounting.js";
+import { Deployment } from "./deployment.js";
+import { EventLoop } from "./event-loop.js";
+import { Random } from "./random.js";
+import type { ModeReport, SimulationReport } from "./report.js";
+import { costOf } from "./report.js";
+import type { Scenario } from "./scenario.js";
+import { type Arrival, scheduleTraffic } from "./traffic.js";
+import { type Mode, World } from "./world.js";
+
+/** How long after the last arrival the loop runs on, so calls in flight and refunds land. */
+const SETTLE_MS = 30_000;
+
+export interface SimulateOptions {
+  /** Overrides the scenario's seed. */
+  readonly seed?: number | undefined;
+  /** Told of every decision (tests compare them with real stores). */
+  readonly onDecision?: (mode: Mode, arrival: Arrival, decision: Decision, epochAt: number) => void;
+  /** How often the loop drains microtasks (see event-loop.ts); for the benchmark. */
+  readonly drainEach?: "instant" | "event";
+}
+
+/** The scenario's requests in arrival order, with the epoch ms each arrives at. */
+export async function arrivalsOf(
+  scenario: Scenario,
+  seed = scenario.seed,
+): Promise<{ at: number; arrival: Arrival }[]> {
+  const loop = new EventLoop();
+  const start = Date.parse(scenario.start);
+  const arrivals: { at: number; arrival: Arrival }[] = [];
+  scheduleTraffic(scenario, loop, new Random(seed).fork("traffic"), (arrival) =>
+    arrivals.push({ at: start + loop.now, arrival }),
+  );
+  await loop.run(scenario.duration);
+  return arrivals;
+}
+
+export async function simulate(
+  scenario: Scenario,
+  options: SimulateOptions = {},
+): Promise<SimulationReport> {
+  const seed = options.seed ?? scenario.seed;
+  const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
+  const modes: ModeReport[] = [];
+  for (const mode of scenario.modes)
+    modes.push(await runMode(scenario, seed, mode, policy, options));
+  return {
+    scenario: scenario.name,
+    seed,
+    durationSeconds: scenario.duration / 1000,
+    store: scenario.store.kind,
+    replicas: scenario.store.kind === "dynamodb" ? scenario.store.replicas : [],
+    deployment: scenario.deployment.kind,
+    monthlyRequests: scenario.monthlyRequests,
+    modes,
+  };
+}
+
+/**
+ * The policy as the simulator runs it: a verified user arrives in a header a trusted layer set
+ * (`x-user-id`, `x-user-plan`) instead of a signed token, which the simulator would have to sign
+ * and verify for every request for the same identity; the address is the socket peer, as
+ * Lambda@Edge's `clientIp`.
+ */
+export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
+  return {
+    ...policy,
+    identity: {
+      ...policy.identity,
+      ip: { ...policy.identity.ip, source: "socket", header: undefined },
+      jwt: undefined,
+      trustedHeader: { user: "x-user-id", plan: "x-user-plan", from: "any" },
+    },
+    lists: [],
+  };
+}
+
+/**
+ * The policy each mode runs. `hybrid` sets every rule's counting to hybrid; this is the only
+ * place that does (rules a policy may not make hybrid, token buckets, keep their counting).
+ * `seed` has no time budget (the seed waits for DynamoDB however long it takes) and counts
+ * every IPv6 address apart, as the seed's `IP#${ip}` key does.
+ */
+export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolicy {
+  if (mode === "hybrid") {
+    return {
+      ...policy,
+      rules: policy.rules.map(
+        (rule): ResolvedRule =>
+          // What a policy may not make hybrid (core/hybrid-counting.ts) stays as it is.
+          rule.algorithm === "token-bucket" || rule.backend === "approximate"
+            ? rule
+            : { ...rule, counting: "hybrid" },
+      ),
+    };
+  }
+  if (mode === "seed") {
+    return {
+      ...policy,
+      // The seed keys by the whole address (`IP#${ip}`), IPv6 included.
+      identity: { ...policy.identity, ip: { ...policy.identity.ip, ipv6Prefix: 128 } },
+      budgetMs: 24 * 3_600_000,
+      connectBudgetMs: 24 * 3_600_000,
+    };
+  }
+  return policy;
+}
+
+async function runMode(
+  scenario: Scenario,
+  seed: number,
+  mode: Mode,
+  base: ResolvedPolicy,
+  options: SimulateOptions,
+): Promise<ModeReport> {
+  const random = new Random(seed);
+  const loop = new EventLoop({ drainEach: options.drainEach });
+  let accounting: Accounting | undefined;
+  const world = new World(scenario, loop, random.fork("network"), (cost) =>
+    accounting?.operation(cost),
+  );
+  const policy = policyForMode(base, mode);
+  accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
+  const reference = new DecisionEngine({
+    policy: base,
+    store: new MemoryStore(),
+    clock: world.clock,
+  });
+  const verdicts = new Map<Arrival, ReturnType<DecisionEngine["decide"]>>();
+  const tally = accounting;
+  const deployment = new Deployment(world, scenario, mode, policy, (served) => {
+    const referenceDecision = verdicts.get(served.arrival);
+    verdicts.delete(served.arrival);
+    if (referenceDecision === undefined || referenceDecision instanceof Promise) return;
+    const epochAt = world.clock() - served.decisionMs;
+    tally.served(served, epochAt, referenceDecision.action === "allow", referenceDecision);
+    options.onDecision?.(mode, served.arrival, served.decision, epochAt);
+  });
+  scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
+    verdicts.set(arrival, reference.decide(arrival.request));
+    deployment.handle(arrival);
+  });
+  await loop.run(scenario.duration + SETTLE_MS);
+  const lost = lostIncrements(world.model);
+  const items = world.model?.itemCounts() ?? [];
+  const ttlReplicatedDeletes = items.reduce(
+    (sum, table) => sum + table.items * (table.replicas - 1),
+    0,
+  );
+  const requests = tally.requests;
+  const per = (value: number) => (requests === 0 ? 0 : value / requests);
+  const over = tally.overAdmission();
+  return {
+    mode,
+    requests,
+    admitted: tally.admitted,
+    legitimate: {
+      requests: tally.legitimateRequests,
+      refusedUnderLimit: tally.legitimateRefusedUnderLimit,
+    },
+    attackers: { requests: tally.attackerRequests, admitted: tally.attackerAdmitted },
+    overAdmission: over,
+    store: {
+      operations: tally.operations,
+      readUnits: tally.readUnits,
+      writeUnits: tally.writeUnits,
+      replicatedWriteUnits: tally.replicatedWriteUnits,
+      ttlReplicatedDeletes,
+      perRequest: {
+        operations: per(tally.operations),
+        readUnits: per(tally.readUnits),
+        writeUnits: per(tally.writeUnits),
+        replicatedWriteUnits: per(tally.replicatedWriteUnits),
+      },
+      subjects: tally.subjectClasses(),
+    },
+    lostIncrements: lost,
+    latencyMs: { p50: tally.latencyPercentile(0.5), p99: tally.latencyPercentile(0.99) },
+    legitimateLatencyMs: {
+      p50: tally.latencyPercentile(0.5, true),
+      p99: tally.latencyPercentile(0.99, true),
+    },
+    failedOpen: tally.failedOpen,
+    failedClosed: tally.failedClosed,
+    blockedCached: tally.blockedCached,
+    instances: { created: deployment.instancesCreated, coldStarts: tally.coldStarts },
+    cost: costOf(scenario, tally, ttlReplicatedDeletes),
+    timeline: tally.timeline(),
+    loop: { events: loop.events, drains: loop.drains },
+  };
+}

@@ -1,0 +1,68 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), "edgelimit-simulate-cli-"));
+const CI = resolve("test/simulate/fixtures/ci.yaml");
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function edgelimit(
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [
+      "--import",
+      "tsx",
+      "src/cli/main.ts",
+      "simulate",
+      ...args,
+    ]);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+describe("edgelimit simulate (the command)", () => {
+  it("prints the modes side by side, and with --json the report the expectation file holds", async () => {
+    const text = await edgelimit(CI);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^\s+seed\s+exact\s+hybrid$/m);
+    expect(text.stdout).toContain("lost increments");
+    const json = await edgelimit(CI, "--json");
+    expect(json.stdout).toBe(readFileSync("test/simulate/expected/ci.json", "utf8"));
+  }, 60_000);
+
+  it("takes --seed and writes --html", async () => {
+    const page = join(dir, "report.html");
+    const result = await edgelimit(CI, "--seed", "9", "--html", page);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("(seed 9)");
+    expect(readFileSync(page, "utf8")).toContain("<svg");
+  }, 60_000);
+
+  it("exits 2 with a clear message on bad input", async () => {
+    const bad = join(dir, "bad.yaml");
+    writeFileSync(
+      bad,
+      "duration: 10m\npolicy: x.yaml\nregions: { us-east-1: {} }\nstore: { kind: dynamo }\n",
+    );
+    const invalid = await edgelimit(bad);
+    expect(invalid.code).toBe(2);
+    expect(invalid.stderr).toContain("store.kind");
+    expect(invalid.stderr).toContain("deployment");
+    expect((await edgelimit()).code).toBe(2);
+    expect((await edgelimit(CI, "--seed", "x")).stderr).toContain(
+      "--seed x: expected a whole number",
+    );
+    const missing = await edgelimit(join(dir, "none.yaml"));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("cannot read");
+  }, 60_000);
+});

@@ -1,0 +1,199 @@
+import { describe, expect, it, vi } from "vitest";
+import { simulate } from "../../src/simulate/run.js";
+import { fixtureScenario, scenarioOf, twoRegions } from "./helpers.js";
+
+describe("edgelimit simulate", () => {
+  it("is deterministic: the same scenario and seed give byte-identical reports, another seed another", async () => {
+    const scenario = fixtureScenario("ci.yaml");
+    const first = JSON.stringify(await simulate(scenario));
+    const second = JSON.stringify(await simulate(scenario));
+    expect(second).toBe(first);
+    expect(JSON.stringify(await simulate(scenario, { seed: 8 }))).not.toBe(first);
+  }, 60_000);
+
+  it("reads no wall clock and no Math.random on the simulation path", async () => {
+    const scenario = twoRegions({ modes: ["seed", "exact", "hybrid"], duration: "20s" });
+    const expected = JSON.stringify(await simulate(scenario));
+    const forbidden = () => {
+      throw new Error("the simulation read the wall clock or Math.random");
+    };
+    const now = vi.spyOn(Date, "now").mockImplementation(forbidden);
+    const random = vi.spyOn(Math, "random").mockImplementation(forbidden);
+    const monotonic = vi.spyOn(performance, "now").mockImplementation(forbidden);
+    let report: string;
+    try {
+      report = JSON.stringify(await simulate(scenario));
+    } finally {
+      now.mockRestore();
+      random.mockRestore();
+      monotonic.mockRestore();
+    }
+    expect(report).toBe(expected);
+  }, 60_000);
+
+  it("loses the seed design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {
+    const report = await simulate(twoRegions());
+    const [seed, exact] = report.modes;
+    // Both regions ADD to one shared item: about half the increments are overwritten.
+    expect(seed?.lostIncrements.share).toBeGreaterThan(0.3);
+    expect(exact?.lostIncrements.lost).toBe(0);
+    expect(exact?.lostIncrements.counted).toBeGreaterThan(0);
+    // The seed writes on for every blocked request; the block cache answers them instead.
+    expect(seed?.store.subjects.busy.maxOperationsPerRequest).toBeGreaterThanOrEqual(1);
+    expect(exact?.store.subjects.busy.maxOperationsPerRequest).toBeLessThan(0.1);
+  }, 60_000);
+
+  it("runs the seed's design as written: two sequential writes, the global rule skipped after a path refusal", async () => {
+    const scenario = scenarioOf({
+      duration: "60s",
+      modes: ["seed"],
+      regions: { "us-east-1": {} },
+      store: {
+        kind: "dynamodb",
+        replicas: ["us-east-1"],
+        rttMs: { "us-east-1": { "us-east-1": 6 } },
+      },
+      deployment: { kind: "gateway", processes: 1 },
+      traffic: {
+        legitimate: [
+          { clients: 1, requestsPerMinute: 10, arrival: "fixed", paths: { "/api/reports": 1 } },
+        ],
+      },
+    });
+    const latencies: number[] = [];
+    const report = await simulate(scenario, {
+      onDecision: (_mode, _arrival, decision) => latencies.push(decision.durationMs),
+    });
+    const [seed] = report.modes;
+    // /api/reports allows 5 a minute: five requests write both rules, five only the path rule.
+    expect(seed?.admitted).toBe(5);
+    expect(seed?.store.writeUnits).toBe(5 * 2 + 5);
+    // One round trip after another, for the admitted: 12 ms; 6 ms for the refused.
+    expect(latencies).toEqual([12, 12, 12, 12, 12, 6, 6, 6, 6, 6]);
+  }, 60_000);
+
+  it("fails open past the budget when a replica is slow, closed on a fail-closed path, and counts again after", async () => {
+    const scenario = scenarioOf({
+      duration: "90s",
+      modes: ["exact"],
+      regions: { "us-east-1": {} },
+      store: {
+        kind: "dynamodb",
+        replicas: ["us-east-1"],
+        rttMs: { "us-east-1": { "us-east-1": 6 } },
+        incidents: [{ replica: "us-east-1", from: "30s", to: "60s", extraMs: 200 }],
+      },
+      deployment: { kind: "gateway", processes: 1 },
+      traffic: {
+        legitimate: [
+          {
+            clients: 20,
+            requestsPerMinute: 10,
+            paths: { "/api/products": 0.5, "/api/billing/invoice": 0.5 },
+          },
+        ],
+      },
+    });
+    const decisions: { at: number; reason: string }[] = [];
+    const start = Date.parse(scenario.start);
+    const report = await simulate(scenario, {
+      onDecision: (_mode, _arrival, decision, epochAt) =>
+        decisions.push({ at: epochAt - start, reason: decision.reason }),
+    });
+    const [exact] = report.modes;
+    expect(exact?.failedOpen).toBeGreaterThan(0);
+    expect(exact?.failedClosed).toBeGreaterThan(0);
+    const failed = decisions.filter((d) => d.reason.startsWith("store-failed"));
+    // Only while the replica is slow: 50 ms of budget beyond the 6 ms round trip, never more.
+    expect(failed.every((d) => d.at >= 30_000 && d.at < 60_000)).toBe(true);
+    expect(exact?.latencyMs.p99).toBeLessThanOrEqual(56.5);
+  }, 60_000);
+
+  it("rejects a bad scenario with messages that name the field", () => {
+    expect(() =>
+      scenarioOf({
+        duration: 60,
+        regions: {},
+        store: { kind: "memory" },
+        deployment: { kind: "gateway" },
+        traffic: {},
+      }),
+    ).toThrow(/duration: a bare number is ambiguous/);
+    expect(() =>
+      twoRegions({
+        store: {
+          kind: "dynamodb",
+          replicas: ["us-east-1"],
+          rttMs: { "us-east-1": { "us-east-1": 5 } },
+        },
+      }),
+    ).toThrow(/store\.rttMs\.eu-west-1\.us-east-1: give the round trip/);
+    expect(() =>
+      twoRegions({ store: { kind: "redis", rttMs: { "us-east-1": 1, "eu-west-1": 70 } } }),
+    ).toThrow(/modes: "seed" is the seed's DynamoDB design/);
+    expect(() =>
+      twoRegions({
+        traffic: { attackers: [{ kind: "flood", requestsPerSecond: 1, regions: ["x"] }] },
+      }),
+    ).toThrow(/traffic\.attackers\.0\.kind/);
+    expect(() => twoRegions({ colour: "blue" })).toThrow(/colour/);
+  });
+
+  it("simulates a Redis primary and per-process memory stores with the same engine", async () => {
+    const base = {
+      duration: "60s",
+      modes: ["exact"],
+      regions: { "us-east-1": {}, "eu-west-1": {} },
+      deployment: { kind: "gateway", processes: 2 },
+      traffic: {
+        attackers: [{ kind: "spread", requestsPerSecond: 50, regions: ["us-east-1", "eu-west-1"] }],
+      },
+    };
+    const redis = await simulate(
+      scenarioOf({ ...base, store: { kind: "redis", rttMs: { "us-east-1": 1, "eu-west-1": 70 } } }),
+    );
+    const memory = await simulate(scenarioOf({ ...base, store: { kind: "memory" } }));
+    // One primary counts exactly (on its own clock, as Redis TIME: a request sent just before a
+    // window ends from 70 ms away may count in the next); four processes alone admit 4x.
+    expect(redis.modes[0]?.overAdmission.requests).toBeLessThanOrEqual(2);
+    expect(memory.modes[0]?.attackers.admitted).toBe(4 * 60);
+    expect(redis.modes[0]?.attackers.admitted).toBeLessThanOrEqual(62);
+  }, 60_000);
+
+  it("recycles Worker isolates, and runs hybrid counting with a lease table of its own", async () => {
+    const store = {
+      kind: "dynamodb",
+      replicas: ["us-east-1", "eu-west-1"],
+      rttMs: {
+        "us-east-1": { "us-east-1": 6, "eu-west-1": 75 },
+        "eu-west-1": { "us-east-1": 75, "eu-west-1": 6 },
+      },
+      lease: { table: "rate-limit-leases", region: "us-east-1" },
+    };
+    const workers = await simulate(
+      twoRegions({
+        modes: ["exact"],
+        store,
+        deployment: { kind: "workers", isolates: 2, lifetime: "20s" },
+      }),
+    );
+    // Two isolates per region, each replaced after 20 s: three generations in a minute.
+    expect(workers.modes[0]?.instances.created).toBe(12);
+    const [exact, hybrid] = (await simulate(twoRegions({ modes: ["exact", "hybrid"], store })))
+      .modes;
+    // Per-region items admit up to the limit in each region before the other's count arrives;
+    // hybrid reserves in one region's table: nothing beyond the limit, nothing lost.
+    expect(exact?.overAdmission.requests).toBe(60);
+    expect(hybrid?.overAdmission.requests).toBe(0);
+    expect(hybrid?.lostIncrements.lost).toBe(0);
+    expect(hybrid?.failedOpen).toBe(0);
+  }, 60_000);
+
+  it("keeps a loose pace: a small scenario runs at more than 20,000 simulated requests a second", async () => {
+    const scenario = twoRegions({ modes: ["exact"], duration: "120s" });
+    const started = performance.now();
+    const report = await simulate(scenario);
+    const seconds = (performance.now() - started) / 1000;
+    expect((report.modes[0]?.requests ?? 0) / seconds).toBeGreaterThan(20_000);
+  }, 60_000);
+});
