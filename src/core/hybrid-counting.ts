@@ -299,12 +299,10 @@ export class HybridCounting implements Store {
       const asked = asks[j] as number;
       const state = answers[j] as CounterState;
       const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
-      if (reservation.index === windowAt(counter.window, now).index) {
-        reservation.held += granted;
-        reservation.reserved += granted;
-        reservation.storeCount = Math.max(reservation.storeCount, state.count);
-        reservation.resetAt = state.resetAt;
-      }
+      reservation.held += granted;
+      reservation.reserved += granted;
+      reservation.storeCount = Math.max(reservation.storeCount, state.count);
+      reservation.resetAt = state.resetAt;
       if (this.#take(reservation, counter, states, taken, i)) return;
       refused = true;
       states[i] = {
