@@ -9,8 +9,12 @@
  *   p99 and max are over the windows where the subject attempted more than the limit. The
  *   subject is the policy's (the reference's), whatever the mode keys by.
  * - The exact reference: the same policy decided at arrival by one engine on one memory store,
- *   with no network: exact counting of each client alone. A legitimate request refused while
- *   under its limit is one the mode refused and the reference admitted.
+ *   with no network: exact counting of each client alone. A legitimate client is under its
+ *   limit in a report window when the reference refused none of its requests there; the mode's
+ *   refusals in those client-windows are the legitimate requests refused while under their
+ *   limit. Where the reference did refuse (a client at its limit), the shortfall is what the
+ *   reference admitted beyond what the mode admitted, per rule and window, as a share of the
+ *   limit: capacity held by processes that did not use it (hybrid counting).
  * - Store operations are attributed to the subject whose key they touch, per report window.
  */
 import type { Decision } from "../core/decision.js";
@@ -21,6 +25,7 @@ import type { OperationCost, TableModel } from "./table-model.js";
 interface CounterTally {
   readonly limit: number;
   readonly tokenBucket: boolean;
+  readonly legitimate: boolean;
   attempts: number;
   admitted: number;
   reference: number;
@@ -29,6 +34,13 @@ interface CounterTally {
 interface SubjectWindow {
   requests: number;
   operations: number;
+}
+
+/** A legitimate client's requests in one report window, by what the mode and the reference did. */
+interface ClientWindow {
+  requests: number;
+  refused: number;
+  referenceRefused: number;
 }
 
 export interface Timeline {
@@ -48,6 +60,7 @@ export class Accounting {
   readonly #busyAbove: number;
   readonly #counters = new Map<string, CounterTally>();
   readonly #subjects = new Map<string, SubjectWindow>();
+  readonly #clients = new Map<string, ClientWindow>();
   readonly #latency = new Uint32Array(LATENCY_BUCKETS + 1);
   /** Legitimate requests' decisions only (an attack's blocked-cached answers take no time). */
   readonly #legitimateLatency = new Uint32Array(LATENCY_BUCKETS + 1);
@@ -59,7 +72,7 @@ export class Accounting {
   requests = 0;
   admitted = 0;
   legitimateRequests = 0;
-  legitimateRefusedUnderLimit = 0;
+  legitimateRefusedWhereExactAdmitted = 0;
   attackerRequests = 0;
   attackerAdmitted = 0;
   failedOpen = 0;
@@ -93,7 +106,16 @@ export class Accounting {
     if (admitted) this.admitted++;
     if (arrival.legitimate) {
       this.legitimateRequests++;
-      if (!admitted && referenceAdmitted) this.legitimateRefusedUnderLimit++;
+      if (!admitted && referenceAdmitted) this.legitimateRefusedWhereExactAdmitted++;
+      const id = `${reference.subject}\u0000${Math.floor(epochAt / this.#reportWindowMs)}`;
+      let client = this.#clients.get(id);
+      if (client === undefined) {
+        client = { requests: 0, refused: 0, referenceRefused: 0 };
+        this.#clients.set(id, client);
+      }
+      client.requests++;
+      if (!admitted) client.refused++;
+      if (!referenceAdmitted) client.referenceRefused++;
     } else {
       this.attackerRequests++;
       if (admitted) this.attackerAdmitted++;
@@ -119,6 +141,7 @@ export class Accounting {
         tally = {
           limit: rule.limit,
           tokenBucket: rule.algorithm === "token-bucket",
+          legitimate: arrival.legitimate,
           attempts: 0,
           admitted: 0,
           reference: 0,
@@ -169,6 +192,35 @@ export class Accounting {
       this.#timeline.set(minute, found);
     }
     return found;
+  }
+
+  /** Legitimate clients under their limit (by the reference), and the shortfall of those at it. */
+  legitimateOutcomes() {
+    let underRequests = 0;
+    let underRefused = 0;
+    for (const client of this.#clients.values()) {
+      if (client.referenceRefused > 0) continue;
+      underRequests += client.requests;
+      underRefused += client.refused;
+    }
+    const shortfalls: number[] = [];
+    for (const tally of this.#counters.values()) {
+      if (!tally.legitimate || tally.reference === tally.attempts || tally.limit === 0) continue;
+      shortfalls.push(Math.max(0, tally.reference - tally.admitted) / tally.limit);
+    }
+    shortfalls.sort((a, b) => a - b);
+    return {
+      underLimitRequests: underRequests,
+      refusedUnderLimit: underRefused,
+      atLimit: {
+        windows: shortfalls.length,
+        meanShortfall:
+          shortfalls.length === 0
+            ? 0
+            : shortfalls.reduce((sum, x) => sum + x, 0) / shortfalls.length,
+        maxShortfall: shortfalls.at(-1) ?? 0,
+      },
+    };
   }
 
   overAdmission() {

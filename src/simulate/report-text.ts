@@ -24,7 +24,12 @@ const LINES: readonly Line[] = [
   ],
   [
     "legit refused while under their limit",
-    (m) => `${count(m.legitimate.refusedUnderLimit)} of ${count(m.legitimate.requests)}`,
+    (m) => `${count(m.legitimate.refusedUnderLimit)} of ${count(m.legitimate.underLimitRequests)}`,
+  ],
+  [
+    "  at their limit: short of exact, mean / max",
+    (m) =>
+      `${percent(m.legitimate.atLimit.meanShortfall)} / ${percent(m.legitimate.atLimit.maxShortfall)}`,
   ],
   ["store operations per request", (m) => fixed(m.store.perRequest.operations, 4)],
   [

@@ -7,7 +7,20 @@ export interface ModeReport {
   readonly mode: Mode;
   readonly requests: number;
   readonly admitted: number;
-  readonly legitimate: { readonly requests: number; readonly refusedUnderLimit: number };
+  readonly legitimate: {
+    readonly requests: number;
+    /** Requests of clients in report windows where the exact reference refused none of theirs. */
+    readonly underLimitRequests: number;
+    readonly refusedUnderLimit: number;
+    /** Clients at their limit: what exact counting admitted and this mode did not. */
+    readonly atLimit: {
+      readonly windows: number;
+      readonly meanShortfall: number;
+      readonly maxShortfall: number;
+    };
+    /** Every legitimate request refused that the reference admitted, at the limit or not. */
+    readonly refusedWhereExactAdmitted: number;
+  };
   readonly attackers: { readonly requests: number; readonly admitted: number };
   readonly overAdmission: ReturnType<Accounting["overAdmission"]>;
   readonly store: {

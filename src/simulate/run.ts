@@ -167,7 +167,8 @@ async function runMode(
     admitted: tally.admitted,
     legitimate: {
       requests: tally.legitimateRequests,
-      refusedUnderLimit: tally.legitimateRefusedUnderLimit,
+      ...tally.legitimateOutcomes(),
+      refusedWhereExactAdmitted: tally.legitimateRefusedWhereExactAdmitted,
     },
     attackers: { requests: tally.attackerRequests, admitted: tally.attackerAdmitted },
     overAdmission: over,
