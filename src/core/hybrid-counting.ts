@@ -24,8 +24,8 @@
  * exactly already and are never wrapped (see `DecisionEngine`).
  */
 import { GenerationalCache } from "./generational-cache.js";
+import { newReservation, type Reservation, rateOf, reservationSize } from "./reservation.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./types.js";
-import { windowAt } from "./windows.js";
 
 export interface HybridOptions {
   /** The clock round trips are measured with, in ms (default `performance.now`). */
@@ -36,23 +36,6 @@ export interface HybridOptions {
   readonly maxKeys?: number;
 }
 
-/**
- * Of what the store said was left, the most one reservation takes before this process knows
- * its share of the subject's traffic (its first reservation in a window).
- */
-const FIRST_SHARE_OF_REMAINING = 1 / 8;
-/**
- * A rate is measured over at least this long (or a tenth of a shorter window), so that two
- * quick requests are not taken for a flood that would reserve capacity nobody uses.
- */
-const MIN_RATE_SPAN_MS = 10_000;
-/**
- * A subject whose count in the store, at the rate it grows, would pass this share of what is
- * left before the window ends is on its way to the limit.
- */
-const CROWDED_SHARE_OF_REMAINING = 0.5;
-/** How far ahead a subject on its way to the limit reserves (docs/accuracy.md measures it). */
-const CROWDED_RESERVE_MS = 2000;
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
 /**
@@ -67,31 +50,6 @@ const REFILL_ROUND_TRIPS = 3;
  * takes at most three round trips for its reservation (see `expectedRoundTripMsFor`).
  */
 const MAX_WAITS = 2;
-
-interface Reservation {
-  /** The window the held units were counted in. */
-  index: number;
-  start: number;
-  end: number;
-  /** Units counted in the store for this process and not admitted yet. */
-  held: number;
-  /** Units admitted from reservations in this window. */
-  used: number;
-  /** Units admitted here in the window just before, and its length (0 when there was none). */
-  previousUsed: number;
-  previousSpan: number;
-  /** The store's count right after this process's last reservation. */
-  storeCount: number;
-  /** Units the store granted this process in this window. */
-  reserved: number;
-  /** `storeCount` as the window before ended here (how busy the subject was everywhere). */
-  previousStoreCount: number;
-  resetAt: number;
-  /** A reservation on its way: concurrent requests wait for it instead of sending their own. */
-  pending: Promise<void> | undefined;
-  /** Units that requests waiting for `pending` want: the next reservation covers them. */
-  wanted: number;
-}
 
 /** What a request took from a reservation, to give back if another counter refuses it. */
 interface Taken {
@@ -319,66 +277,17 @@ export class HybridCounting implements Store {
   /** The reservation for `counter` in the window of `now` (a new window starts empty). */
   #reservationOf(counter: CounterSpec, now: number): Reservation {
     const key = reservationKey(counter);
-    let reservation = this.#reservations.get(key);
+    const reservation = this.#reservations.get(key);
     if (reservation !== undefined && now < reservation.end && now >= reservation.start) {
       return reservation;
     }
-    const bounds = windowAt(counter.window, now);
-    const follows = reservation !== undefined && reservation.end === bounds.start;
-    reservation = {
-      index: bounds.index,
-      start: bounds.start,
-      end: bounds.end,
-      held: 0,
-      used: 0,
-      previousUsed: follows ? (reservation as Reservation).used : 0,
-      previousSpan: follows ? bounds.start - (reservation as Reservation).start : 0,
-      storeCount: 0,
-      reserved: 0,
-      previousStoreCount: follows ? (reservation as Reservation).storeCount : 0,
-      resetAt: bounds.end,
-      pending: undefined,
-      wanted: 0,
-    };
-    this.#reservations.set(key, reservation);
-    return reservation;
+    const next = newReservation(reservation, counter.window, now);
+    this.#reservations.set(key, next);
+    return next;
   }
 
-  /**
-   * Units to reserve for a request of `counter.cost`: its cost, plus what the rate this process
-   * admitted the subject at (this window so far and the one before) uses in the rest of the
-   * window (or `reserveMs`), at most a share of what the store last said was left; and what
-   * the requests waiting for a reservation want, within what was left.
-   */
   #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
-    const rate = rateOf(reservation, now);
-    const left = Math.max(0, counter.limit - reservation.storeCount - counter.cost);
-    // A subject on its way to the limit (by the store's count, which every process adds to)
-    // reserves only `CROWDED_RESERVE_MS` ahead: what processes hold when the limit is reached is
-    // what none may use, so it must stay small. One far from its limit reserves for the rest of
-    // the window, which is what makes a subject seen by many processes cheap.
-    const sinceStart = Math.max(MIN_RATE_SPAN_MS / 10, now - reservation.start);
-    const storeRate = Math.max(
-      reservation.storeCount / sinceStart,
-      reservation.previousSpan > 0 ? reservation.previousStoreCount / reservation.previousSpan : 0,
-    );
-    const crowded =
-      storeRate === 0 || storeRate * (reservation.end - now) > left * CROWDED_SHARE_OF_REMAINING;
-    const horizon = Math.min(
-      this.#reserveMs,
-      reservation.end - now,
-      crowded ? CROWDED_RESERVE_MS : Number.POSITIVE_INFINITY,
-    );
-    // What is left is shared by every process that reserves for the subject, in proportion to
-    // what each has taken so far (this process's part of the store's count): together they
-    // never hold much more than is left, so what a process holds and never uses stays small.
-    const share =
-      reservation.storeCount > 0
-        ? reservation.reserved / reservation.storeCount
-        : FIRST_SHARE_OF_REMAINING;
-    const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * share));
-    const ask = counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
-    return Number.isSafeInteger(ask) ? ask : counter.cost;
+    return reservationSize(reservation, counter, now, this.#reserveMs);
   }
 
   /**
@@ -446,13 +355,6 @@ export class HybridCounting implements Store {
     };
     return true;
   }
-}
-
-/** Units per ms this process admitted the subject at, this window so far and the one before. */
-function rateOf(reservation: Reservation, now: number): number {
-  const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
-  const elapsed = Math.max(minSpan, now - reservation.start);
-  return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
 }
 
 function isHybrid(counter: CounterSpec): boolean {

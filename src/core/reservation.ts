@@ -1,0 +1,123 @@
+/**
+ * What one process holds for one hybrid counter in one window, and how much it reserves next:
+ * the sizing that docs/accuracy.md measured (core/hybrid-counting.ts uses it).
+ */
+import type { CounterSpec, WindowSpec } from "./types.js";
+import { windowAt } from "./windows.js";
+
+/**
+ * Of what the store said was left, the most one reservation takes before this process knows
+ * its share of the subject's traffic (its first reservation in a window).
+ */
+const FIRST_SHARE_OF_REMAINING = 1 / 8;
+/**
+ * A rate is measured over at least this long (or a tenth of a shorter window), so that two
+ * quick requests are not taken for a flood that would reserve capacity nobody uses.
+ */
+const MIN_RATE_SPAN_MS = 10_000;
+/**
+ * A subject whose count in the store, at the rate it grows, would pass this share of what is
+ * left before the window ends is on its way to the limit.
+ */
+const CROWDED_SHARE_OF_REMAINING = 0.5;
+/** How far ahead a subject on its way to the limit reserves (docs/accuracy.md measures it). */
+const CROWDED_RESERVE_MS = 2000;
+
+export interface Reservation {
+  /** The window the held units were counted in. */
+  index: number;
+  start: number;
+  end: number;
+  /** Units counted in the store for this process and not admitted yet. */
+  held: number;
+  /** Units admitted from reservations in this window. */
+  used: number;
+  /** Units admitted here in the window just before, and its length (0 when there was none). */
+  previousUsed: number;
+  previousSpan: number;
+  /** The store's count right after this process's last reservation. */
+  storeCount: number;
+  /** Units the store granted this process in this window. */
+  reserved: number;
+  /** `storeCount` as the window before ended here (how busy the subject was everywhere). */
+  previousStoreCount: number;
+  resetAt: number;
+  /** A reservation on its way: concurrent requests wait for it instead of sending their own. */
+  pending: Promise<void> | undefined;
+  /** Units that requests waiting for `pending` want: the next reservation covers them. */
+  wanted: number;
+}
+
+/** A reservation for the window of `now`, following `previous` (the same counter's last one). */
+export function newReservation(
+  previous: Reservation | undefined,
+  window: WindowSpec,
+  now: number,
+): Reservation {
+  const bounds = windowAt(window, now);
+  const follows = previous !== undefined && previous.end === bounds.start;
+  return {
+    index: bounds.index,
+    start: bounds.start,
+    end: bounds.end,
+    held: 0,
+    used: 0,
+    previousUsed: follows ? previous.used : 0,
+    previousSpan: follows ? bounds.start - previous.start : 0,
+    storeCount: 0,
+    reserved: 0,
+    previousStoreCount: follows ? previous.storeCount : 0,
+    resetAt: bounds.end,
+    pending: undefined,
+    wanted: 0,
+  };
+}
+
+/**
+ * Units to reserve for a request of `counter.cost`: its cost, plus what the rate this process
+ * admitted the subject at (this window so far and the one before) uses in the rest of the
+ * window (or `reserveMs`), at most a share of what the store last said was left; and what
+ * the requests waiting for a reservation want, within what was left.
+ */
+export function reservationSize(
+  reservation: Reservation,
+  counter: CounterSpec,
+  now: number,
+  reserveMs: number,
+): number {
+  const rate = rateOf(reservation, now);
+  const left = Math.max(0, counter.limit - reservation.storeCount - counter.cost);
+  // A subject on its way to the limit (by the store's count, which every process adds to)
+  // reserves only `CROWDED_RESERVE_MS` ahead: what processes hold when the limit is reached is
+  // what none may use, so it must stay small. One far from its limit reserves for the rest of
+  // the window, which is what makes a subject seen by many processes cheap.
+  const sinceStart = Math.max(MIN_RATE_SPAN_MS / 10, now - reservation.start);
+  const storeRate = Math.max(
+    reservation.storeCount / sinceStart,
+    reservation.previousSpan > 0 ? reservation.previousStoreCount / reservation.previousSpan : 0,
+  );
+  const crowded =
+    storeRate === 0 || storeRate * (reservation.end - now) > left * CROWDED_SHARE_OF_REMAINING;
+  const horizon = Math.min(
+    reserveMs,
+    reservation.end - now,
+    crowded ? CROWDED_RESERVE_MS : Number.POSITIVE_INFINITY,
+  );
+  // What is left is shared by every process that reserves for the subject, in proportion to
+  // what each has taken so far (this process's part of the store's count): together they
+  // never hold much more than is left, so what a process holds and never uses stays small.
+  const share =
+    reservation.storeCount > 0
+      ? reservation.reserved / reservation.storeCount
+      : FIRST_SHARE_OF_REMAINING;
+  const extra = Math.min(Math.ceil(rate * horizon), Math.floor(left * share));
+  const ask = counter.cost + Math.max(0, extra, Math.min(reservation.wanted, left));
+  return Number.isSafeInteger(ask) ? ask : counter.cost;
+}
+
+/** Units per ms this process admitted the subject at, this window so far and the one before. */
+export function rateOf(reservation: Reservation, now: number): number {
+  const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
+  const elapsed = Math.max(minSpan, now - reservation.start);
+  return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+}
