@@ -7,9 +7,10 @@ import { distantReplicaWarnings } from "../adapters/lambda-edge/regions.js";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
 import { challenges, requireSharedChallengeSecret } from "../challenge/shared-secret.js";
 import { EdgelimitError } from "../core/errors.js";
-import { formatIssue, loadPolicy } from "../policy/load.js";
+import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
+import { writeEdgelimitError } from "./errors.js";
 import { BUILD_USAGE } from "./usage.js";
 
 export interface LambdaEdgeBuildOptions {
@@ -93,11 +94,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } catch (error) {
-    if (error instanceof EdgelimitError) {
-      process.stderr.write(`edgelimit build: ${error.message} (${error.code})\n`);
-      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-      return 1;
-    }
+    if (writeEdgelimitError("build", error)) return 1;
     throw error;
   }
 }

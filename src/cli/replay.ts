@@ -1,7 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parseDurationMs } from "../core/duration.js";
-import { EdgelimitError, formatIssue } from "../index.js";
 import { ReplayError } from "../replay/errors.js";
 import { FORMATS } from "../replay/formats/index.js";
 import { progressReporter } from "../replay/progress.js";
@@ -9,6 +8,7 @@ import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
 import { parseShare } from "../replay/tuning.js";
+import { writeEdgelimitError } from "./errors.js";
 import { REPLAY_FORMAT_LINE, REPLAY_USAGE } from "./usage.js";
 
 const USAGE = REPLAY_USAGE.replace(
@@ -100,11 +100,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`edgelimit replay: ${error.message} (${error.code})\n`);
       return 1;
     }
-    if (error instanceof EdgelimitError) {
-      process.stderr.write(`edgelimit replay: ${error.message} (${error.code})\n`);
-      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-      return 1;
-    }
+    if (writeEdgelimitError("replay", error)) return 1;
     throw error;
   }
 }

@@ -14,6 +14,7 @@ import { createLists } from "../lists/index.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
+import { writeEdgelimitError } from "./errors.js";
 import { SERVE_USAGE } from "./usage.js";
 
 const USAGE = SERVE_USAGE;
@@ -320,11 +321,7 @@ function rateFlag(value: unknown, fallback: number): number {
 }
 
 function printError(error: unknown): void {
-  if (error instanceof EdgelimitError) {
-    process.stderr.write(`edgelimit serve: ${error.message.split("\n")[0]} (${error.code})\n`);
-    for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-    return;
-  }
+  if (writeEdgelimitError("serve", error, (error as Error).message.split("\n")[0])) return;
   process.stderr.write(
     `edgelimit serve: ${error instanceof Error ? error.message : String(error)}\n`,
   );

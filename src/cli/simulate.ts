@@ -1,10 +1,10 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { EdgelimitError, formatIssue } from "../index.js";
 import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
 import { loadScenario, ScenarioError } from "../simulate/scenario.js";
+import { writeEdgelimitError } from "./errors.js";
 import { SIMULATE_USAGE } from "./usage.js";
 
 function fail(message: string): number {
@@ -46,11 +46,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`edgelimit simulate: ${error.message}\n`);
       return 2;
     }
-    if (error instanceof EdgelimitError) {
-      process.stderr.write(`edgelimit simulate: ${error.message} (${error.code})\n`);
-      for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
-      return 2;
-    }
+    if (writeEdgelimitError("simulate", error)) return 2;
     throw error;
   }
 }

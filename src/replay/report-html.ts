@@ -4,7 +4,7 @@ import { EdgelimitError } from "../core/errors.js";
 import { type PolicyReport, type ReplayReport, readableSubject } from "./report.js";
 import type { TimeSeries } from "./series.js";
 
-function escapeHtml(text: string): string {
+export function escapeHtml(text: string): string {
   return text
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")

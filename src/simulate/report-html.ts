@@ -3,17 +3,10 @@
  * the modes side by side: bar charts of the headline figures and, per mode, a line chart of
  * what was admitted each minute.
  */
+import { escapeHtml } from "../replay/report-html.js";
 import type { ModeReport, SimulationReport } from "./report.js";
 
 const COLORS = ["#c0392b", "#2471a3", "#239b56", "#b9770e", "#7d3c98"];
-
-function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;");
-}
 
 /** A horizontal bar per mode. */
 function bars(
