@@ -1,10 +1,30 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Tests that load the machine on purpose (`test/support/cpu-contention.ts`) and assert what our
+ * processes do under exactly that load run in a group of their own, after every other file:
+ * beside another file's CPU-bound work (the simulator's scenarios), their contention would be
+ * twice what they set up.
+ */
+const ALONE = ["test/redis/burst.test.ts"];
+
+const shared = { testTimeout: 30_000, hookTimeout: 60_000, pool: "forks" } as const;
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    pool: "forks",
+    projects: [
+      {
+        test: {
+          ...shared,
+          name: "tests",
+          include: ["test/**/*.test.ts"],
+          exclude: ALONE,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        test: { ...shared, name: "under-contention", include: ALONE, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });
