@@ -12,8 +12,8 @@ import { Identifier, type Identity, primarySubject, type TokenVerifier } from ".
 import { type Address, CidrSet } from "./ip.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, decideFromCounts } from "./outcome.js";
-import { matchesPrefix, normalizePath } from "./path.js";
+import { type CountedDecision, cachedBlock, decideFromCounts, failMode } from "./outcome.js";
+import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
   CounterState,
@@ -81,8 +81,13 @@ const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
 export class DecisionEngine {
   /** The store as given. */
   readonly store: Store;
-  /** What decisions count with: a remote store behind the hybrid layer (hybrid-counting.ts). */
-  readonly #counting: Store;
+  /**
+   * What decisions count with: the store, or, when the policy has hybrid rules and the store is
+   * remote, the hybrid layer in front of it (hybrid-counting.ts). Kept across reloads, so that
+   * what it holds survives them.
+   */
+  #counting: Store;
+  #hybrid: HybridCounting | undefined;
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
@@ -92,11 +97,8 @@ export class DecisionEngine {
 
   constructor(options: EngineOptions) {
     this.store = options.store;
-    // In-process stores count exactly at no cost: a hybrid rule is counted exactly there.
-    this.#counting = options.store.local
-      ? options.store
-      : new HybridCounting(options.store, { clock: options.clock ?? Date.now });
     this.#clock = options.clock ?? Date.now;
+    this.#counting = this.#countingFor(options.policy);
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
     this.#companions = options;
     this.#onStoreError = options.onStoreError;
@@ -121,6 +123,7 @@ export class DecisionEngine {
     companions?: EngineCompanions,
   ): void {
     this.#prepared = prepare(policy, tokens);
+    this.#counting = this.#countingFor(policy);
     if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
   }
 
@@ -270,6 +273,16 @@ export class DecisionEngine {
     );
   }
 
+  /** In-process stores count exactly at no cost: a hybrid rule is counted exactly there. */
+  #countingFor(policy: ResolvedPolicy): Store {
+    const store = this.store;
+    if (store.local === true || !policy.rules.some((rule) => rule.counting === "hybrid")) {
+      return store;
+    }
+    this.#hybrid ??= new HybridCounting(store, { clock: this.#clock });
+    return this.#hybrid;
+  }
+
   /** Reports a store failure to the observer, and returns its cause in words. */
   #storeFailed(error: unknown, request: RequestDescription): string {
     try {
@@ -341,59 +354,5 @@ function unlisted(action: "allow" | "block", reason: Decision["reason"]): Counte
     outcomes: NO_OUTCOMES,
     shadowed: NO_NAMES,
     retryAfterSeconds: 0,
-  };
-}
-
-/** A block the block cache still holds: answered without the store. */
-function cachedBlock(
-  rule: ResolvedRule,
-  blocked: { readonly key: string; readonly until: number },
-  now: number,
-): CountedDecision {
-  const retryAfterMs = blocked.until - now;
-  const outcome: RuleOutcome = {
-    ruleId: rule.id,
-    namespace: rule.namespace,
-    key: blocked.key,
-    limit: rule.limit,
-    state: {
-      allowed: false,
-      count: rule.limit,
-      remaining: 0,
-      resetAt: blocked.until,
-      retryAfterMs,
-    },
-    shadow: false,
-  };
-  return {
-    action: "block",
-    reason: "blocked-cached",
-    rule,
-    outcome,
-    outcomes: [outcome],
-    shadowed: NO_NAMES,
-    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-  };
-}
-
-/** The store failed or missed the budget: fail closed where a rule or the path says so. */
-function failMode(
-  policy: ResolvedPolicy,
-  match: Match,
-  path: string,
-  storeError: string,
-): CountedDecision {
-  const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
-  const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
-  const open = closedRule === undefined && !closedPath;
-  return {
-    action: open ? "allow" : "unavailable",
-    reason: open ? "store-failed-open" : "store-failed-closed",
-    rule: closedRule ?? match.rules[0],
-    outcome: undefined,
-    outcomes: NO_OUTCOMES,
-    shadowed: NO_NAMES,
-    retryAfterSeconds: open ? 0 : policy.unavailableRetryAfterSeconds,
-    storeError,
   };
 }

@@ -103,8 +103,8 @@ export class HybridCounting implements Store {
   expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
     const roundTrip = (subset: readonly CounterSpec[]): number =>
       this.#inner.expectedRoundTripMsFor?.(subset) ?? this.expectedRoundTripMs;
+    if (!counters.some(isHybrid)) return roundTrip(counters);
     const hybrid = counters.filter(isHybrid);
-    if (hybrid.length === 0) return roundTrip(counters);
     const rest = counters.filter((counter) => !isHybrid(counter));
     return (MAX_WAITS + 1) * roundTrip(hybrid) + (rest.length > 0 ? roundTrip(rest) : 0);
   }

@@ -2,10 +2,14 @@
  * From the counters' states to a decision: admitted when every enforcing rule admits; refused
  * otherwise, by the rule with the longest wait, as a challenge while every refusing rule is a
  * challenging rule inside its band, else as a block.
+ * Also the decisions no count took part in: a block the block cache still holds, and the rule
+ * fail mode when the store failed.
  */
 import type { BlockCache } from "./block-cache.js";
 import type { Decision } from "./decision.js";
-import type { CompiledRule } from "./match.js";
+import type { CompiledRule, Match } from "./match.js";
+import type { ResolvedPolicy, ResolvedRule } from "./model.js";
+import { matchesPrefix } from "./path.js";
 import type { CounterSpec, CounterState, RuleOutcome } from "./types.js";
 
 /** The part of a decision that the counts settle (the engine adds who and where). */
@@ -15,6 +19,8 @@ export type CountedDecision = Pick<
 > & { readonly storeError?: string | undefined };
 
 const NO_SHADOWED: readonly string[] = Object.freeze([]);
+const NO_NAMES = NO_SHADOWED;
+const NO_OUTCOMES: readonly RuleOutcome[] = Object.freeze([]);
 
 export function decideFromCounts(
   rules: readonly CompiledRule[],
@@ -96,5 +102,59 @@ export function decideFromCounts(
     outcomes,
     shadowed: shadowed ?? NO_SHADOWED,
     retryAfterSeconds: Math.max(1, Math.ceil(refusing.state.retryAfterMs / 1000)),
+  };
+}
+
+/** A block the block cache still holds: answered without the store. */
+export function cachedBlock(
+  rule: ResolvedRule,
+  blocked: { readonly key: string; readonly until: number },
+  now: number,
+): CountedDecision {
+  const retryAfterMs = blocked.until - now;
+  const outcome: RuleOutcome = {
+    ruleId: rule.id,
+    namespace: rule.namespace,
+    key: blocked.key,
+    limit: rule.limit,
+    state: {
+      allowed: false,
+      count: rule.limit,
+      remaining: 0,
+      resetAt: blocked.until,
+      retryAfterMs,
+    },
+    shadow: false,
+  };
+  return {
+    action: "block",
+    reason: "blocked-cached",
+    rule,
+    outcome,
+    outcomes: [outcome],
+    shadowed: NO_NAMES,
+    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  };
+}
+
+/** The store failed or missed the budget: fail closed where a rule or the path says so. */
+export function failMode(
+  policy: ResolvedPolicy,
+  match: Match,
+  path: string,
+  storeError: string,
+): CountedDecision {
+  const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
+  const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
+  const open = closedRule === undefined && !closedPath;
+  return {
+    action: open ? "allow" : "unavailable",
+    reason: open ? "store-failed-open" : "store-failed-closed",
+    rule: closedRule ?? match.rules[0],
+    outcome: undefined,
+    outcomes: NO_OUTCOMES,
+    shadowed: NO_NAMES,
+    retryAfterSeconds: open ? 0 : policy.unavailableRetryAfterSeconds,
+    storeError,
   };
 }
