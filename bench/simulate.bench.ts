@@ -4,7 +4,8 @@
  * `DynamoDbStore` on a four-replica global table, one mode per run. The target is at most 60 s
  * of wall time on one core. First, five simulated minutes with a microtask drain after every
  * event against one per virtual instant (what event-loop.ts does), which is how that choice
- * was made. Run: npm run bench -- simulate   (or npx tsx bench/simulate.bench.ts [MODE...])
+ * was made. Run: npm run bench -- simulate (exact, seed and hybrid in turn), or
+ * npx tsx bench/simulate.bench.ts [MODE...]
  */
 import { resolve } from "node:path";
 import { simulate } from "../src/simulate/run.js";
@@ -69,7 +70,7 @@ async function timed(duration: string, mode: string, drainEach: "instant" | "eve
 }
 
 const modes = process.argv.slice(2);
-for (const mode of modes.length > 0 ? modes : ["exact"]) {
+for (const mode of modes.length > 0 ? modes : ["exact", "seed", "hybrid"]) {
   for (const drainEach of ["event", "instant"] as const) {
     const run = await timed("5m", mode, drainEach);
     process.stdout.write(
