@@ -172,6 +172,36 @@ describe("hybrid counting", () => {
     expect(unavailable).toBeGreaterThan(100);
   });
 
+  it("keeps a challenge rule's band: a pass holder's units are never spent without a pass", async () => {
+    const input: PolicyInput = {
+      tiers: {
+        anonymous: {
+          global: { limit: 100, action: "challenge", challengeBand: 2, counting: "hybrid" },
+        },
+      },
+    };
+    const { clock, limiters } = fleet(input, 1);
+    const [limiter] = limiters;
+    const actions = { withPass: 0, withoutPass: 0, challenged: 0 };
+    // Busy pass holders reserve under the band (200); requests without a pass may use only
+    // what the limit (100) leaves.
+    for (let i = 0; i < 600; i++) {
+      clock.now = T0 + i * 50;
+      const passVerified = i % 2 === 0;
+      const verdict = await limiter?.check({ ip: "203.0.113.7", path: "/", passVerified });
+      if (verdict?.action === "allow") {
+        if (passVerified) actions.withPass++;
+        else actions.withoutPass++;
+      } else if (verdict?.action === "challenge") actions.challenged++;
+    }
+    // Both kinds share one counter: everything admitted stays within the band, and requests
+    // without a pass stop once the shared count reaches the limit.
+    expect(actions.withPass + actions.withoutPass).toBeLessThanOrEqual(200);
+    expect(actions.withoutPass).toBeLessThanOrEqual(100);
+    expect(actions.withoutPass).toBeGreaterThan(0);
+    expect(actions.challenged).toBeGreaterThan(0);
+  });
+
   it("refuses hybrid counting where it cannot work, with the reason", () => {
     expect(() =>
       parsePolicy(
