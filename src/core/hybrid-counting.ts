@@ -193,7 +193,8 @@ export class HybridCounting implements Store {
     });
     // Another request may be reserving for the same subject: wait for it, telling it what we
     // want, and take from what it brings. Bounded, so a request is never starved by others.
-    for (let round = 0; missing.length > 0 && round < MAX_WAITS; round++) {
+    const waits = this.#inner.requestScopedIo === true ? 0 : MAX_WAITS;
+    for (let round = 0; missing.length > 0 && round < waits; round++) {
       const waiting = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
       const pending = waiting.filter((reservation) => reservation.pending !== undefined);
       if (pending.length === 0) break;
@@ -241,7 +242,9 @@ export class HybridCounting implements Store {
       () => this.#measured(sent),
       () => undefined,
     );
-    for (const reservation of reservations) reservation.pending = landed;
+    if (this.#inner.requestScopedIo !== true) {
+      for (const reservation of reservations) reservation.pending = landed;
+    }
     let answers: CounterState[];
     try {
       answers = await call;
@@ -297,7 +300,11 @@ export class HybridCounting implements Store {
    */
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
     // A subject seen once is not busy yet: its next request reserves for itself if it comes.
-    if (reservation.pending !== undefined || reservation.used + reservation.previousUsed < 2)
+    if (
+      this.#inner.requestScopedIo === true ||
+      reservation.pending !== undefined ||
+      reservation.used + reservation.previousUsed < 2
+    )
       return;
     const rate = rateOf(reservation, now);
     if (reservation.held >= rate * this.#roundTripMs * REFILL_ROUND_TRIPS) return;

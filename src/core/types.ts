@@ -106,6 +106,11 @@ export interface Store {
   /** True when the store lives in this process (no block cache or time budget needed). */
   readonly local?: boolean;
   /**
+   * True where a call one request started cannot be awaited by another (Workers: I/O belongs
+   * to the request that made it). The hybrid layer then never shares a reservation in flight.
+   */
+  readonly requestScopedIo?: boolean;
+  /**
    * Milliseconds a healthy answer takes at least: the known round trip to the replica in use
    * (Lambda@Edge far from its nearest replica). Added to the decision budget, so that distance
    * alone never makes a healthy store count as failed. Default 0.

@@ -39,6 +39,8 @@ const OBJECT_ORIGIN = "https://edgelimit-counter";
  */
 export class CloudflareStore implements Store {
   readonly name = "cloudflare";
+  // workerd refuses to let one request await I/O another request started.
+  readonly requestScopedIo = true;
   readonly #options: CloudflareStoreOptions;
   readonly #objects: DurableObjectNamespaceLike;
 
