@@ -5,26 +5,37 @@
  * never possible: every admitted unit was counted in the store first, within the limit. What a
  * reservation costs instead is capacity held here and not used before its window ends: what
  * the subject's rate promised and did not send. Near the limit reservations shrink, so a subject
- * under its limit keeps what it needs (see `reservationFor`); docs/accuracy.md measures it.
+ * under its limit keeps what it needs (see `reservationSize` in reservation.ts);
+ * docs/accuracy.md measures it.
  *
  * - A subject this process has not seen before reserves only what its request costs: one store
- *   call, exactly as `counting: exact`. After that it reserves what its rate here (this window
- *   and the one before) would use in the rest of the window, so a steady subject costs about
- *   one call per window in each process that sees it.
+ *   call, exactly as `counting: exact`. After that, a subject far from its limit reserves what
+ *   its rate here (this window and the one before) would use in the rest of the window, so a
+ *   steady subject costs about one call per window in each process that sees it; one on its way
+ *   to the limit reserves 2 s ahead.
  * - A reservation is sent as an `observe` counter of cost N: the store counts all N whatever
  *   the outcome (nothing is ever lost), and returns the count after, from which the units
  *   granted follow: `limit - (count - N)`, at most N. A partial grant is kept.
  * - Units belong to the window they were counted in and are dropped when it ends (a sliding
  *   window counts the previous window at a weight below 1, so spending them later would
  *   undercount).
- * - Near the limit a reservation shrinks to a share of what the store said was left, and to
- *   the request's own cost once nothing is left: refusals and the challenge band are exact.
+ * - What is left is shared in proportion to what each process already took, and a reservation
+ *   is the request's own cost once nothing is left: refusals and the challenge band are exact.
+ * - What is held is topped up in the background before it runs out, and concurrent requests
+ *   wait for one reservation instead of each sending their own (not where the store says
+ *   `requestScopedIo`: Workers).
  *
  * The layer sits in front of a remote store behind the same contract; in-process stores count
  * exactly already and are never wrapped (see `DecisionEngine`).
  */
 import { GenerationalCache } from "./generational-cache.js";
-import { newReservation, type Reservation, rateOf, reservationSize } from "./reservation.js";
+import {
+  addGrant,
+  newReservation,
+  type Reservation,
+  rateOf,
+  reservationSize,
+} from "./reservation.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./types.js";
 
 export interface HybridOptions {
@@ -76,8 +87,6 @@ export class HybridCounting implements Store {
   /** Recent reservation round trips, smoothed: how early to reserve again (see `#refill`). */
   #roundTripMs = INITIAL_ROUND_TRIP_MS;
   readonly #reservations: GenerationalCache<Reservation>;
-  /** Store calls this layer made (reservations and exact counters); tests and the simulator. */
-  calls = 0;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
@@ -85,10 +94,6 @@ export class HybridCounting implements Store {
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
     this.#clock = options.clock ?? (() => performance.now());
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
-  }
-
-  get inner(): Store {
-    return this.#inner;
   }
 
   get expectedRoundTripMs(): number {
@@ -114,10 +119,7 @@ export class HybridCounting implements Store {
     now: number,
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
-    if (!counters.some(isHybrid)) {
-      this.calls++;
-      return this.#inner.apply(counters, now, progress);
-    }
+    if (!counters.some(isHybrid)) return this.#inner.apply(counters, now, progress);
     return this.#applyHybrid(counters, now, progress);
   }
 
@@ -148,7 +150,6 @@ export class HybridCounting implements Store {
         else if (states[i] === undefined) states[i] = NOT_ASKED;
       });
       if (rest.length > 0) {
-        this.calls++;
         const answers = await this.#inner.apply(
           rest.map((i) => counters[i] as CounterSpec),
           now,
@@ -236,7 +237,6 @@ export class HybridCounting implements Store {
       now,
       progress,
     );
-    this.calls++;
     const sent = this.#clock();
     const landed = call.then(
       () => this.#measured(sent),
@@ -259,11 +259,7 @@ export class HybridCounting implements Store {
       const reservation = reservations[j] as Reservation;
       const asked = asks[j] as number;
       const state = answers[j] as CounterState;
-      const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
-      reservation.held += granted;
-      reservation.reserved += granted;
-      reservation.storeCount = Math.max(reservation.storeCount, state.count);
-      reservation.resetAt = state.resetAt;
+      addGrant(reservation, counter, asked, state);
       if (this.#take(reservation, counter, states, taken, i)) return;
       refused = true;
       states[i] = {
@@ -310,19 +306,13 @@ export class HybridCounting implements Store {
     if (reservation.held >= rate * this.#roundTripMs * REFILL_ROUND_TRIPS) return;
     const ask = this.#reservationFor(reservation, counter, now) - counter.cost;
     if (ask <= 0) return;
-    this.calls++;
     const sent = this.#clock();
     const landed = this.#inner
       .apply([{ ...counter, cost: ask, mode: "observe" }], now)
       .then(
         ([state]) => {
           this.#measured(sent);
-          if (state === undefined) return;
-          const granted = Math.max(0, Math.min(ask, counter.limit - (state.count - ask)));
-          reservation.held += granted;
-          reservation.reserved += granted;
-          reservation.storeCount = Math.max(reservation.storeCount, state.count);
-          reservation.resetAt = state.resetAt;
+          if (state !== undefined) addGrant(reservation, counter, ask, state);
         },
         // A failed refill costs nothing: the next request that finds too little reserves itself
         // under the decision budget, and the rule's fail mode applies there.

@@ -2,7 +2,7 @@
  * What one process holds for one hybrid counter in one window, and how much it reserves next:
  * the sizing that docs/accuracy.md measured (core/hybrid-counting.ts uses it).
  */
-import type { CounterSpec, WindowSpec } from "./types.js";
+import type { CounterSpec, CounterState, WindowSpec } from "./types.js";
 import { windowAt } from "./windows.js";
 
 /**
@@ -120,4 +120,21 @@ export function rateOf(reservation: Reservation, now: number): number {
   const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
   const elapsed = Math.max(minSpan, now - reservation.start);
   return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+}
+
+/**
+ * Holds what the store granted for a reservation of `asked` units, sent as an observe counter
+ * (counted in full whatever the outcome): the part of it that fits under the limit.
+ */
+export function addGrant(
+  reservation: Reservation,
+  counter: CounterSpec,
+  asked: number,
+  state: CounterState,
+): void {
+  const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+  reservation.held += granted;
+  reservation.reserved += granted;
+  reservation.storeCount = Math.max(reservation.storeCount, state.count);
+  reservation.resetAt = state.resetAt;
 }
