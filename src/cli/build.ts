@@ -10,7 +10,7 @@ import { EdgelimitError } from "../core/errors.js";
 import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
-import { writeEdgelimitError } from "./errors.js";
+import { parsedOrExit, writeEdgelimitError } from "./errors.js";
 import { BUILD_USAGE } from "./usage.js";
 
 export interface LambdaEdgeBuildOptions {
@@ -55,18 +55,9 @@ function parseBuildArgs(argv: string[]) {
 
 /** `edgelimit build lambda-edge ...`: bundles the policy and store settings into two zips. */
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parseBuildArgs>;
-  try {
-    parsed = parseBuildArgs(argv);
-  } catch (error) {
-    process.stderr.write(`edgelimit build: ${(error as Error).message}\n\n${BUILD_USAGE}`);
-    return 2;
-  }
+  const parsed = parsedOrExit("build", BUILD_USAGE, () => parseBuildArgs(argv));
+  if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(BUILD_USAGE);
-    return 0;
-  }
   if (
     positionals[0] !== "lambda-edge" ||
     values.policy === undefined ||

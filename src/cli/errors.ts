@@ -15,3 +15,29 @@ export function writeEdgelimitError(
   for (const issue of error.issues) process.stderr.write(`  ${formatIssue(issue)}\n`);
   return true;
 }
+
+/** `edgelimit COMMAND: message`, then the command's usage, on stderr; the exit code 2. */
+export function usageError(command: string, usage: string, message: string): number {
+  process.stderr.write(`edgelimit ${command}: ${message}\n\n${usage}`);
+  return 2;
+}
+
+/**
+ * A command's arguments, parsed by `parse`; or the exit code when there is nothing more to do:
+ * 2 after a parse error (with the usage), 0 after printing the usage for `--help`.
+ */
+export function parsedOrExit<
+  T extends { readonly values: { readonly help?: boolean | undefined } },
+>(command: string, usage: string, parse: () => T): T | number {
+  let parsed: T;
+  try {
+    parsed = parse();
+  } catch (error) {
+    return usageError(command, usage, error instanceof Error ? error.message : String(error));
+  }
+  if (parsed.values.help === true) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  return parsed;
+}

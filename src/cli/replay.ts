@@ -8,7 +8,7 @@ import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
 import { parseShare } from "../replay/tuning.js";
-import { writeEdgelimitError } from "./errors.js";
+import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
 import { REPLAY_FORMAT_LINE, REPLAY_USAGE } from "./usage.js";
 
 const USAGE = REPLAY_USAGE.replace(
@@ -16,23 +16,12 @@ const USAGE = REPLAY_USAGE.replace(
   `${REPLAY_FORMAT_LINE.trimEnd()}:\n${FORMATS.map((format) => `                             ${format.name}: ${format.summary}`).join("\n")}\n`,
 );
 
-function fail(message: string): number {
-  process.stderr.write(`edgelimit replay: ${message}\n\n${USAGE}`);
-  return 2;
-}
+const fail = (message: string): number => usageError("replay", USAGE, message);
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
-  try {
-    parsed = parse(argv);
-  } catch (error) {
-    return fail(error instanceof Error ? error.message : String(error));
-  }
+  const parsed = parsedOrExit("replay", USAGE, () => parse(argv));
+  if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  if (values.help === true) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
   if (values.policy === undefined) return fail("--policy FILE is required");
   if (positionals.length === 0) return fail("no LOG given (a file, a pattern or - for stdin)");
 

@@ -4,26 +4,15 @@ import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
 import { loadScenario, ScenarioError } from "../simulate/scenario.js";
-import { writeEdgelimitError } from "./errors.js";
+import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
 import { SIMULATE_USAGE } from "./usage.js";
 
-function fail(message: string): number {
-  process.stderr.write(`edgelimit simulate: ${message}\n\n${SIMULATE_USAGE}`);
-  return 2;
-}
+const fail = (message: string): number => usageError("simulate", SIMULATE_USAGE, message);
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
-  try {
-    parsed = parse(argv);
-  } catch (error) {
-    return fail(error instanceof Error ? error.message : String(error));
-  }
+  const parsed = parsedOrExit("simulate", SIMULATE_USAGE, () => parse(argv));
+  if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  if (values.help === true) {
-    process.stdout.write(SIMULATE_USAGE);
-    return 0;
-  }
   if (positionals.length !== 1) return fail("give exactly one SCENARIO.yaml");
   let seed: number | undefined;
   if (values.seed !== undefined) {
