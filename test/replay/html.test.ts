@@ -1,12 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { replayLogs } from "../../src/replay/replay.js";
 import { formatHtml } from "../../src/replay/report-html.js";
-import { launchChromium } from "../support/chromium.js";
+import { launchChromium, openFilePage } from "../support/chromium.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
 /** The --html page in Debian's Chromium: opened from a file, with no network at all. */
@@ -35,13 +34,7 @@ afterAll(async () => {
 
 describe("the --html page", () => {
   it("draws its charts and shows its tables with nothing fetched", async () => {
-    const tab = await (browser as BrowserContext).newPage();
-    const errors: string[] = [];
-    tab.on("pageerror", (error) => errors.push(error.message));
-    const requested: string[] = [];
-    tab.on("request", (request) => requested.push(request.url()));
-    const url = pathToFileURL(page).href;
-    await tab.goto(url);
+    const { tab, url, errors, requested } = await openFilePage(browser as BrowserContext, page);
 
     await tab.waitForSelector("#chart-actions canvas");
     await tab.waitForSelector("#chart-rules canvas");

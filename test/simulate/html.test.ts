@@ -1,13 +1,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatHtml } from "../../src/simulate/report-html.js";
 import { formatText } from "../../src/simulate/report-text.js";
 import { simulate } from "../../src/simulate/run.js";
-import { launchChromium } from "../support/chromium.js";
+import { launchChromium, openFilePage } from "../support/chromium.js";
 import { twoRegions } from "./helpers.js";
 
 /** The --html page in Debian's Chromium: opened from a file, with nothing fetched. */
@@ -29,13 +28,7 @@ afterAll(async () => {
 
 describe("the simulate --html page", () => {
   it("draws a bar per mode in every chart and a timeline per mode, with nothing fetched", async () => {
-    const tab = await (browser as BrowserContext).newPage();
-    const errors: string[] = [];
-    tab.on("pageerror", (error) => errors.push(error.message));
-    const requested: string[] = [];
-    tab.on("request", (request) => requested.push(request.url()));
-    const url = pathToFileURL(page).href;
-    await tab.goto(url);
+    const { tab, url, errors, requested } = await openFilePage(browser as BrowserContext, page);
     const barsPerChart = await tab.$$eval("#charts figure", (figures) =>
       figures.map((figure) => figure.querySelectorAll("rect").length),
     );
