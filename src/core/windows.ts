@@ -33,6 +33,21 @@ export function windowIndexAt(window: WindowSpec, now: number): number {
   return windowAt(window, now).index;
 }
 
+/** Start (epoch ms) of the window with this index. */
+export function windowStartOf(window: WindowSpec, index: number): number {
+  if ("ms" in window) return index * window.ms;
+  return monthStart(index * window.months);
+}
+
+/**
+ * A number that tells windows of different lengths apart: the length in ms, or minus the number
+ * of months. A counter's state records it, so that a state counted under another window (a rule
+ * whose window a reload changed) is never read as this rule's.
+ */
+export function windowSpanOf(window: WindowSpec): number {
+  return "ms" in window ? window.ms : -window.months;
+}
+
 /** End (exclusive, epoch ms) of the window with this index. */
 export function windowEndOf(window: WindowSpec, index: number): number {
   if ("ms" in window) return (index + 1) * window.ms;

@@ -38,7 +38,7 @@ interface Bookkeeping {
 type Entry = EntryState & Bookkeeping;
 
 /** The state fields of every algorithm, which a new entry declares up front (see `#count`). */
-export const ENTRY_STATE_FIELDS = ["index", "count", "previous", "tat"] as const;
+export const ENTRY_STATE_FIELDS = ["index", "count", "previous", "span", "tat"] as const;
 
 const DEFAULT_MAX_KEYS = 1_000_000;
 const PROTECTED_SHARE = 0.8;
@@ -197,6 +197,7 @@ export class MemoryStore implements Store {
         index: undefined,
         count: undefined,
         previous: undefined,
+        span: undefined,
         tat: undefined,
       };
       algorithm.assign(created, state);

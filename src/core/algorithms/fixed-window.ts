@@ -1,4 +1,4 @@
-import { windowEndOf, windowIndexAt } from "../windows.js";
+import { windowEndOf, windowIndexAt, windowSpanOf, windowStartOf } from "../windows.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
 /** Count in the window `index`; `previous` is the count of window `index - 1` (sliding window). */
@@ -6,23 +6,68 @@ export interface WindowedState {
   index: number;
   count: number;
   previous: number;
+  /**
+   * The window the state was counted under (`windowSpanOf`). A state of another span belongs to
+   * another rule (a reload changed the window) and is no state for this one. Undefined in states
+   * written before it existed: those are believed only where their index is plausible.
+   */
+  span: number | undefined;
+}
+
+/**
+ * Where a request is counted: the window of `now`, unless the counter already holds a later
+ * window. Windows never move backwards: a request stamped before the counter's newest window
+ * (counted late after a slow token check, or sent by a process whose clock is behind) is counted
+ * in that newest window, at its start, never in a window the counter has left: rewinding would
+ * forget the newer window's count and admit its limit a second time. The store saw the request
+ * after that window began, so that is the window it costs.
+ *
+ * `index` and `now` are what the algorithm then works with; a state of another rule is dropped.
+ */
+export interface CountedAt {
+  readonly state: WindowedState | undefined;
+  readonly index: number;
+  readonly now: number;
+}
+
+export function countedAt(
+  state: WindowedState | undefined,
+  now: number,
+  rule: CounterRule,
+): CountedAt {
+  const index = windowIndexAt(rule.window, now);
+  const own = ownState(state, index, windowSpanOf(rule.window));
+  if (own === undefined || own.index <= index) return { state: own, index, now };
+  return { state: own, index: own.index, now: windowStartOf(rule.window, own.index) };
+}
+
+/** `state` if it was counted under this rule's windows, else undefined (see `WindowedState.span`). */
+export function ownState(
+  state: WindowedState | undefined,
+  index: number,
+  span: number,
+): WindowedState | undefined {
+  if (state === undefined) return undefined;
+  if (state.span === undefined) return state.index <= index + 1 ? state : undefined;
+  return state.span === span ? state : undefined;
 }
 
 /**
  * Counting is the same for both windowed algorithms: the request's cost is added to the window
- * that contains `now` (they differ in how they read the count).
+ * it is counted in (see `countedAt`); they differ in how they read the count.
  */
 export function countWindowed(
   state: WindowedState | undefined,
   now: number,
   rule: CounterRule,
 ): WindowedState {
-  const index = windowIndexAt(rule.window, now);
-  const current = rollWindow(state, index);
+  const at = countedAt(state, now, rule);
+  const current = rollWindow(at.state, at.index);
   return {
-    index,
+    index: at.index,
     count: (current?.count ?? 0) + rule.cost,
     previous: current?.previous ?? 0,
+    span: windowSpanOf(rule.window),
   };
 }
 
@@ -31,15 +76,24 @@ export function assignWindowed(target: WindowedState, source: WindowedState): vo
   target.index = source.index;
   target.count = source.count;
   target.previous = source.previous;
+  target.span = source.span;
 }
 
-/** Moves a state into the window that contains `now`, carrying the previous count if adjacent. */
+/**
+ * Moves a state into the window `index`, carrying the previous count if adjacent. `index` is
+ * never before the state's own (see `countedAt`).
+ */
 export function rollWindow(
   state: WindowedState | undefined,
   index: number,
 ): WindowedState | undefined {
   if (state === undefined || state.index === index) return state;
-  return { index, count: 0, previous: state.index === index - 1 ? state.count : 0 };
+  return {
+    index,
+    count: 0,
+    previous: state.index === index - 1 ? state.count : 0,
+    span: state.span,
+  };
 }
 
 /**
@@ -52,23 +106,23 @@ export const fixedWindow: Algorithm<WindowedState> = {
   name: "fixed-window",
 
   allows(state, now, rule) {
-    const index = windowIndexAt(rule.window, now);
-    const count = rollWindow(state, index)?.count ?? 0;
+    const at = countedAt(state, now, rule);
+    const count = rollWindow(at.state, at.index)?.count ?? 0;
     return count + rule.cost <= rule.limit;
   },
 
   count: countWindowed,
 
   describe(state, now, rule, allowed) {
-    const index = windowIndexAt(rule.window, now);
-    const end = windowEndOf(rule.window, index);
-    const count = rollWindow(state, index)?.count ?? 0;
+    const at = countedAt(state, now, rule);
+    const end = windowEndOf(rule.window, at.index);
+    const count = rollWindow(at.state, at.index)?.count ?? 0;
     return {
       allowed,
       count,
       remaining: Math.max(0, rule.limit - count),
       resetAt: end,
-      retryAfterMs: allowed ? 0 : end - now,
+      retryAfterMs: allowed ? 0 : end - at.now,
     };
   },
 
@@ -77,19 +131,30 @@ export const fixedWindow: Algorithm<WindowedState> = {
   countInPlace(state, now, rule) {
     const window = rule.window;
     let index: number;
-    let end: number;
+    let span: number;
     if ("ms" in window) {
       index = Math.floor(now / window.ms);
-      end = (index + 1) * window.ms;
+      span = window.ms;
     } else {
       index = windowIndexAt(window, now);
-      end = windowEndOf(window, index);
+      span = -window.months;
     }
-    if (state.index !== index) {
+    if (state.span !== span && ownState(state, index, span) === undefined) {
+      // Counted under another window: this rule's counter starts here.
+      state.index = index;
+      state.count = 0;
+      state.previous = 0;
+    } else if (state.index > index) {
+      // Counted late: in the counter's newest window, at its start (see `countedAt`).
+      index = state.index;
+      now = windowStartOf(window, index);
+    } else if (state.index !== index) {
       state.previous = state.index === index - 1 ? state.count : 0;
       state.count = 0;
       state.index = index;
     }
+    state.span = span;
+    const end = windowEndOf(window, index);
     const count = state.count + rule.cost;
     state.count = count;
     const allowed = count <= rule.limit;

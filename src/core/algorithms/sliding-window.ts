@@ -1,5 +1,11 @@
-import { windowAt, windowEndOf, windowIndexAt } from "../windows.js";
-import { assignWindowed, countWindowed, rollWindow, type WindowedState } from "./fixed-window.js";
+import { windowAt, windowEndOf } from "../windows.js";
+import {
+  assignWindowed,
+  countedAt,
+  countWindowed,
+  rollWindow,
+  type WindowedState,
+} from "./fixed-window.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
 /**
@@ -18,16 +24,19 @@ export const slidingWindow: Algorithm<WindowedState> = {
   name: "sliding-window",
 
   allows(state, now, rule) {
-    const current = rollWindow(state, windowIndexAt(rule.window, now));
-    return estimate(current, now, rule) + rule.cost <= rule.limit;
+    // A late request is read at the start of the counter's newest window (see `countedAt`).
+    const at = countedAt(state, now, rule);
+    return estimate(rollWindow(at.state, at.index), at.now, rule) + rule.cost <= rule.limit;
   },
 
   count: countWindowed,
 
-  describe(state, now, rule, allowed) {
+  describe(state, stamp, rule, allowed) {
+    const at = countedAt(state, stamp, rule);
+    const now = at.now;
     const { index, start, end } = windowAt(rule.window, now);
     const length = end - start;
-    const current = rollWindow(state, index);
+    const current = rollWindow(at.state, index);
     const used = estimate(current, now, rule);
     const count = current?.count ?? 0;
     const previous = current?.previous ?? 0;

@@ -1,7 +1,7 @@
 import type { WindowedState } from "../../core/algorithms/index.js";
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
-import { windowAt } from "../../core/windows.js";
+import { windowAt, windowSpanOf } from "../../core/windows.js";
 import type { AttributeValue } from "./client.js";
 import {
   type Attributes,
@@ -26,6 +26,9 @@ export async function countFixedWindows(
 ): Promise<WindowedOutcome[]> {
   const first = specs[0] as CounterSpec;
   const { index, end } = windowAt(first.window, now);
+  // Items are per window (the index is in the sort key): a request counted late adds to its own
+  // window's item, which is still there, so it never touches a newer window's count.
+  const span = windowSpanOf(first.window);
   const windowKey = windowKeyAt(first.window, now);
   const item: ItemKey = {
     PK: { S: first.subject },
@@ -61,8 +64,13 @@ export async function countFixedWindows(
     const attribute = attributes[i] as string;
     const own = numberOf(answer.Attributes?.[attribute]);
     const remoteCount = remoteSums?.get(attribute) ?? 0;
-    const before: WindowedState = { index, count: own - spec.cost + remoteCount, previous: 0 };
-    const after: WindowedState = { index, count: own + remoteCount, previous: 0 };
+    const before: WindowedState = {
+      index,
+      count: own - spec.cost + remoteCount,
+      previous: 0,
+      span,
+    };
+    const after: WindowedState = { index, count: own + remoteCount, previous: 0, span };
     const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
     return { kind: "windowed", before, after, allowed, item, attribute };
   });

@@ -1,7 +1,7 @@
 import type { WindowedState } from "../../core/algorithms/index.js";
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
-import { windowAt } from "../../core/windows.js";
+import { windowAt, windowSpanOf } from "../../core/windows.js";
 import {
   type Attributes,
   type ItemKey,
@@ -52,8 +52,9 @@ export async function countSlidingWindow(
     index,
     count: own - spec.cost + remoteCount,
     previous: previousCount,
+    span: windowSpanOf(spec.window),
   };
-  const after: WindowedState = { index, count: own + remoteCount, previous: previousCount };
+  const after: WindowedState = { ...before, count: own + remoteCount };
   const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
   return { kind: "windowed", before, after, allowed, item, attribute: "count" };
 }
