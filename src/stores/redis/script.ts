@@ -13,10 +13,15 @@
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
  *
- * State: a windowed counter is stored as "index count previous", a token bucket as its
- * theoretical arrival time, both printed with 17 significant digits so that a double survives
- * the round trip exactly. Keys expire at the moment their state stops mattering (`PXAT`), so
- * no maintenance job is needed.
+ * State: a windowed counter is stored as "index count previous span" (span: the window's
+ * length in ms, or minus its months, as `windowSpanOf`; states written before it have three
+ * fields), a token bucket as its theoretical arrival time printed with 17 significant digits so
+ * that a double survives the round trip exactly. Windows never move backwards: a request
+ * stamped before the stored window is counted in the stored window, at its start
+ * (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire when their state stops
+ * mattering, measured from the time the script counts with (`PX`, a duration): the server
+ * applies it on its own clock, so a caller whose clock is behind the server's never writes an
+ * expiry that is already past.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
@@ -57,17 +62,22 @@ local function month_start(months)
   return days_from_civil(1970 + floor(months / 12), months % 12 + 1, 1) * DAY_MS
 end
 
--- Bounds of the window containing now, stored on the spec: index, start, finish.
-local function locate(spec, now)
+-- Bounds of the window with this index, stored on the spec: index, start, finish.
+local function place(spec, index)
   if spec.ms then
-    local index = floor(now / spec.ms)
     spec.index, spec.start, spec.finish = index, index * spec.ms, (index + 1) * spec.ms
   else
-    local index = floor(months_since_epoch(now) / spec.months)
     spec.index = index
     spec.start = month_start(index * spec.months)
     spec.finish = month_start((index + 1) * spec.months)
   end
+end
+
+-- The window containing now, and now itself (what the spec is counted at).
+local function locate(spec, now)
+  if spec.ms then place(spec, floor(now / spec.ms))
+  else place(spec, floor(months_since_epoch(now) / spec.months)) end
+  spec.now = now
 end
 
 local function window_end_of(spec, index)
@@ -83,9 +93,20 @@ local function load(spec, raw)
   end
   spec.count, spec.previous = 0, 0
   if not raw then return end
-  local index, count, previous = match(raw, "^(%S+) (%S+) (%S+)$")
+  local index, count, previous, span = match(raw, "^(%S+) (%S+) (%S+) ?(%S*)$")
   if index == nil then return end
   index = tonumber(index)
+  -- A state of another window length belongs to another rule (a reload changed the window).
+  if span == "" then
+    if index > spec.index + 1 then return end
+  elseif tonumber(span) ~= spec.span then
+    return
+  end
+  if index > spec.index then
+    -- Counted late: in the counter's newest window, at its start; never rewound.
+    place(spec, index)
+    spec.now = spec.start
+  end
   if index == spec.index then
     spec.count, spec.previous = tonumber(count), tonumber(previous)
   elseif index == spec.index - 1 then
@@ -117,8 +138,8 @@ local function count_request(spec, now, ok)
     return format("%.17g", tat), ceil(tat)
   end
   spec.count = spec.count + spec.cost
-  -- Integers below 2^53 print exactly with Lua's default number format.
-  local encoded = spec.index .. " " .. spec.count .. " " .. spec.previous
+  -- Whole numbers below 10^14 print exactly with Lua's default number format (%.14g).
+  local encoded = spec.index .. " " .. spec.count .. " " .. spec.previous .. " " .. spec.span
   if spec.algorithm == "s" then return encoded, window_end_of(spec, spec.index + 1) end
   return encoded, spec.finish
 end
@@ -200,19 +221,21 @@ for _ = 1, tonumber(ARGV[1]) do
       limit = tonumber(ARGV[at + 1]),
       cost = tonumber(ARGV[at + 3]),
       observe = ARGV[at + 4] == "o",
-      ms = false, months = false,
-      index = 0, start = 0, finish = 0,
+      ms = false, months = false, span = 0,
+      index = 0, start = 0, finish = 0, now = 0,
       count = 0, previous = 0, tat = false, ok = false,
     }
     if byte(window, 1) == 109 then -- "m"
       spec.months = tonumber(sub(window, 2))
+      spec.span = -spec.months
     else
       spec.ms = tonumber(window)
+      spec.span = spec.ms
     end
     at = at + 5
     locate(spec, now)
     load(spec, call("GET", KEYS[key_at + i]))
-    local ok = allows(spec, now)
+    local ok = allows(spec, spec.now)
     spec.ok = ok
     if not ok and not spec.observe then admitted = false end
     specs[i] = spec
@@ -222,14 +245,15 @@ for _ = 1, tonumber(ARGV[1]) do
     local ok = spec.ok
     -- Refused requests count only on the enforcing counters that refused them.
     if admitted or not ok or spec.observe then
-      local encoded, expiry = count_request(spec, now, ok)
-      if expiry > now then
-        call("SET", KEYS[key_at + i], encoded, "PXAT", expiry)
+      local encoded, expiry = count_request(spec, spec.now, ok)
+      local ttl = expiry - spec.now
+      if ttl > 0 then
+        call("SET", KEYS[key_at + i], encoded, "PX", ceil(ttl))
       else
         call("DEL", KEYS[key_at + i])
       end
     end
-    describe(out, spec, now, ok)
+    describe(out, spec, spec.now, ok)
   end
   key_at = key_at + n
 end
@@ -237,4 +261,4 @@ return out
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "82a951088091e5130b7cfc50c300d3d4068cfc2c";
+export const APPLY_COUNTERS_SHA = "0b2a91d3f390fc41cd95759324d61732abe1a8fc";
