@@ -60,11 +60,15 @@ export class EdgelimitCounter {
     } catch (error) {
       return new Response(error instanceof Error ? error.message : "bad request", { status: 400 });
     }
+    // One clock for every Worker that calls this object: the later of the caller's and its own.
+    // Counts never depend on which isolate's clock is behind (a window never moves backwards
+    // anyway: see countedAt in core/algorithms), and a caller far behind cannot stretch a window.
+    const now = Math.max(body.now, Date.now());
     if (pathname === REFUND_PATH) {
-      await this.#persist(this.#refund(body.counters, body.now));
+      await this.#persist(this.#refund(body.counters, now));
       return new Response(null, { status: 204 });
     }
-    const { answer, changed } = this.#apply(body.counters, body.now);
+    const { answer, changed } = this.#apply(body.counters, now);
     await this.#persist(changed);
     return Response.json(answer);
   }
