@@ -42,6 +42,14 @@ export class BlockCache {
     return undefined;
   }
 
+  /**
+   * Forgets every block: the policy changed, and a block remembered under a rule's old window or
+   * limit may be longer than the new rule's.
+   */
+  clear(): void {
+    this.#until.clear();
+  }
+
   /** Forgets a block (its counter was reset). */
   forget(key: string): void {
     this.#until.delete(key);

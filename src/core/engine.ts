@@ -3,6 +3,7 @@
  * each step lives in a file named for it (identify, match, counters, deadline, outcome).
  */
 import { BlockCache } from "./block-cache.js";
+import { checkCost } from "./cost.js";
 import { CounterBuilder } from "./counters.js";
 import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
@@ -52,11 +53,22 @@ export interface EngineOptions extends EngineCompanions {
    * open circuit breaker), before the rule's fail mode applies. Must not throw.
    */
   readonly onStoreError?: ((error: unknown, request: RequestDescription) => void) | undefined;
+  /** Hybrid counting's settings (see `HybridOptions`): how long held units are leased. */
+  readonly hybrid?: HybridSettings | undefined;
   /**
    * Remember hard blocks locally and answer them without a round trip until they expire
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
    */
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
+}
+
+export interface HybridSettings {
+  /**
+   * Where the store can reset counters, held units stay spendable this long after their
+   * reservation (default 10,000 ms), and a reset of a hybrid rule waits this long before it
+   * takes effect: no unit reserved before a reset is spent after it.
+   */
+  readonly leaseMs?: number | undefined;
 }
 
 /** One policy, ready to decide with. */
@@ -90,6 +102,7 @@ export class DecisionEngine {
   #hybrid: HybridCounting | undefined;
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
+  readonly #hybridOptions: HybridSettings;
   readonly #blockCache: BlockCache | undefined;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
@@ -98,8 +111,9 @@ export class DecisionEngine {
   constructor(options: EngineOptions) {
     this.store = options.store;
     this.#clock = options.clock ?? Date.now;
-    this.#counting = this.#countingFor(options.policy);
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
+    this.#hybridOptions = options.hybrid ?? {};
+    this.#counting = this.#countingFor(options.policy);
     this.#companions = options;
     this.#onStoreError = options.onStoreError;
     this.#prepared = prepare(options.policy, options.tokens);
@@ -124,6 +138,7 @@ export class DecisionEngine {
   ): void {
     this.#prepared = prepare(policy, tokens);
     this.#counting = this.#countingFor(policy);
+    this.#blockCache?.clear();
     if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
   }
 
@@ -164,16 +179,22 @@ export class DecisionEngine {
     return chosen.map(({ rule }) => rule.id);
   }
 
-  /** Synchronous when nothing has to wait (a known identity, an in-process store). */
+  /**
+   * Synchronous when nothing has to wait (a known identity, an in-process store). Throws an
+   * `EdgelimitError` for a request that cannot be counted (a bad cost or application user).
+   */
   decide(request: RequestDescription): Decision | Promise<Decision> {
+    checkCost(request.cost);
     const started = this.#clock();
     const prepared = this.#prepared;
     const path = normalizePath(request.path);
     const identity = prepared.identifier.identify(request, started);
     if (identity instanceof Promise) {
-      return identity.then((known) => this.#decideFor(prepared, request, known, path, started));
+      return identity.then((known) =>
+        this.#decideFor(prepared, request, known, path, started, true),
+      );
     }
-    return this.#decideFor(prepared, request, identity, path, started);
+    return this.#decideFor(prepared, request, identity, path, started, false);
   }
 
   #decideFor(
@@ -182,6 +203,7 @@ export class DecisionEngine {
     identity: Identity,
     path: string,
     started: number,
+    waited: boolean,
   ): Decision | Promise<Decision> {
     const { address } = identity;
     if (listed(prepared.deny, this.#companions.denylists, address)) {
@@ -197,15 +219,24 @@ export class DecisionEngine {
     // A challenge pass is checked only when a matched rule challenges.
     const passes = this.#companions.passes;
     if (request.passVerified === true || passes === undefined || !anyChallenges(match)) {
-      return this.#count(prepared, request, identity, path, started, match, request.passVerified);
+      return this.#count(
+        prepared,
+        request,
+        identity,
+        path,
+        started,
+        waited,
+        match,
+        request.passVerified,
+      );
     }
     const verified = passes.verify(request, primarySubject(identity), started);
     if (verified instanceof Promise) {
       return verified.then((valid) =>
-        this.#count(prepared, request, identity, path, started, match, valid),
+        this.#count(prepared, request, identity, path, started, true, match, valid),
       );
     }
-    return this.#count(prepared, request, identity, path, started, match, verified);
+    return this.#count(prepared, request, identity, path, started, waited, match, verified);
   }
 
   #count(
@@ -214,41 +245,38 @@ export class DecisionEngine {
     identity: Identity,
     path: string,
     started: number,
+    waited: boolean,
     match: Match,
     passVerified: boolean | undefined,
   ): Decision | Promise<Decision> {
     const verified = passVerified === true;
     const { compiled, rules } = match;
+    // Counted at the time it reaches the store, not when it started: a token or pass check may
+    // have taken a while (a late request costs the counter's newest window, see countedAt).
+    const now = waited ? this.#clock() : started;
     const counters = prepared.counters.countersFor(compiled, identity, request.cost, verified);
-    const blocked = this.#blockCache?.blockedUntil(counters, started);
+    const blocked = this.#blockCache?.blockedUntil(counters, now);
     if (blocked !== undefined) {
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       const { rule } = compiled[at] as CompiledRule;
-      return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, started));
+      return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, now));
     }
     const store = this.#counting;
     if (store.applySync !== undefined) {
       // The in-process store answers at once: no promise, no timer.
       let states: CounterState[];
       try {
-        states = store.applySync(counters, started);
+        states = store.applySync(counters, now);
       } catch (error) {
         const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
         return this.#finish(identity, path, started, rules, failed);
       }
-      const counted = decideFromCounts(
-        compiled,
-        counters,
-        states,
-        verified,
-        this.#blockCache,
-        started,
-      );
+      const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
       return this.#finish(identity, path, started, rules, counted);
     }
     const { budgetMs, connectBudgetMs } = prepared.policy;
     return withinBudget(
-      (progress) => store.apply(counters, started, progress),
+      (progress) => store.apply(counters, now, progress),
       {
         budgetMs,
         connectBudgetMs,
@@ -264,7 +292,7 @@ export class DecisionEngine {
           path,
           started,
           rules,
-          decideFromCounts(compiled, counters, states, verified, this.#blockCache, started),
+          decideFromCounts(compiled, counters, states, verified, this.#blockCache, now),
         ),
       (error: unknown) => {
         const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
@@ -279,7 +307,11 @@ export class DecisionEngine {
     if (store.local === true || !policy.rules.some((rule) => rule.counting === "hybrid")) {
       return store;
     }
-    this.#hybrid ??= new HybridCounting(store, { clock: this.#clock });
+    this.#hybrid ??= new HybridCounting(store, {
+      clock: this.#clock,
+      scheduler: this.#scheduler,
+      leaseMs: this.#hybridOptions.leaseMs,
+    });
     return this.#hybrid;
   }
 

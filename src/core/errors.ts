@@ -11,6 +11,10 @@ export type ErrorCode =
   | "EL_POLICY_UNLIMITED"
   | "EL_POLICY_OVERLAP"
   | "EL_BAD_ARGUMENT"
+  /** A request's cost that is not a whole number from 1 to `MAX_COST`. */
+  | "EL_BAD_COST"
+  /** An application user (the middleware's `user` option) whose id or plan is not a string. */
+  | "EL_BAD_USER"
   | "EL_LIST_SOURCE"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";

@@ -40,6 +40,12 @@ export class GenerationalCache<V, K = string> {
     this.#old.delete(key);
   }
 
+  /** Forgets every key. */
+  clear(): void {
+    this.#young = new Map();
+    this.#old = new Map();
+  }
+
   /** Entries held, a key present in both generations counted twice. */
   get size(): number {
     return this.#young.size + this.#old.size;

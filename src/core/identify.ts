@@ -4,6 +4,7 @@
  * by configuration (an address from trusted proxies, a header a trusted layer sets).
  */
 import { type ClientAddress, IpResolver } from "./client-address.js";
+import { EdgelimitError } from "./errors.js";
 import type { Address } from "./ip.js";
 import { subjectKey } from "./keys.js";
 import type { ResolvedPolicy, TrustedHeaderIdentity } from "./model.js";
@@ -85,11 +86,8 @@ export class Identifier {
     if (user === undefined && trustedHeader !== undefined) {
       user = userFromTrustedHeader(trustedHeader, request, client.peerTrusted);
     }
-    const fromApplication = request.user;
-    if (user === undefined && this.#policy.identity.application === true && fromApplication) {
-      if (fromApplication.id !== "") {
-        user = { id: fromApplication.id, plan: fromApplication.plan || undefined };
-      }
+    if (user === undefined && this.#policy.identity.application === true) {
+      user = applicationUser(request.user);
     }
     if (user === undefined) {
       return {
@@ -110,6 +108,34 @@ export class Identifier {
       address: client.address,
     };
   }
+}
+
+/**
+ * The user an application verified itself (the middleware's `user` option). No user, or an id
+ * that is `undefined`, `null` or empty, is a logged-out visitor: anonymous, counted by address
+ * (never one shared `user:undefined` bucket). An id or plan that is not a string is a mistake in
+ * the caller's code, refused with what to pass.
+ */
+export function applicationUser(
+  given: RequestDescription["user"] | null,
+): VerifiedUser | undefined {
+  if (given === undefined || given === null) return undefined;
+  const id: unknown = given.id;
+  const plan: unknown = given.plan;
+  if (id === undefined || id === null || id === "") return undefined;
+  if (typeof id !== "string") {
+    throw new EdgelimitError(
+      "EL_BAD_USER",
+      `an application user's id must be a string (pass String(id)); got ${typeof id} ${String(id)}`,
+    );
+  }
+  if (plan !== undefined && plan !== null && typeof plan !== "string") {
+    throw new EdgelimitError(
+      "EL_BAD_USER",
+      `an application user's plan must be a string or undefined; got ${typeof plan} ${String(plan)}`,
+    );
+  }
+  return { id, plan: plan === null || plan === "" ? undefined : plan };
 }
 
 /** Reads a user from a header that a trusted layer sets, only where the policy allows it. */
