@@ -24,27 +24,54 @@
  * - What is held is topped up in the background before it runs out, and concurrent requests
  *   wait for one reservation instead of each sending their own (not where the store says
  *   `requestScopedIo`: Workers).
+ * - A reservation belongs to one window of one rule: its key is the counter's key with the
+ *   rule's limit, algorithm and window, so a reload that changes any of them starts afresh
+ *   (the old units stay counted in the store, unused: never spent under the new rule). A
+ *   request counted late (stamped before the reservation's window) spends from the newer
+ *   window, which is where the store counts it too (see `countedAt` in algorithms/). A grant
+ *   the store counted in another window than the reservation's (a store whose items are per
+ *   window, a clock behind another process's) admits only the request that asked for it.
+ * - Resets reach every process. Where the store can reset counters, held units are leased:
+ *   spendable for `leaseMs` after the reservation was sent, renewed in the background while the
+ *   subject is busy. A reset raises a fence in the store (a counter beside the reset one that
+ *   every reservation reads), waits until every lease granted before it has run out, then
+ *   resets: no unit counted before a reset is ever spent after it. While the fence is up,
+ *   reservations hold nothing (exact counting), and a process that sees it drops what it held.
  *
  * The layer sits in front of a remote store behind the same contract; in-process stores count
  * exactly already and are never wrapped (see `DecisionEngine`).
  */
+import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
+import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
 import {
   addGrant,
+  moveReservation,
   newReservation,
   type Reservation,
   rateOf,
   reservationSize,
+  storeWindowIndex,
 } from "./reservation.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./types.js";
+import { windowSpanOf } from "./windows.js";
 
 export interface HybridOptions {
-  /** The clock round trips are measured with, in ms (default `performance.now`). */
-  readonly clock?: () => number;
+  /** Epoch ms, the limiter's clock: when a reset raises its fence (default `Date.now`). */
+  readonly clock?: (() => number) | undefined;
+  /** The monotonic clock and timers of round trips, leases and resets (default: the runtime's). */
+  readonly scheduler?: Scheduler | undefined;
   /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
-  readonly reserveMs?: number;
+  readonly reserveMs?: number | undefined;
   /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
-  readonly maxKeys?: number;
+  readonly maxKeys?: number | undefined;
+  /**
+   * How long held units stay spendable after their reservation was sent, where the store can
+   * reset counters (default 10,000 ms): what a reset waits for before it takes effect. Shorter
+   * leases make resets quicker and cost a busy subject more renewals (about one per three
+   * quarters of a lease in each process).
+   */
+  readonly leaseMs?: number | undefined;
 }
 
 /** A reservation's round trip before one was measured. */
@@ -61,11 +88,22 @@ const REFILL_ROUND_TRIPS = 3;
  * takes at most three round trips for its reservation (see `expectedRoundTripMsFor`).
  */
 const MAX_WAITS = 2;
+export const DEFAULT_LEASE_MS = 10_000;
+/** A lease is renewed in the background once less than this share of it is left. */
+const RENEW_SHARE_OF_LEASE = 0.25;
+/**
+ * A reset's fence stands this much longer than the reset waits (a lease): until the store has
+ * forgotten the count, no process may hold units, and the reset's own call to the store takes a
+ * round trip after the wait.
+ */
+const FENCE_MARGIN_MS = 1_000;
 
 /** What a request took from a reservation, to give back if another counter refuses it. */
 interface Taken {
   readonly reservation: Reservation;
   readonly counter: CounterSpec;
+  /** The reservation's window when the units were taken: they are never given to another. */
+  readonly index: number;
 }
 
 const NOT_ASKED: CounterState = Object.freeze({
@@ -84,15 +122,28 @@ export class HybridCounting implements Store {
   readonly #inner: Store;
   readonly #reserveMs: number;
   readonly #clock: () => number;
+  readonly #scheduler: Scheduler;
+  /** 0 where the store cannot reset: nothing to wait out, units are held to their window's end. */
+  readonly #leaseMs: number;
   /** Recent reservation round trips, smoothed: how early to reserve again (see `#refill`). */
   #roundTripMs = INITIAL_ROUND_TRIP_MS;
-  readonly #reservations: GenerationalCache<Reservation>;
+  /** By counter key, then by rule (`specOf`): a pass holder's band is a rule of its own. */
+  readonly #reservations: GenerationalCache<Map<string, Reservation>>;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
     this.name = inner.name;
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
-    this.#clock = options.clock ?? (() => performance.now());
+    this.#clock = options.clock ?? Date.now;
+    this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
+    const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    if (!Number.isFinite(leaseMs) || leaseMs <= 0) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `hybrid counting: leaseMs must be a positive number of milliseconds; got ${leaseMs}`,
+      );
+    }
+    this.#leaseMs = inner.reset === undefined ? 0 : leaseMs;
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
   }
 
@@ -123,16 +174,44 @@ export class HybridCounting implements Store {
     return this.#applyHybrid(counters, now, progress);
   }
 
+  /**
+   * Forgets the counters everywhere. This process drops its reservations for them (every rule of
+   * each key: the challenge band's too). Where a hybrid counter is reset, the other processes
+   * may still hold units for it: a fence tells them at their next reservation, and the reset
+   * waits until every lease granted before the fence has run out (`leaseMs`) before the store
+   * forgets the count.
+   */
   async reset(counters: readonly CounterSpec[]): Promise<void> {
-    for (const counter of counters) this.#reservations.delete(reservationKey(counter));
-    if (this.#inner.reset === undefined) {
-      throw new Error(`the ${this.#inner.name} store cannot reset counters`);
+    const inner = this.#inner;
+    if (inner.reset === undefined) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `the ${inner.name} store cannot reset counters; use the memory or Redis store for limiter.reset`,
+      );
     }
-    await this.#inner.reset(counters);
+    this.#forget(counters);
+    const hybrid = counters.filter((counter) => counter.counting === "hybrid");
+    if (hybrid.length > 0) {
+      await inner.apply(
+        hybrid.map((counter) => fenceOf(counter, this.#leaseMs + FENCE_MARGIN_MS, 1)),
+        this.#clock(),
+      );
+      // Every lease granted before the fence went up was sent before it: run out by now.
+      await new Promise<void>((resolve) => {
+        this.#scheduler.setTimeout(resolve, this.#leaseMs);
+      });
+    }
+    await inner.reset(counters);
+    // What this process reserved during the fence was spent by the requests that asked for it.
+    this.#forget(counters);
   }
 
   async close(): Promise<void> {
     await this.#inner.close?.();
+  }
+
+  #forget(counters: readonly CounterSpec[]): void {
+    for (const counter of counters) this.#reservations.delete(counter.key);
   }
 
   async #applyHybrid(
@@ -228,16 +307,13 @@ export class HybridCounting implements Store {
     const asks = missing.map((i, j) =>
       this.#reservationFor(reservations[j] as Reservation, counters[i] as CounterSpec, now),
     );
-    const call = this.#inner.apply(
-      missing.map((i, j) => ({
-        ...(counters[i] as CounterSpec),
-        cost: asks[j] as number,
-        mode: "observe" as const,
-      })),
-      now,
-      progress,
-    );
-    const sent = this.#clock();
+    const asked = missing.map((i, j) => ({
+      ...(counters[i] as CounterSpec),
+      cost: asks[j] as number,
+      mode: "observe" as const,
+    }));
+    const call = this.#inner.apply(this.#withFences(asked), now, progress);
+    const sent = this.#scheduler.now();
     const landed = call.then(
       () => this.#measured(sent),
       () => undefined,
@@ -257,10 +333,29 @@ export class HybridCounting implements Store {
     missing.forEach((i, j) => {
       const counter = counters[i] as CounterSpec;
       const reservation = reservations[j] as Reservation;
-      const asked = asks[j] as number;
       const state = answers[j] as CounterState;
-      addGrant(reservation, counter, asked, state);
-      if (this.#take(reservation, counter, states, taken, i)) return;
+      const granted = this.#keep(
+        reservation,
+        counter,
+        asks[j] as number,
+        state,
+        answers[asked.length + j],
+        sent,
+      );
+      if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
+      if (granted === "own") {
+        // Counted in the store for this request alone: admitted, nothing held.
+        const asked = asks[j] as number;
+        const count = Math.min(counter.limit, Math.max(0, state.count - asked + counter.cost));
+        states[i] = {
+          allowed: true,
+          count,
+          remaining: counter.limit - count,
+          resetAt: state.resetAt,
+          retryAfterMs: 0,
+        };
+        return;
+      }
       refused = true;
       states[i] = {
         allowed: false,
@@ -273,26 +368,87 @@ export class HybridCounting implements Store {
     return refused;
   }
 
-  /** The reservation for `counter` in the window of `now` (a new window starts empty). */
-  #reservationOf(counter: CounterSpec, now: number): Reservation {
-    const key = reservationKey(counter);
-    const reservation = this.#reservations.get(key);
-    if (reservation !== undefined && now < reservation.end && now >= reservation.start) {
-      return reservation;
+  /**
+   * What a store's answer to a reservation of `asked` units grants, and whether it may be held:
+   * `held` when it is added to the reservation (same window, no fence), `own` when it covers
+   * only the cost of the request that asked (a grant counted in another window, or a fence up),
+   * `none` when it does not cover that.
+   */
+  #keep(
+    reservation: Reservation,
+    counter: CounterSpec,
+    asked: number,
+    state: CounterState,
+    fence: CounterState | undefined,
+    sent: number,
+  ): "held" | "own" | "none" {
+    const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+    if (fence !== undefined && fence.count > 0) {
+      // A reset is under way: drop what was held, hold nothing until it has taken effect.
+      reservation.held = 0;
+    } else if (this.#holdGrant(reservation, counter, asked, state, sent)) {
+      return "held";
     }
+    return granted >= counter.cost ? "own" : "none";
+  }
+
+  /**
+   * Adds a grant to the reservation if the store counted it in the reservation's window, or in
+   * a later one (the reservation moves there); a grant counted in an earlier window is not held.
+   */
+  #holdGrant(
+    reservation: Reservation,
+    counter: CounterSpec,
+    asked: number,
+    state: CounterState,
+    sent: number,
+  ): boolean {
+    const index = storeWindowIndex(counter, state);
+    if (index > reservation.index) moveReservation(reservation, counter.window, index);
+    else if (index < reservation.index) return false;
+    addGrant(reservation, counter, asked, state);
+    if (this.#leaseMs > 0) reservation.leaseEnd = sent + this.#leaseMs;
+    return true;
+  }
+
+  /** Reservations with, where leases apply, a read of each one's fence (cost 0) after them. */
+  #withFences(asked: readonly CounterSpec[]): readonly CounterSpec[] {
+    if (this.#leaseMs === 0) return asked;
+    return [...asked, ...asked.map((counter) => this.#fenceRead(counter))];
+  }
+
+  #fenceRead(counter: CounterSpec): CounterSpec {
+    return fenceOf(counter, this.#leaseMs + FENCE_MARGIN_MS, 0);
+  }
+
+  /**
+   * The reservation for `counter` in the window of `now` (a new window starts empty). A request
+   * stamped before the reservation's window (counted late) spends from it: the store too counts
+   * it in that newer window.
+   */
+  #reservationOf(counter: CounterSpec, now: number): Reservation {
+    let rules = this.#reservations.get(counter.key);
+    if (rules === undefined) {
+      rules = new Map();
+      this.#reservations.set(counter.key, rules);
+    }
+    const spec = specOf(counter);
+    const reservation = rules.get(spec);
+    if (reservation !== undefined && now < reservation.end) return reservation;
     const next = newReservation(reservation, counter.window, now);
-    this.#reservations.set(key, next);
+    rules.set(spec, next);
     return next;
   }
 
   #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
-    return reservationSize(reservation, counter, now, this.#reserveMs);
+    return reservationSize(reservation, counter, Math.max(now, reservation.start), this.#reserveMs);
   }
 
   /**
    * Reserves again in the background when what is held would not last `REFILL_ROUND_TRIPS`
    * round trips at the subject's rate, so that the next requests find units instead of waiting
-   * (and, on Lambda@Edge, instead of spilling to new instances that would each reserve).
+   * (and, on Lambda@Edge, instead of spilling to new instances that would each reserve); and
+   * renews a lease that is running out while units are held.
    */
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
     // A subject seen once is not busy yet: its next request reserves for itself if it comes.
@@ -302,17 +458,33 @@ export class HybridCounting implements Store {
       reservation.used + reservation.previousUsed < 2
     )
       return;
-    const rate = rateOf(reservation, now);
-    if (reservation.held >= rate * this.#roundTripMs * REFILL_ROUND_TRIPS) return;
-    const ask = this.#reservationFor(reservation, counter, now) - counter.cost;
-    if (ask <= 0) return;
-    const sent = this.#clock();
+    const at = Math.max(now, reservation.start);
+    const rate = rateOf(reservation, at);
+    const low = reservation.held < rate * this.#roundTripMs * REFILL_ROUND_TRIPS;
+    const expiring =
+      this.#leaseMs > 0 &&
+      reservation.held > 0 &&
+      reservation.leaseEnd - this.#scheduler.now() < this.#leaseMs * RENEW_SHARE_OF_LEASE;
+    if (!low && !expiring) return;
+    const ask = low ? this.#reservationFor(reservation, counter, now) - counter.cost : 0;
+    if (ask <= 0 && !expiring) return;
+    const asked: CounterSpec[] = ask > 0 ? [{ ...counter, cost: ask, mode: "observe" }] : [];
+    const calls = this.#leaseMs > 0 ? [...asked, this.#fenceRead(counter)] : asked;
+    const sent = this.#scheduler.now();
     const landed = this.#inner
-      .apply([{ ...counter, cost: ask, mode: "observe" }], now)
+      .apply(calls, now)
       .then(
-        ([state]) => {
+        (answers) => {
           this.#measured(sent);
-          if (state !== undefined) addGrant(reservation, counter, ask, state);
+          const fence = this.#leaseMs > 0 ? answers[answers.length - 1] : undefined;
+          if (fence !== undefined && fence.count > 0) {
+            reservation.held = 0;
+            return;
+          }
+          const state = asked.length > 0 ? answers[0] : undefined;
+          if (state !== undefined) this.#holdGrant(reservation, counter, ask, state, sent);
+          // The fence was down when the store answered: what is held stays spendable.
+          else if (this.#leaseMs > 0) reservation.leaseEnd = sent + this.#leaseMs;
         },
         // A failed refill costs nothing: the next request that finds too little reserves itself
         // under the decision budget, and the rule's fail mode applies there.
@@ -325,7 +497,7 @@ export class HybridCounting implements Store {
   }
 
   #measured(sent: number): void {
-    const took = Math.max(0, this.#clock() - sent);
+    const took = Math.max(0, this.#scheduler.now() - sent);
     this.#roundTripMs = this.#roundTripMs * 0.8 + took * 0.2;
   }
 
@@ -336,11 +508,19 @@ export class HybridCounting implements Store {
     taken: Taken[],
     at: number,
   ): boolean {
+    if (
+      this.#leaseMs > 0 &&
+      reservation.held > 0 &&
+      this.#scheduler.now() >= reservation.leaseEnd
+    ) {
+      // The lease ran out: a reset may have taken effect since. The units stay counted, unused.
+      reservation.held = 0;
+    }
     // Written so that a count that is not a number can never admit.
     if (!(reservation.held >= counter.cost)) return false;
     reservation.held -= counter.cost;
     reservation.used += counter.cost;
-    taken.push({ reservation, counter });
+    taken.push({ reservation, counter, index: reservation.index });
     // What this process knows: the store's count at its last reservation, less what it holds.
     const count = Math.min(counter.limit, Math.max(0, reservation.storeCount - reservation.held));
     states[at] = {
@@ -359,11 +539,33 @@ function isHybrid(counter: CounterSpec): boolean {
 }
 
 /**
- * A pass holder's counter has a higher limit (the challenge band) on the same key: units
- * reserved under one limit are never spent under the other.
+ * The rule a reservation is for, beside its key: units reserved under one limit, algorithm or
+ * window are never spent under another (a pass holder's band; a reload that changed the rule).
  */
-function reservationKey(counter: CounterSpec): string {
-  return `${counter.key}\u0000${counter.limit}`;
+function specOf(counter: CounterSpec): string {
+  return `${counter.limit}|${counter.algorithm}|${windowSpanOf(counter.window)}`;
+}
+
+/**
+ * The fence of a hybrid counter: a sliding-window counter of `fenceMs` beside it (a fourth key
+ * part, so it never meets a counter of a rule). A reset counts 1 on it; a reservation reads it
+ * (cost 0) and finds it above 0 until at least `fenceMs` after the reset, which is as long as
+ * the reset waits.
+ */
+function fenceOf(counter: CounterSpec, fenceMs: number, cost: number): CounterSpec {
+  return {
+    key: `${counter.key}|reset`,
+    subject: counter.subject,
+    algorithm: "sliding-window",
+    limit: 1,
+    window: { ms: fenceMs },
+    cost,
+    mode: "observe",
+    ruleId: counter.ruleId,
+    namespace: counter.namespace,
+    backend: counter.backend,
+    counting: "exact",
+  };
 }
 
 /** The request was refused, or failed: what it took from reservations is held again. */
@@ -372,7 +574,8 @@ function giveBack(
   counters: readonly CounterSpec[],
   states: CounterState[] | undefined,
 ): void {
-  for (const { reservation, counter } of taken) {
+  for (const { reservation, counter, index } of taken) {
+    if (reservation.index !== index) continue;
     reservation.held += counter.cost;
     reservation.used -= counter.cost;
   }

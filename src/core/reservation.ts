@@ -3,7 +3,7 @@
  * the sizing that docs/accuracy.md measured (core/hybrid-counting.ts uses it).
  */
 import type { CounterSpec, CounterState, WindowSpec } from "./types.js";
-import { windowAt } from "./windows.js";
+import { windowAt, windowIndexAt, windowStartOf } from "./windows.js";
 
 /**
  * Of what the store said was left, the most one reservation takes before this process knows
@@ -46,6 +46,11 @@ export interface Reservation {
   pending: Promise<void> | undefined;
   /** Units that requests waiting for `pending` want: the next reservation covers them. */
   wanted: number;
+  /**
+   * Until when (the scheduler's monotonic ms) what is held may be spent, where the store can
+   * reset counters (see hybrid-counting.ts): a reset waits for every lease to run out.
+   */
+  leaseEnd: number;
 }
 
 /** A reservation for the window of `now`, following `previous` (the same counter's last one). */
@@ -70,6 +75,7 @@ export function newReservation(
     resetAt: bounds.end,
     pending: undefined,
     wanted: 0,
+    leaseEnd: 0,
   };
 }
 
@@ -120,6 +126,40 @@ export function rateOf(reservation: Reservation, now: number): number {
   const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
   const elapsed = Math.max(minSpan, now - reservation.start);
   return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+}
+
+/**
+ * The window the store counted a reservation's units in, from its answer: the window the answer
+ * ends (a sliding window's answer ends the window after, when that one's weight has faded too).
+ * It is not always the reservation's: a store whose items are per window counts a request
+ * stamped before the reservation's window in the older one, and a store with a clock of its own
+ * (Redis `TIME`, a Durable Object) may be in the next window while this process is not.
+ */
+export function storeWindowIndex(counter: CounterSpec, state: CounterState): number {
+  const ending = windowIndexAt(counter.window, state.resetAt - 1);
+  return counter.algorithm === "sliding-window" ? ending - 1 : ending;
+}
+
+/**
+ * Moves a reservation to a later window the store is already counting in (its clock is ahead
+ * of ours): what it held belonged to the window it leaves and is dropped; requests stamped
+ * before the new window spend from it, as the store counts them there.
+ */
+export function moveReservation(reservation: Reservation, window: WindowSpec, index: number): void {
+  const start = windowStartOf(window, index);
+  const moved = newReservation(reservation, window, start);
+  reservation.index = moved.index;
+  reservation.start = moved.start;
+  reservation.end = moved.end;
+  reservation.held = 0;
+  reservation.used = 0;
+  reservation.previousUsed = moved.previousUsed;
+  reservation.previousSpan = moved.previousSpan;
+  reservation.storeCount = 0;
+  reservation.reserved = 0;
+  reservation.previousStoreCount = moved.previousStoreCount;
+  reservation.resetAt = moved.resetAt;
+  reservation.leaseEnd = 0;
 }
 
 /**
