@@ -1,5 +1,14 @@
 import type { WindowSpec } from "./types.js";
 
+/**
+ * How long a store keeps a counter after its state stops mattering. A request can reach a store
+ * a little after the time it was stamped with (another process's clock is behind, a call waits
+ * its turn on the connection; never more than the decision budget or the connect budget, 1 s by
+ * default): it must still find its window's count, not an empty counter that would admit the
+ * window's limit again.
+ */
+export const LATE_GRACE_MS = 2_000;
+
 /** The window that contains `now`: its index (stable across processes), start and end (ms). */
 export interface WindowBounds {
   readonly index: number;

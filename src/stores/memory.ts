@@ -1,6 +1,7 @@
 import { ALGORITHMS, type Algorithm } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { CounterSpec, CounterState, Store } from "../core/types.js";
+import { LATE_GRACE_MS } from "../core/windows.js";
 import { EntryList } from "./memory-list.js";
 
 export interface MemoryStoreOptions {
@@ -275,11 +276,14 @@ export class MemoryStore implements Store {
     while (this.#entries.size > this.maxKeys) this.#evictOne(now);
   }
 
-  /** Drops a few expired entries from the old end of a segment. */
+  /**
+   * Drops a few expired entries from the old end of a segment, once a request counted late can
+   * no longer need them (`LATE_GRACE_MS`): `now` is another request's time.
+   */
   #sweep(segment: EntryList<Entry>, now: number): void {
     for (let checked = 0; checked < SWEEP_PER_INSERT; checked++) {
       const oldest = segment.oldest;
-      if (oldest === undefined || oldest.expiresAt > now) return;
+      if (oldest === undefined || oldest.expiresAt + LATE_GRACE_MS > now) return;
       this.#drop(oldest);
     }
   }

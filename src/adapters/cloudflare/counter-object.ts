@@ -1,6 +1,6 @@
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import type { CounterSpec, CounterState } from "../../core/types.js";
-import { windowAt, windowLengthMs } from "../../core/windows.js";
+import { LATE_GRACE_MS, windowAt, windowLengthMs } from "../../core/windows.js";
 import type { DurableObjectStateLike, WorkerEnv } from "./bindings.js";
 
 /** What the Worker sends to a counter object: the counters of one request that live in it. */
@@ -79,8 +79,8 @@ export class EdgelimitCounter {
     const expired: string[] = [];
     let latest = 0;
     for (const [key, counter] of this.#counters) {
-      if (counter.expiresAt <= now) expired.push(key);
-      else latest = Math.max(latest, counter.expiresAt);
+      if (counter.expiresAt + LATE_GRACE_MS <= now) expired.push(key);
+      else latest = Math.max(latest, counter.expiresAt + LATE_GRACE_MS);
     }
     for (const key of expired) this.#counters.delete(key);
     this.#alarmAt = undefined;
@@ -95,7 +95,8 @@ export class EdgelimitCounter {
 
   #lookup(key: string, now: number): StoredCounter | undefined {
     const counter = this.#counters.get(key);
-    return counter !== undefined && counter.expiresAt > now ? counter : undefined;
+    // Kept a little past its expiry, for a request that reaches the object late (LATE_GRACE_MS).
+    return counter !== undefined && counter.expiresAt + LATE_GRACE_MS > now ? counter : undefined;
   }
 
   /** The store contract's three phases, for the counters held by this object. */
@@ -155,6 +156,7 @@ export class EdgelimitCounter {
     for (const key in changed) latest = Math.max(latest, (changed[key] as StoredCounter).expiresAt);
     if (latest === 0) return;
     const writes: Promise<void>[] = [this.#storage.put(changed)];
+    latest += LATE_GRACE_MS;
     if (this.#alarmAt === undefined || latest > this.#alarmAt) {
       this.#alarmAt = latest;
       writes.push(this.#storage.setAlarm(latest));
@@ -176,7 +178,8 @@ function parseRequest(input: unknown): CounterObjectRequest {
     if (typeof spec?.key !== "string" || !Object.hasOwn(ALGORITHMS, spec.algorithm)) {
       throw new TypeError("each counter needs a key and a known algorithm");
     }
-    if (!(spec.limit >= 0 && spec.cost > 0 && typeof spec.window === "object")) {
+    // A cost of 0 reads a counter without spending it (hybrid counting reads its fence so).
+    if (!(spec.limit >= 0 && spec.cost >= 0 && typeof spec.window === "object")) {
       throw new TypeError(`counter ${spec.key}: limit, cost and window are required`);
     }
   }

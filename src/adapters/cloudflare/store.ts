@@ -91,15 +91,30 @@ export class CloudflareStore implements Store {
       indexes.forEach((index, j) => {
         states[index] = answer.states[j];
       });
-      return { key, own, admitted: answer.admitted };
+      return { key, own, indexes, admitted: answer.admitted };
     });
     const answers = await Promise.all(calls);
     const refused = answers.some((answer) => !answer.admitted);
     if (refused && admitted) {
-      const refunds = answers
-        .filter((answer) => answer.admitted && answer.own.some((spec) => spec.mode === "enforce"))
-        .map((answer) => this.#call(answer.key, REFUND_PATH, answer.own, now));
-      await Promise.all(refunds);
+      const refunded = answers.filter(
+        (answer) => answer.admitted && answer.own.some((spec) => spec.mode === "enforce"),
+      );
+      await Promise.all(
+        refunded.map((answer) => this.#call(answer.key, REFUND_PATH, answer.own, now)),
+      );
+      // Their answers describe the count before the refund: say what the object now holds.
+      for (const answer of refunded) {
+        for (const index of answer.indexes) {
+          const spec = counters[index] as CounterSpec;
+          const state = states[index];
+          if (state === undefined || spec.mode !== "enforce") continue;
+          states[index] = {
+            ...state,
+            count: Math.max(0, state.count - spec.cost),
+            remaining: Math.min(spec.limit, state.remaining + spec.cost),
+          };
+        }
+      }
     }
 
     return counters.map((_spec, i) => states[i] ?? notConsulted(now));

@@ -19,9 +19,9 @@
  * that a double survives the round trip exactly. Windows never move backwards: a request
  * stamped before the stored window is counted in the stored window, at its start
  * (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire when their state stops
- * mattering, measured from the time the script counts with (`PX`, a duration): the server
- * applies it on its own clock, so a caller whose clock is behind the server's never writes an
- * expiry that is already past.
+ * mattering, and `LATE_GRACE_MS` more for a request that arrives late, measured from the time
+ * the script counts with (`PX`, a duration): the server applies it on its own clock, so a
+ * caller whose clock is behind the server's never writes an expiry that is already past.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
@@ -246,7 +246,8 @@ for _ = 1, tonumber(ARGV[1]) do
     -- Refused requests count only on the enforcing counters that refused them.
     if admitted or not ok or spec.observe then
       local encoded, expiry = count_request(spec, spec.now, ok)
-      local ttl = expiry - spec.now
+      -- Kept LATE_GRACE_MS (src/core/windows.ts) longer, for a request that arrives late.
+      local ttl = expiry - spec.now + 2000
       if ttl > 0 then
         call("SET", KEYS[key_at + i], encoded, "PX", ceil(ttl))
       else
@@ -261,4 +262,4 @@ return out
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "0b2a91d3f390fc41cd95759324d61732abe1a8fc";
+export const APPLY_COUNTERS_SHA = "8960412bad6e5e7d301480ddf77e9b7eaf76fbb4";
