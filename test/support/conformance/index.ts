@@ -1,0 +1,24 @@
+/** One store target, started once per test file, through the contract and the histories. */
+import { afterAll, beforeAll } from "vitest";
+import { describeStoreContract } from "./contract.js";
+import { describeHistories } from "./histories.js";
+import type { Target } from "./targets.js";
+
+export function describeConformance(
+  makeTarget: () => Promise<Target>,
+  options: { readonly runs: number; readonly maxSteps: number },
+): void {
+  let target: Target | undefined;
+  beforeAll(async () => {
+    target = await makeTarget();
+  }, 120_000);
+  afterAll(async () => {
+    await target?.cleanup();
+  });
+  const current = (): Target => {
+    if (target === undefined) throw new Error("the store target did not start");
+    return target;
+  };
+  describeStoreContract(current);
+  describeHistories(current, options);
+}

@@ -1,0 +1,222 @@
+/**
+ * The stores the conformance suite runs over, each a real one: the memory store, a
+ * redis-server, a 3-master Redis Cluster, DynamoDB (dynalite, over HTTP with our client) and
+ * the Durable Object in workerd (Miniflare). A target gives one store instance per "process"
+ * (its own client, its own caches), all on one backend, as a fleet of gateways has.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { Miniflare } from "miniflare";
+import type { CounterSpec, CounterState, Store } from "../../../src/core/types.js";
+import { DynamoDbStore } from "../../../src/stores/dynamodb.js";
+import { MemoryStore } from "../../../src/stores/memory.js";
+import { RedisStore } from "../../../src/stores/redis.js";
+import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../../dynamodb/harness.js";
+import { startCluster, startRedis } from "../../redis/redis-server.js";
+
+export interface Target {
+  readonly name: string;
+  /** Whether the store can reset counters (`Store.reset`). */
+  readonly canReset: boolean;
+  /**
+   * `count` store instances ("processes") on one backend; each call gives fresh counters (a key
+   * prefix or table of its own), so that histories never meet.
+   */
+  stores(count: number): Promise<Store[]>;
+  cleanup(): Promise<void>;
+}
+
+let fresh = 0;
+/** A name no earlier history used. */
+function freshName(): string {
+  fresh++;
+  return `h${process.pid}x${fresh}`;
+}
+
+/**
+ * The memory store reached as a remote store is: asynchronously, and so with the block cache,
+ * the decision budget and (for hybrid rules) the hybrid layer in front of it, as the engine puts
+ * them in front of any store that is not in the process. Every "process" shares the one store.
+ */
+class RemoteMemory implements Store {
+  readonly name = "memory";
+  readonly #memory: MemoryStore;
+
+  constructor(memory: MemoryStore) {
+    this.#memory = memory;
+  }
+
+  async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    await new Promise((resolve) => setImmediate(resolve));
+    return this.#memory.applySync(counters, now);
+  }
+
+  reset(counters: readonly CounterSpec[]): Promise<void> {
+    return this.#memory.reset(counters);
+  }
+}
+
+export async function memoryTarget(): Promise<Target> {
+  return {
+    name: "memory",
+    canReset: true,
+    async stores(count) {
+      const memory = new MemoryStore();
+      return Array.from({ length: count }, () => new RemoteMemory(memory));
+    },
+    async cleanup() {},
+  };
+}
+
+/** Redis with the caller's clock: the histories drive time, and skew is theirs to choose. */
+function redisStores(url: string, count: number): Promise<RedisStore[]> {
+  const prefix = `${freshName()}:`;
+  const stores = Array.from(
+    { length: count },
+    () => new RedisStore({ client: url, prefix, clock: "caller", timeoutMs: 5000 }),
+  );
+  return Promise.all(stores.map((store) => store.ready().then(() => store)));
+}
+
+export async function redisTarget(): Promise<Target> {
+  const { server, cleanup } = await startRedis();
+  const opened: RedisStore[] = [];
+  return {
+    name: "redis",
+    canReset: true,
+    async stores(count) {
+      const stores = await redisStores(server.url, count);
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await cleanup();
+    },
+  };
+}
+
+export async function clusterTarget(): Promise<Target> {
+  const cluster = await startCluster();
+  const opened: RedisStore[] = [];
+  return {
+    name: "redis-cluster",
+    canReset: true,
+    async stores(count) {
+      const stores = await redisStores(cluster.url, count);
+      for (const store of stores) store.client.on("error", () => {});
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await cluster.cleanup();
+    },
+  };
+}
+
+export async function dynamodbTarget(): Promise<Target> {
+  const local = await startDynalite();
+  const opened: DynamoDbStore[] = [];
+  return {
+    name: "dynamodb",
+    canReset: false,
+    async stores(count) {
+      const table = freshName();
+      await createRateLimitTable(local.client, table);
+      const stores = Array.from(
+        { length: count },
+        () =>
+          new DynamoDbStore({
+            table,
+            region: "us-east-1",
+            endpoint: local.endpoint,
+            credentials: TEST_CREDENTIALS,
+            requestTimeoutMs: 5000,
+          }),
+      );
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await local.close();
+    },
+  };
+}
+
+/** The Worker the Durable Object target runs: `CloudflareStore.apply` in workerd, over HTTP. */
+const STORE_WORKER = join(import.meta.dirname, "store-worker.ts");
+
+/**
+ * The Cloudflare store and its Durable Object (`EdgelimitCounter`) in the real workerd runtime.
+ * Each "process" is a client in Node that asks a Worker to apply counters; the Worker's store
+ * routes each exact counter to its object, as the example Worker does.
+ */
+export async function durableObjectTarget(): Promise<Target> {
+  const dir = await mkdtemp(join(tmpdir(), "edgelimit-conformance-"));
+  const script = join(dir, "worker.js");
+  await build({
+    entryPoints: [STORE_WORKER],
+    outfile: script,
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    external: ["cloudflare:*", "node:*"],
+    logLevel: "warning",
+  });
+  const miniflare = new Miniflare({
+    modules: true,
+    scriptPath: script,
+    modulesRoot: dir,
+    compatibilityDate: "2025-06-01",
+    durableObjects: { EDGELIMIT_COUNTER: { className: "EdgelimitCounter", useSQLite: true } },
+    durableObjectsPersist: join(dir, "objects"),
+  });
+  await miniflare.ready;
+  return {
+    name: "durable-object",
+    canReset: false,
+    async stores(count) {
+      const prefix = freshName();
+      return Array.from({ length: count }, () => new WorkerdStore(miniflare, prefix));
+    },
+    async cleanup() {
+      await miniflare.dispose();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+class WorkerdStore implements Store {
+  readonly name = "cloudflare";
+  readonly #miniflare: Miniflare;
+  /** Keeps histories apart: every key is prefixed (in its subject, so objects differ too). */
+  readonly #prefix: string;
+
+  constructor(miniflare: Miniflare, prefix: string) {
+    this.#miniflare = miniflare;
+    this.#prefix = prefix;
+  }
+
+  async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    const prefixed = counters.map((counter) => ({
+      ...counter,
+      key: `${this.#prefix}${counter.key}`,
+      subject: `${this.#prefix}${counter.subject}`,
+      backend: "exact" as const,
+    }));
+    const response = await this.#miniflare.dispatchFetch("https://store.test/apply", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ counters: prefixed, now }),
+    });
+    if (!response.ok)
+      throw new Error(`workerd store answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as CounterState[];
+  }
+}
