@@ -265,7 +265,9 @@ export async function runHistory(
   const oracle = new Oracle(counting);
   for (const step of history.steps) {
     if (step.kind === "reload") {
-      policy = policyOf(step.global, step.path, counting);
+      const next = policyOf(step.global, step.path, counting);
+      oracle.reload(policy, next);
+      policy = next;
       version++;
       for (const limiter of limiters) limiter.reload(policy);
       continue;
@@ -310,9 +312,26 @@ class Oracle {
   /** Token buckets: the stamps and costs admitted per version, rule, subject and epoch. */
   readonly #buckets = new Map<string, { stamp: number; cost: number }[]>();
   readonly #epochs = new Map<string, number>();
+  /**
+   * Per rule: how many reloads changed its algorithm or window. Such a reload starts the rule's
+   * counters afresh (a counter remembers the window it was counted under), even one that changes
+   * it back: what a count must hold starts again too.
+   */
+  readonly #shapes = new Map<string, number>();
 
   constructor(counting: "exact" | "hybrid") {
     this.#exact = counting === "exact";
+  }
+
+  reload(before: ResolvedPolicy, after: ResolvedPolicy): void {
+    for (const rule of after.rules) {
+      const old = before.rules.find((candidate) => candidate.id === rule.id);
+      const same =
+        old !== undefined &&
+        old.algorithm === rule.algorithm &&
+        JSON.stringify(old.window) === JSON.stringify(rule.window);
+      if (!same) this.#shapes.set(rule.id, (this.#shapes.get(rule.id) ?? 0) + 1);
+    }
   }
 
   reset(subject: string): void {
@@ -353,7 +372,7 @@ class Oracle {
         rule.limit,
       );
       if (this.#exact) {
-        const shape = `${rule.id}|${rule.algorithm}|${JSON.stringify(rule.window)}|${verdict.subject}|${epoch}|${window}`;
+        const shape = `${rule.id}|${this.#shapes.get(rule.id) ?? 0}|${verdict.subject}|${epoch}|${window}`;
         const counted = (this.#counted.get(shape) ?? 0) + cost;
         this.#counted.set(shape, counted);
         expect(
