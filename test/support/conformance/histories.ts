@@ -56,6 +56,14 @@ export type Step =
       readonly lateMs: number;
       readonly advanceMs: number;
     }
+  | {
+      /** Requests sent at once by every limiter: batched calls, reservations shared in flight. */
+      readonly kind: "burst";
+      readonly subject: number;
+      readonly path: number;
+      readonly perLimiter: number;
+      readonly advanceMs: number;
+    }
   | { readonly kind: "reload"; readonly global: RuleShape; readonly path: RuleShape }
   | { readonly kind: "reset"; readonly limiter: number; readonly subject: number }
   | { readonly kind: "fail"; readonly limiter: number; readonly after: boolean };
@@ -151,6 +159,16 @@ export function historyArbitrary(options: {
             { weight: 4, arbitrary: fc.integer({ min: 0, max: 40 }) },
             fc.integer({ min: 0, max: 1500 }),
           ),
+        }),
+      },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant("burst" as const),
+          subject: fc.integer({ min: 0, max: 1 }),
+          path: fc.integer({ min: 0, max: 1 }),
+          perLimiter: fc.integer({ min: 2, max: 6 }),
+          advanceMs: fc.integer({ min: 0, max: 400 }),
         }),
       },
       {
@@ -276,6 +294,24 @@ export async function runHistory(
       (stores[step.limiter] as FaultyStore).failNext = step.after ? "after" : "before";
       continue;
     }
+    if (step.kind === "burst") {
+      time += step.advanceMs;
+      const ip = `198.51.100.${step.subject + 1}`;
+      const sent = limiters.flatMap((limiter, i) => {
+        const stamp = time + (history.offsets[i] as number);
+        stamps[i] = stamp;
+        return Array.from({ length: step.perLimiter }, () =>
+          limiter
+            .check({ ip, path: step.path === 1 ? "/x" : "/" })
+            .then((verdict) => ({ verdict, stamp })),
+        );
+      });
+      // Settled in any order: the limits hold, but no one answer can show the others' counts.
+      for (const { verdict, stamp } of await Promise.all(sent)) {
+        oracle.record(verdict, policy, version, stamp, 1, tally, false);
+      }
+      continue;
+    }
     const limiter = limiters[step.limiter] as Limiter;
     const offset = history.offsets[step.limiter] as number;
     const ip = `198.51.100.${step.subject + 1}`;
@@ -298,7 +334,7 @@ export async function runHistory(
       path: step.path === 1 ? "/x" : "/",
       cost: step.cost,
     });
-    oracle.record(verdict, policy, version, stamp, step.cost, tally);
+    oracle.record(verdict, policy, version, stamp, step.cost, tally, true);
   }
 }
 
@@ -345,6 +381,7 @@ class Oracle {
     stamp: number,
     cost: number,
     tally: Tally,
+    inOrder: boolean,
   ): void {
     if (verdict.action !== "allow") {
       if (verdict.action === "block") tally.refused++;
@@ -372,6 +409,7 @@ class Oracle {
         rule.limit,
       );
       if (this.#exact) {
+        // Concurrent answers settle in any order: a count can only be held to those before it.
         const shape = `${rule.id}|${this.#shapes.get(rule.id) ?? 0}|${verdict.subject}|${epoch}|${window}`;
         const counted = (this.#counted.get(shape) ?? 0) + cost;
         this.#counted.set(shape, counted);
