@@ -6,20 +6,24 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
-import { routeChallenge } from "../challenge/route.js";
+import type { ResolvedPolicy } from "../core/model.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import {
+  type ApplicationUser,
+  type ForwardHeaders,
+  Guard,
+  type GuardLimiter,
+  type GuardTranslation,
+} from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
-import type { ResolvedPolicy } from "../policy/types.js";
-import { refuseUnallowedUser, validCost } from "./options.js";
 
-export interface NodeRateLimitOptions {
-  readonly limiter: Limiter;
-  /** Serves the challenge page under its path when the policy challenges. */
-  readonly challenge?: ChallengeHandler;
-  /** Counts every decision (see `prometheusMetrics`). */
-  readonly metrics?: NodeMetrics;
+/**
+ * What every Node guard offers (the middleware here and the gateway): the guard's options as
+ * functions of Node's request.
+ */
+export interface NodeGuardOptions {
   /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
   readonly skip?: (request: IncomingMessage) => boolean | Promise<boolean>;
   /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
@@ -29,9 +33,7 @@ export interface NodeRateLimitOptions {
    * user. The policy must allow it (`identity.user.application: true`); a token or trusted
    * header the policy names comes first. Never derive it from what the client sent unchecked.
    */
-  readonly user?: (
-    request: IncomingMessage,
-  ) => { readonly id: string; readonly plan?: string | undefined } | undefined;
+  readonly user?: (request: IncomingMessage) => ApplicationUser | undefined;
   /**
    * Writes the answer to a refused request instead of the default (429 with a JSON body, 302 to
    * the challenge, 503 when failing closed). The verdict's `headers` (`Retry-After`,
@@ -42,6 +44,14 @@ export interface NodeRateLimitOptions {
     response: ServerResponse,
     verdict: Verdict,
   ) => void | Promise<void>;
+}
+
+export interface NodeRateLimitOptions extends NodeGuardOptions {
+  readonly limiter: Limiter;
+  /** Serves the challenge page under its path when the policy challenges. */
+  readonly challenge?: ChallengeHandler;
+  /** Counts every decision (see `prometheusMetrics`). */
+  readonly metrics?: NodeMetrics;
 }
 
 /** A request after the middleware: the verdict, as Express users know from `req.rateLimit`. */
@@ -105,7 +115,11 @@ export function prometheusMetrics(
   return new NodeMetrics(limiter, options);
 }
 
-/** Describes a Node request for the core. The address is the socket peer's, never a header. */
+/**
+ * Describes a Node request for the core. The address is the socket peer's, never a header (a
+ * Unix socket has none: the request is then counted as `ip:unknown`); Node writes every header
+ * name in lower case.
+ */
 export function describeNodeRequest(request: IncomingMessage): RequestDescription {
   const url = (request as IncomingMessage & { originalUrl?: string }).originalUrl ?? request.url;
   return {
@@ -113,6 +127,7 @@ export function describeNodeRequest(request: IncomingMessage): RequestDescriptio
     method: request.method,
     path: url ?? "/",
     headers: request.headers,
+    lowerCaseHeaders: true,
   };
 }
 
@@ -122,45 +137,106 @@ export function sendRefusal(response: ServerResponse, verdict: Verdict): void {
   response.end(verdict.body);
 }
 
+const NODE_REQUESTS: GuardTranslation<IncomingMessage, ServerResponse> = {
+  describe: describeNodeRequest,
+  webRequest: toWebRequest,
+};
+
+/**
+ * The guard on Node's request and response, for the middleware here and the gateway. The
+ * response is the guard's context: `onRefused` writes to it, with the verdict's headers set
+ * first and the verdict on `request.rateLimit`.
+ */
+export function nodeGuard(
+  name: string,
+  limiter: GuardLimiter,
+  challenge: ChallengeHandler | undefined,
+  options: NodeGuardOptions,
+): Guard<IncomingMessage, ServerResponse, void> {
+  const onRefused = options.onRefused;
+  return new Guard(
+    name,
+    limiter,
+    {
+      challenge,
+      skip: options.skip,
+      cost: options.cost,
+      user: options.user,
+      onRefused:
+        onRefused === undefined
+          ? undefined
+          : (request, response, verdict) => {
+              (request as RateLimitedRequest).rateLimit = verdict;
+              setResponseHeaders(response, verdict.headers);
+              return onRefused(request, response, verdict);
+            },
+    },
+    NODE_REQUESTS,
+  );
+}
+
+/**
+ * The request as the origin may see it: the client's copies of our headers dropped, ours set.
+ * Node's header names are lower case, as the guard's are.
+ */
+export function setForwardHeaders(request: IncomingMessage, forward: ForwardHeaders): void {
+  const headers = request.headers;
+  delete headers[forward.remove];
+  for (const name in forward.set) headers[name] = forward.set[name];
+}
+
+function setResponseHeaders(
+  response: ServerResponse,
+  headers: Readonly<Record<string, string>>,
+): void {
+  for (const name in headers) response.setHeader(name, headers[name] as string);
+}
+
+/**
+ * Runs a Node guard on one request. Returns true when it may go on (the rate-limit headers are
+ * set on the response and the remaining count on the request), false when the response was
+ * already sent.
+ */
+async function passes(
+  guard: Guard<IncomingMessage, ServerResponse, void>,
+  metrics: NodeMetrics | undefined,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<boolean> {
+  const action = await guard.run(request, response);
+  if (action.kind === "page") {
+    await writeWebResponse(response, action.response);
+    return false;
+  }
+  if (action.verdict !== undefined) {
+    metrics?.record(action.verdict);
+    (request as RateLimitedRequest).rateLimit = action.verdict;
+  }
+  switch (action.kind) {
+    case "refuse":
+      sendRefusal(response, action.verdict);
+      return false;
+    case "answered":
+      return false;
+    case "forward":
+      setForwardHeaders(request, action);
+      setResponseHeaders(response, action.respond);
+      return true;
+  }
+}
+
 /**
  * Decides one request. Returns true when it may go on (the rate-limit headers are set on the
  * response and the remaining count on the request), false when the response was already sent.
+ * Builds the guard on every call: mounted for good, `nodeRateLimit` builds it once.
  */
-export async function guardNodeRequest(
+export function guardNodeRequest(
   options: NodeRateLimitOptions,
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<boolean> {
-  const { limiter, challenge } = options;
-  if (options.skip !== undefined && (await options.skip(request))) return true;
-  const cost = options.cost?.(request);
-  const user = options.user?.(request);
-  const description = {
-    ...describeNodeRequest(request),
-    ...(cost === undefined ? {} : { cost: validCost("nodeRateLimit", cost) }),
-    ...(user === undefined ? {} : { user }),
-  };
-  const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
-  if (page !== undefined) {
-    await writeWebResponse(response, await page);
-    return false;
-  }
-  const verdict = await limiter.check(description);
-  options.metrics?.record(verdict);
-  (request as RateLimitedRequest).rateLimit = verdict;
-  if (verdict.action !== "allow") {
-    if (options.onRefused === undefined) sendRefusal(response, verdict);
-    else {
-      for (const [name, value] of Object.entries(verdict.headers)) response.setHeader(name, value);
-      await options.onRefused(request, response, verdict);
-    }
-    return false;
-  }
-  // The client may have sent a header of the same name: the origin must only see ours.
-  delete request.headers[limiter.policy.headers.origin];
-  for (const [name, value] of Object.entries(verdict.originHeaders)) request.headers[name] = value;
-  for (const [name, value] of Object.entries(verdict.headers)) response.setHeader(name, value);
-  return true;
+  const guard = nodeGuard("guardNodeRequest", options.limiter, options.challenge, options);
+  return passes(guard, options.metrics, request, response);
 }
 
 /**
@@ -168,13 +244,13 @@ export async function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
-  refuseUnallowedUser("nodeRateLimit", options.limiter, options.user !== undefined);
+  const guard = nodeGuard("nodeRateLimit", options.limiter, options.challenge, options);
   return (
     request: IncomingMessage,
     response: ServerResponse,
     next: (error?: unknown) => void,
   ): void => {
-    guardNodeRequest(options, request, response).then(
+    passes(guard, options.metrics, request, response).then(
       (proceed) => {
         if (proceed) next();
       },
@@ -199,9 +275,9 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
-  refuseUnallowedUser("fastifyRateLimit", options.limiter, options.user !== undefined);
+  const guard = nodeGuard("fastifyRateLimit", options.limiter, options.challenge, options);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
-    if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
+    if (!(await passes(guard, options.metrics, request.raw, reply.raw))) reply.hijack();
   };
 }
 

@@ -1,4 +1,4 @@
-import { routeChallenge } from "../../challenge/route.js";
+import type { ResolvedPolicy } from "../../core/model.js";
 import type { SecretContext } from "../../core/secrets.js";
 import type {
   ChallengeHandler,
@@ -6,9 +6,9 @@ import type {
   RequestDescription,
   Store,
 } from "../../core/types.js";
+import { type ApplicationUser, Guard, type GuardAction } from "../../http/guard.js";
 import type { Verdict } from "../../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
 import {
   type CloudFrontHeaders,
   type CloudFrontRequest,
@@ -37,6 +37,24 @@ export interface ViewerRequestOptions extends SecretContext {
   /** CloudWatch EMF lines per decision (default on); `false` turns them off. */
   readonly metrics?: false | EmfOptions;
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
+  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
+  readonly skip?: (request: CloudFrontRequest) => boolean | Promise<boolean>;
+  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
+  readonly cost?: (request: CloudFrontRequest) => number | undefined;
+  /**
+   * A user your code at the edge has verified for this request (a session cookie it checked),
+   * counted as that user. The policy must allow it (`identity.user.application: true`); a token
+   * the policy names comes first. Never derive it from what the viewer sent unchecked.
+   */
+  readonly user?: (request: CloudFrontRequest) => ApplicationUser | undefined;
+  /**
+   * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
+   * challenge, 503 when failing closed); the verdict's `headers` are added to it.
+   */
+  readonly onRefused?: (
+    request: CloudFrontRequest,
+    verdict: Verdict,
+  ) => CloudFrontResultResponse | Promise<CloudFrontResultResponse>;
 }
 
 export type ViewerRequestHandler = ((
@@ -79,37 +97,75 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
             onDecision?.(verdict, request);
           },
   });
-  const originHeader = options.policy.headers.origin.toLowerCase();
-  const challenge = options.challenge;
+  const onRefused = options.onRefused;
+  const guard = new Guard<CloudFrontRequest, undefined, CloudFrontResultResponse>(
+    "createViewerRequestHandler",
+    limiter,
+    {
+      challenge: options.challenge,
+      skip: options.skip,
+      cost: options.cost,
+      user: options.user,
+      onRefused:
+        onRefused === undefined
+          ? undefined
+          : async (request, _context, verdict) =>
+              withHeaders(await onRefused(request, verdict), verdict.headers),
+    },
+    { describe, webRequest: toWebRequest },
+  );
 
   const handler = async (event: CloudFrontRequestEvent) => {
     const request = (event.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request;
-    // Whatever the client wrote in the headers we own must not reach the origin or the response.
+    // The handover to the viewer-response step is ours alone, whatever the guard decides.
     delete request.headers[HANDOVER_HEADER];
-    delete request.headers[originHeader];
-    const description = describe(request);
-    const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
-    if (page !== undefined) return fromWebResponse(await page);
-    const verdict = await limiter.check(description);
-    if (verdict.action !== "allow") return refusal(verdict);
-    for (const name in verdict.originHeaders) {
-      setHeader(request.headers, name, verdict.originHeaders[name] as string);
-    }
-    if (Object.keys(verdict.headers).length > 0) {
-      setHeader(request.headers, HANDOVER_HEADER, JSON.stringify(verdict.headers));
-    }
-    return request;
+    return translate(request, await guard.run(request, undefined));
   };
   return Object.assign(handler, { limiter });
+}
+
+/** The guard's action as CloudFront's answer: the request passed on, or a response. */
+async function translate(
+  request: CloudFrontRequest,
+  action: GuardAction<CloudFrontResultResponse>,
+): Promise<CloudFrontRequest | CloudFrontResultResponse> {
+  switch (action.kind) {
+    case "page":
+      return fromWebResponse(action.response);
+    case "refuse":
+      return refusal(action.verdict);
+    case "answered":
+      return action.answer;
+    case "forward": {
+      delete request.headers[action.remove];
+      for (const name in action.set) setHeader(request.headers, name, action.set[name] as string);
+      if (Object.keys(action.respond).length > 0) {
+        setHeader(request.headers, HANDOVER_HEADER, JSON.stringify(action.respond));
+      }
+      return request;
+    }
+  }
+}
+
+/** Adds the verdict's headers to an answer of `onRefused`. */
+function withHeaders(
+  answer: CloudFrontResultResponse,
+  headers: Readonly<Record<string, string>>,
+): CloudFrontResultResponse {
+  const merged: CloudFrontHeaders = { ...answer.headers };
+  for (const name in headers) setHeader(merged, name, headers[name] as string);
+  return { ...answer, headers: merged };
 }
 
 /**
  * CloudFront's `clientIp` is the viewer's address as CloudFront saw the connection: it is the
  * socket peer here. `X-Forwarded-For` arrives as the viewer wrote it, so it is not passed on.
+ * Header names in the event are lower case.
  */
 function describe(request: CloudFrontRequest): RequestDescription {
   return {
     ip: request.clientIp,
+    lowerCaseHeaders: true,
     method: request.method,
     path: request.querystring ? `${request.uri}?${request.querystring}` : request.uri,
     headers: flatten(request.headers),
