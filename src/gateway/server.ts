@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
-import { type NodeGuardOptions, nodeGuard, writeWebResponse } from "../adapters/node.js";
+import { type NodeGuardOptions, nodeGuard, writeWebResponse } from "../adapters/node-guard.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import { checkGuardOptions, type Guard } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
