@@ -101,7 +101,7 @@ function beforeTheGuard(): Contender {
 
 function theGuard(): Contender {
   const { limiter, challenge, requests } = setUp();
-  const guard = nodeGuard("bench", limiter, challenge, {});
+  const guard = nodeGuard("bench", limiter, { challenge });
   const response = {} as ServerResponse;
   let i = 0;
   return {

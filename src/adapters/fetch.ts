@@ -24,6 +24,7 @@ export {
   forwardRequest,
   refusalResponse,
   type WebGuardOptions,
+  type WebOnRefused,
   withHeaders,
 } from "./web.js";
 

@@ -5,41 +5,27 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
-import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { RequestDescription } from "../core/types.js";
 import {
-  type ApplicationUser,
   Guard,
   type GuardLimiter,
+  type GuardOptions,
   type GuardTranslation,
 } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 
 /**
- * What every Node guard offers (the middleware here and the gateway): the guard's options as
- * functions of Node's request.
+ * Writes the answer to a refused request instead of the default; the verdict's `headers`
+ * (`Retry-After`, `RateLimit`, ...) are set on the response before it is called.
  */
-export interface NodeGuardOptions {
-  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: (request: IncomingMessage) => boolean | Promise<boolean>;
-  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
-  readonly cost?: (request: IncomingMessage) => number | undefined;
-  /**
-   * The user your application has verified for this request (its session), counted as that
-   * user. The policy must allow it (`identity.user.application: true`); a token or trusted
-   * header the policy names comes first. Never derive it from what the client sent unchecked.
-   */
-  readonly user?: (request: IncomingMessage) => ApplicationUser | undefined;
-  /**
-   * Writes the answer to a refused request instead of the default (429 with a JSON body, 302 to
-   * the challenge, 503 when failing closed). The verdict's `headers` (`Retry-After`,
-   * `RateLimit`, ...) are set on the response before it is called.
-   */
-  readonly onRefused?: (
-    request: IncomingMessage,
-    response: ServerResponse,
-    verdict: Verdict,
-  ) => void | Promise<void>;
-}
+export type NodeOnRefused = (
+  request: IncomingMessage,
+  response: ServerResponse,
+  verdict: Verdict,
+) => void | Promise<void>;
+
+/** Every adapter's options (see `GuardOptions`) as functions of Node's request. */
+export type NodeGuardOptions = GuardOptions<[request: IncomingMessage], NodeOnRefused>;
 
 /** A request after the middleware: the verdict, as Express users know from `req.rateLimit`. */
 export interface RateLimitedRequest extends IncomingMessage {
@@ -68,42 +54,29 @@ export function sendRefusal(response: ServerResponse, verdict: Verdict): void {
   response.end(verdict.body);
 }
 
-const NODE_REQUESTS: GuardTranslation<IncomingMessage, ServerResponse> = {
+/**
+ * How the guard reads Node's request, the response being its context: `onRefused` writes to
+ * the response, with the verdict's headers set first and the verdict on `request.rateLimit`.
+ */
+const NODE_REQUESTS: GuardTranslation<IncomingMessage, ServerResponse, NodeOnRefused, void> = {
   describe: describeNodeRequest,
   webRequest: toWebRequest,
+  refused(onRefused, request, response, verdict) {
+    (request as RateLimitedRequest).rateLimit = verdict;
+    setResponseHeaders(response, verdict.headers);
+    return onRefused(request, response, verdict);
+  },
 };
 
-/**
- * The guard on Node's request and response, for the middleware here and the gateway. The
- * response is the guard's context: `onRefused` writes to it, with the verdict's headers set
- * first and the verdict on `request.rateLimit`.
- */
+/** The guard on Node's request and response, for the middleware and the gateway. */
+export type NodeGuard = Guard<IncomingMessage, ServerResponse, NodeOnRefused, void>;
+
 export function nodeGuard(
   name: string,
   limiter: GuardLimiter,
-  challenge: ChallengeHandler | undefined,
   options: NodeGuardOptions,
-): Guard<IncomingMessage, ServerResponse, void> {
-  const onRefused = options.onRefused;
-  return new Guard(
-    name,
-    limiter,
-    {
-      challenge,
-      skip: options.skip,
-      cost: options.cost,
-      user: options.user,
-      onRefused:
-        onRefused === undefined
-          ? undefined
-          : (request, response, verdict) => {
-              (request as RateLimitedRequest).rateLimit = verdict;
-              setResponseHeaders(response, verdict.headers);
-              return onRefused(request, response, verdict);
-            },
-    },
-    NODE_REQUESTS,
-  );
+): NodeGuard {
+  return new Guard(name, limiter, options, NODE_REQUESTS);
 }
 
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */

@@ -6,12 +6,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import type { ResolvedPolicy } from "../core/model.js";
-import type { ChallengeHandler } from "../core/types.js";
-import type { ForwardHeaders, Guard } from "../http/guard.js";
+import type { ForwardHeaders } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
 import {
+  type NodeGuard,
   type NodeGuardOptions,
   nodeGuard,
   type RateLimitedRequest,
@@ -23,6 +23,7 @@ import {
 export {
   describeNodeRequest,
   type NodeGuardOptions,
+  type NodeOnRefused,
   type RateLimitedRequest,
   sendRefusal,
   toWebRequest,
@@ -31,8 +32,6 @@ export {
 
 export interface NodeRateLimitOptions extends NodeGuardOptions {
   readonly limiter: Limiter;
-  /** Serves the challenge page under its path when the policy challenges. */
-  readonly challenge?: ChallengeHandler;
   /** Counts every decision (see `prometheusMetrics`). */
   readonly metrics?: NodeMetrics;
 }
@@ -109,7 +108,7 @@ function setForwardHeaders(request: IncomingMessage, forward: ForwardHeaders): v
  * already sent.
  */
 async function passes(
-  guard: Guard<IncomingMessage, ServerResponse, void>,
+  guard: NodeGuard,
   metrics: NodeMetrics | undefined,
   request: IncomingMessage,
   response: ServerResponse,
@@ -146,7 +145,7 @@ export function guardNodeRequest(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<boolean> {
-  const guard = nodeGuard("guardNodeRequest", options.limiter, options.challenge, options);
+  const guard = nodeGuard("guardNodeRequest", options.limiter, options);
   return passes(guard, options.metrics, request, response);
 }
 
@@ -155,7 +154,7 @@ export function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("nodeRateLimit", options.limiter, options.challenge, options);
+  const guard = nodeGuard("nodeRateLimit", options.limiter, options);
   return (
     request: IncomingMessage,
     response: ServerResponse,
@@ -186,7 +185,7 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("fastifyRateLimit", options.limiter, options.challenge, options);
+  const guard = nodeGuard("fastifyRateLimit", options.limiter, options);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     if (!(await passes(guard, options.metrics, request.raw, reply.raw))) reply.hijack();
   };

@@ -3,35 +3,30 @@
  * `honoRateLimit`) and the Worker: a `Request` read into the core's description, a refusal or
  * the challenge page as a `Response`, the request passed on with the origin's headers.
  */
-import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { RequestDescription } from "../core/types.js";
 import {
-  type ApplicationUser,
   type ForwardHeaders,
   Guard,
   type GuardAction,
   type GuardLimiter,
+  type GuardOptions,
 } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 
-/** The guard's options as functions of a Web `Request` and the runtime's context. */
-export interface WebGuardOptions<Context> {
-  /** Serves the challenge page under its path when the policy challenges. */
-  readonly challenge?: ChallengeHandler;
-  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: (request: Request, context: Context) => boolean | Promise<boolean>;
-  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
-  readonly cost?: (request: Request, context: Context) => number | undefined;
-  /**
-   * The user your application has verified for this request (its session). The policy must
-   * allow it (`identity.user.application: true`); see `NodeRateLimitOptions.user`.
-   */
-  readonly user?: (request: Request, context: Context) => ApplicationUser | undefined;
-  /**
-   * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
-   * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
-   */
-  readonly onRefused?: (request: Request, verdict: Verdict) => Response | Promise<Response>;
-}
+/**
+ * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
+ * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ */
+export type WebOnRefused = (request: Request, verdict: Verdict) => Response | Promise<Response>;
+
+/** Every adapter's options (see `GuardOptions`) as functions of a Web `Request` and a context. */
+export type WebGuardOptions<Context> = GuardOptions<
+  [request: Request, context: Context],
+  WebOnRefused
+>;
+
+/** The guard on Web `Request`s, with its runtime's context. */
+export type WebGuard<Context> = Guard<Request, Context, WebOnRefused, Response>;
 
 /** Describes a Web `Request` for the core. */
 export function describeRequest(request: Request, ip: string | undefined): RequestDescription {
@@ -85,24 +80,13 @@ export function webGuard<Context>(
   limiter: GuardLimiter,
   options: WebGuardOptions<Context>,
   describe: (request: Request, context: Context) => RequestDescription,
-): Guard<Request, Context, Response> {
-  const onRefused = options.onRefused;
-  return new Guard(
-    name,
-    limiter,
-    {
-      challenge: options.challenge,
-      skip: options.skip,
-      cost: options.cost,
-      user: options.user,
-      onRefused:
-        onRefused === undefined
-          ? undefined
-          : async (request, _context, verdict) =>
-              withHeaders(await onRefused(request, verdict), verdict.headers),
-    },
-    { describe, webRequest: (request) => request },
-  );
+): WebGuard<Context> {
+  return new Guard(name, limiter, options, {
+    describe,
+    webRequest: (request) => request,
+    refused: async (onRefused, request, _context, verdict) =>
+      withHeaders(await onRefused(request, verdict), verdict.headers),
+  });
 }
 
 /**

@@ -1,9 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
-import { type NodeGuardOptions, nodeGuard, writeWebResponse } from "../adapters/node-guard.js";
+import {
+  type NodeGuard,
+  type NodeGuardOptions,
+  nodeGuard,
+  writeWebResponse,
+} from "../adapters/node-guard.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
-import { checkGuardOptions, type Guard } from "../http/guard.js";
+import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
@@ -98,7 +103,7 @@ export class Gateway {
   readonly #startedAt: number;
   #policyLoadedAt: number;
   /** Built from the policy (its challenge), so replaced with it on reload. */
-  #guard: Guard<IncomingMessage, ServerResponse, void>;
+  #guard: NodeGuard;
   #lists: GatewayLists | undefined;
   #server: Server | undefined;
   #admin: Server | undefined;
@@ -133,7 +138,7 @@ export class Gateway {
       timeoutMs: options.upstreamTimeoutMs,
       connections: options.upstreamConnections,
     });
-    this.#guard = nodeGuard(GUARD_NAME, this.#limiter, options.challenge, options);
+    this.#guard = nodeGuard(GUARD_NAME, this.#limiter, options);
     this.metrics = new GatewayMetrics(options.policy, {
       blockCacheHits: () => this.#limiter.blockCacheHits,
       listStats: () => this.#lists?.stats() ?? [],
@@ -221,7 +226,10 @@ export class Gateway {
     }
     if (companions !== undefined) {
       const previousLists = this.#lists;
-      this.#guard = nodeGuard(GUARD_NAME, this.#limiter, companions.challenge, this.#options);
+      this.#guard = nodeGuard(GUARD_NAME, this.#limiter, {
+        ...this.#options,
+        challenge: companions.challenge,
+      });
       this.#lists = companions.lists;
       if (previousLists !== companions.lists) previousLists?.close();
     }

@@ -29,33 +29,46 @@ export interface GuardLimiter {
 }
 
 /**
- * The options every adapter offers, as functions of the runtime's request and its context
- * (Express: the response; a fetch handler: its second argument; a Worker: `env`).
+ * The options every adapter offers, the same everywhere, as functions of what its runtime
+ * hands a request handler (`Args`: Express's request; a fetch handler's request and context;
+ * a Worker's request and `env`; a CloudFront request). `OnRefused` is the adapter's own way of
+ * answering (writing to Node's response, returning a `Response`, a CloudFront result).
  */
-export interface GuardOptions<Req, Ctx, Answer> {
-  /** Serves the challenge page under its path. */
+export interface GuardOptions<Args extends readonly unknown[], OnRefused> {
+  /** Serves the challenge page under its path when the policy challenges. */
   readonly challenge?: ChallengeHandler | undefined;
   /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: ((request: Req, context: Ctx) => boolean | Promise<boolean>) | undefined;
-  /** Units this request costs (undefined: each rule's own `cost`). */
-  readonly cost?: ((request: Req, context: Ctx) => number | undefined) | undefined;
+  readonly skip?: ((...request: Args) => boolean | Promise<boolean>) | undefined;
+  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
+  readonly cost?: ((...request: Args) => number | undefined) | undefined;
   /**
-   * The user the application has verified for this request. Refused when the guard is built
-   * unless the policy says `identity.user.application: true`.
+   * The user your application has verified for this request (its session), counted as that
+   * user. The policy must allow it (`identity.user.application: true`; refused otherwise when
+   * the adapter is set up); a token or trusted header the policy names comes first. Never
+   * derive it from what the client sent unchecked.
    */
-  readonly user?: ((request: Req, context: Ctx) => ApplicationUser | undefined) | undefined;
-  /** The answer to a refused request instead of the verdict's own (429, 302, 503, 403). */
-  readonly onRefused?:
-    | ((request: Req, context: Ctx, verdict: Verdict) => Answer | Promise<Answer>)
-    | undefined;
+  readonly user?: ((...request: Args) => ApplicationUser | undefined) | undefined;
+  /**
+   * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
+   * challenge, 503 when failing closed, 403 for a denied address), with the verdict's headers:
+   * set on Node's response before it is called, added to the answer it returns elsewhere.
+   */
+  readonly onRefused?: OnRefused | undefined;
 }
 
-/** How an adapter reads its runtime's request: the only runtime knowledge the guard gets. */
-export interface GuardTranslation<Req, Ctx> {
+/** How an adapter reads its runtime's request and answers through its `onRefused`. */
+export interface GuardTranslation<Req, Ctx, OnRefused, Answer> {
   /** The core's description: the peer address as the runtime reports it, never a header. */
   describe(request: Req, context: Ctx): RequestDescription;
   /** The Web `Request` the challenge page reads; built only for the page. */
   webRequest(request: Req, context: Ctx): Request;
+  /** Calls `onRefused` in the runtime's terms, the verdict's headers with its answer. */
+  refused(
+    onRefused: OnRefused,
+    request: Req,
+    context: Ctx,
+    verdict: Verdict,
+  ): Answer | Promise<Answer>;
 }
 
 /**
@@ -100,18 +113,18 @@ export type GuardAction<Answer> = Forward | Refuse | Answered<Answer> | Challeng
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
-export class Guard<Req, Ctx, Answer> {
+export class Guard<Req, Ctx, OnRefused, Answer> {
   readonly #name: string;
   readonly #limiter: GuardLimiter;
-  readonly #options: GuardOptions<Req, Ctx, Answer>;
-  readonly #translation: GuardTranslation<Req, Ctx>;
+  readonly #options: GuardOptions<[request: Req, context: Ctx], OnRefused>;
+  readonly #translation: GuardTranslation<Req, Ctx, OnRefused, Answer>;
 
   /** `name` is the adapter's, as the user calls it, for the messages of refused options. */
   constructor(
     name: string,
     limiter: GuardLimiter,
-    options: GuardOptions<Req, Ctx, Answer>,
-    translation: GuardTranslation<Req, Ctx>,
+    options: GuardOptions<[request: Req, context: Ctx], OnRefused>,
+    translation: GuardTranslation<Req, Ctx, OnRefused, Answer>,
   ) {
     checkGuardOptions(name, limiter.policy, options);
     this.#name = name;
@@ -194,7 +207,7 @@ export class Guard<Req, Ctx, Answer> {
     }
     const onRefused = this.#options.onRefused;
     if (onRefused === undefined) return { kind: "refuse", verdict };
-    const answer = onRefused(request, context, verdict);
+    const answer = this.#translation.refused(onRefused, request, context, verdict);
     if (isThenable(answer)) {
       return Promise.resolve(answer).then(
         (answered): Answered<Answer> => ({ kind: "answered", verdict, answer: answered }),

@@ -4,8 +4,8 @@
  * behaviour through each runtime is the guard table (test/adapters/guard-table.test.ts).
  */
 import { describe, expect, it } from "vitest";
-import type { RequestDescription } from "../../src/core/types.js";
-import { Guard, type GuardOptions } from "../../src/http/guard.js";
+import { Guard, type GuardOptions, type GuardTranslation } from "../../src/http/guard.js";
+import type { Verdict } from "../../src/http/respond.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
@@ -15,12 +15,15 @@ interface Incoming {
   readonly ip?: string;
 }
 
-const translation = {
-  describe: (request: Incoming): RequestDescription => ({ ...request }),
-  webRequest: (request: Incoming) => new Request(`http://localhost${request.path}`),
+type OnRefused = (request: Incoming, verdict: Verdict) => string | Promise<string>;
+
+const translation: GuardTranslation<Incoming, undefined, OnRefused, string> = {
+  describe: (request) => ({ ...request }),
+  webRequest: (request) => new Request(`http://localhost${request.path}`),
+  refused: (onRefused, request, _context, verdict) => onRefused(request, verdict),
 };
 
-function guardOf(options: GuardOptions<Incoming, undefined, string> = {}, global = 2) {
+function guardOf(options: GuardOptions<[request: Incoming], OnRefused> = {}, global = 2) {
   const limiter = createLimiter({
     policy: definePolicy({ tiers: { anonymous: { global } } }),
     store: memoryStore(),
@@ -51,7 +54,7 @@ describe("the guard", () => {
     const guard = guardOf(
       {
         skip: async (request) => request.path === "/health",
-        onRefused: async (_request, _context, verdict) => `refused by ${verdict.rule}`,
+        onRefused: async (_request, verdict) => `refused by ${verdict.rule}`,
       },
       1,
     );

@@ -3,13 +3,14 @@ import { requireSharedChallengeSecret } from "../../challenge/shared-secret.js";
 import { EdgelimitError } from "../../core/errors.js";
 import type { ResolvedPolicy } from "../../core/model.js";
 import type { ChallengeHandler } from "../../core/types.js";
-import { checkGuardOptions, type Guard } from "../../http/guard.js";
+import { checkGuardOptions } from "../../http/guard.js";
 import type { Verdict } from "../../http/respond.js";
 import { createLimiter, type Limiter, type LimiterOptions } from "../../limiter.js";
 import {
   answerOf,
   describeRequest,
   forwardRequest,
+  type WebGuard,
   type WebGuardOptions,
   webGuard,
   withHeaders,
@@ -57,7 +58,7 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
 
 interface Prepared {
   readonly limiter: Limiter;
-  readonly guard: Guard<Request, WorkerEnv, Response>;
+  readonly guard: WebGuard<WorkerEnv>;
 }
 
 /** The handler's name in the messages of options it refuses. */

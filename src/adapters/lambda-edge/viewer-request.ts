@@ -1,12 +1,12 @@
 import type { ResolvedPolicy } from "../../core/model.js";
 import type { SecretContext } from "../../core/secrets.js";
-import type {
-  ChallengeHandler,
-  PassVerifier,
-  RequestDescription,
-  Store,
-} from "../../core/types.js";
-import { type ApplicationUser, Guard, type GuardAction } from "../../http/guard.js";
+import type { PassVerifier, RequestDescription, Store } from "../../core/types.js";
+import {
+  Guard,
+  type GuardAction,
+  type GuardOptions,
+  type GuardTranslation,
+} from "../../http/guard.js";
 import type { Verdict } from "../../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
 import {
@@ -20,42 +20,36 @@ import {
 } from "./events.js";
 import { type EmfOptions, emfRecorder } from "./metrics.js";
 
-export interface ViewerRequestOptions extends SecretContext {
+/**
+ * `skip`, `cost`, `user`, `onRefused` and `challenge` are every adapter's (see `GuardOptions`),
+ * as functions of the CloudFront request. The challenge page and its verification are served
+ * under its path at the edge (the CloudFront association needs `includeBody` for the
+ * verification POST).
+ */
+export interface ViewerRequestOptions
+  extends SecretContext,
+    GuardOptions<[request: CloudFrontRequest], CloudFrontOnRefused> {
   readonly policy: ResolvedPolicy;
   readonly store: Store;
   readonly clock?: () => number;
   /** Verifies challenge passes (default: the challenge's own). */
   readonly passes?: PassVerifier;
-  /**
-   * Serves the challenge page and its verification under its path at the edge (the CloudFront
-   * association needs `includeBody` for the verification POST).
-   */
-  readonly challenge?: ChallengeHandler;
   /** Refreshing allowlist sources (S3 JSON, a DynamoDB item), consulted after the policy's own. */
   readonly allowlists?: readonly AddressList[];
   readonly denylists?: readonly AddressList[];
   /** CloudWatch EMF lines per decision (default on); `false` turns them off. */
   readonly metrics?: false | EmfOptions;
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
-  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: (request: CloudFrontRequest) => boolean | Promise<boolean>;
-  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
-  readonly cost?: (request: CloudFrontRequest) => number | undefined;
-  /**
-   * A user your code at the edge has verified for this request (a session cookie it checked),
-   * counted as that user. The policy must allow it (`identity.user.application: true`); a token
-   * the policy names comes first. Never derive it from what the viewer sent unchecked.
-   */
-  readonly user?: (request: CloudFrontRequest) => ApplicationUser | undefined;
-  /**
-   * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
-   * challenge, 503 when failing closed); the verdict's `headers` are added to it.
-   */
-  readonly onRefused?: (
-    request: CloudFrontRequest,
-    verdict: Verdict,
-  ) => CloudFrontResultResponse | Promise<CloudFrontResultResponse>;
 }
+
+/**
+ * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
+ * challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ */
+export type CloudFrontOnRefused = (
+  request: CloudFrontRequest,
+  verdict: Verdict,
+) => CloudFrontResultResponse | Promise<CloudFrontResultResponse>;
 
 export type ViewerRequestHandler = ((
   event: CloudFrontRequestEvent,
@@ -97,23 +91,7 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
             onDecision?.(verdict, request);
           },
   });
-  const onRefused = options.onRefused;
-  const guard = new Guard<CloudFrontRequest, undefined, CloudFrontResultResponse>(
-    "createViewerRequestHandler",
-    limiter,
-    {
-      challenge: options.challenge,
-      skip: options.skip,
-      cost: options.cost,
-      user: options.user,
-      onRefused:
-        onRefused === undefined
-          ? undefined
-          : async (request, _context, verdict) =>
-              withHeaders(await onRefused(request, verdict), verdict.headers),
-    },
-    { describe, webRequest: toWebRequest },
-  );
+  const guard = new Guard("createViewerRequestHandler", limiter, options, CLOUDFRONT_REQUESTS);
 
   const handler = async (event: CloudFrontRequestEvent) => {
     const request = (event.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request;
@@ -123,6 +101,19 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
   };
   return Object.assign(handler, { limiter });
 }
+
+/** How the guard reads a CloudFront request (no context) and answers through `onRefused`. */
+const CLOUDFRONT_REQUESTS: GuardTranslation<
+  CloudFrontRequest,
+  undefined,
+  CloudFrontOnRefused,
+  CloudFrontResultResponse
+> = {
+  describe,
+  webRequest: toWebRequest,
+  refused: async (onRefused, request, _context, verdict) =>
+    withHeaders(await onRefused(request, verdict), verdict.headers),
+};
 
 /** The guard's action as CloudFront's answer: the request passed on, or a response. */
 async function translate(

@@ -96,8 +96,13 @@ function challengeOf(policy: ResolvedPolicy, setup: Setup): ChallengeHandler | u
   return setup.challenge === true ? createChallenge(policy, { env }) : undefined;
 }
 
-function limiterOf(policy: ResolvedPolicy, challenge: ChallengeHandler | undefined) {
-  return createLimiter({ policy, store: memoryStore(), passes: challenge?.passes });
+/** The limiter a Node adapter takes (memory store), and the row's challenge page if any. */
+function limited(policy: ResolvedPolicy, setup: Setup) {
+  const challenge = challengeOf(policy, setup);
+  return {
+    challenge,
+    limiter: createLimiter({ policy, store: memoryStore(), passes: challenge?.passes }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,8 +226,7 @@ const expressDriver: Driver = {
   name: "Express",
   subjects: NODE_SUBJECTS,
   async start(policy, setup) {
-    const challenge = challengeOf(policy, setup);
-    const limiter = limiterOf(policy, challenge);
+    const { limiter, challenge } = limited(policy, setup);
     const app = express();
     app.use(nodeRateLimit({ limiter, challenge, ...nodeOptions(setup) }));
     app.all("/{*path}", (incoming, response) => {
@@ -236,8 +240,7 @@ const fastifyDriver: Driver = {
   name: "Fastify",
   subjects: NODE_SUBJECTS,
   async start(policy, setup) {
-    const challenge = challengeOf(policy, setup);
-    const limiter = limiterOf(policy, challenge);
+    const { limiter, challenge } = limited(policy, setup);
     let listener: RequestListener | undefined;
     // Fastify's own server is never started: its handler is mounted on the table's listeners.
     const app = Fastify({
@@ -267,8 +270,7 @@ const nodeHttpDriver: Driver = {
   name: "node:http",
   subjects: NODE_SUBJECTS,
   async start(policy, setup) {
-    const challenge = challengeOf(policy, setup);
-    const limiter = limiterOf(policy, challenge);
+    const { limiter, challenge } = limited(policy, setup);
     // The middleware's node:http form: `guard(req, res, next)`.
     const guard = nodeRateLimit({ limiter, challenge, ...nodeOptions(setup) });
     return onLoopback((incoming, response) =>
@@ -285,8 +287,7 @@ const fetchDriver: Driver = {
   name: "fetch (withRateLimit)",
   subjects: NODE_SUBJECTS,
   async start(policy, setup) {
-    const challenge = challengeOf(policy, setup);
-    const limiter = limiterOf(policy, challenge);
+    const { limiter, challenge } = limited(policy, setup);
     const handler = withRateLimit<{ incoming: import("node:http").IncomingMessage }>(
       (forwarded) => originResponse(forwarded),
       {
@@ -307,8 +308,7 @@ const honoNodeDriver: Driver = {
   name: "Hono on Node",
   subjects: NODE_SUBJECTS,
   async start(policy, setup) {
-    const challenge = challengeOf(policy, setup);
-    const limiter = limiterOf(policy, challenge);
+    const { limiter, challenge } = limited(policy, setup);
     const app = new Hono();
     app.use(honoRateLimit({ limiter, challenge, ...webOptions(setup) }));
     app.all("*", (c) => originResponse(c.req.raw));
