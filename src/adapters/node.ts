@@ -102,11 +102,7 @@ function setForwardHeaders(request: IncomingMessage, forward: ForwardHeaders): v
   for (const name in forward.set) headers[name] = forward.set[name];
 }
 
-/**
- * Runs a Node guard on one request. Returns true when it may go on (the rate-limit headers are
- * set on the response and the remaining count on the request), false when the response was
- * already sent.
- */
+/** The guard's action on one request in the middleware's terms (see `guardNodeRequest`). */
 async function passes(
   guard: NodeGuard,
   metrics: NodeMetrics | undefined,

@@ -113,6 +113,10 @@ export type GuardAction<Answer> = Forward | Refuse | Answered<Answer> | Challeng
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
+/**
+ * The guard of one adapter: built once with the user's options (refused here when the policy
+ * cannot honour them), then `run` for every request.
+ */
 export class Guard<Req, Ctx, OnRefused, Answer> {
   readonly #name: string;
   readonly #limiter: GuardLimiter;
