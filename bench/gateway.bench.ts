@@ -25,7 +25,9 @@
  *
  * Knobs: GATEWAY_BENCH_SECONDS (each wrk run, default 2), GATEWAY_BENCH_ROUNDS (default 5),
  * GATEWAY_BENCH_RATES (fixed rates in req/s, default "1000,3000"), GATEWAY_BENCH_SHAPES (default
- * "returning,new,refused").
+ * "returning,new,refused"), GATEWAY_BENCH_BEFORE (another checkout of this repository, built
+ * with `npm run build`: its gateway runs each shape too, in the same rounds, and is compared
+ * with this tree's).
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -48,6 +50,7 @@ const RATES = (process.env.GATEWAY_BENCH_RATES ?? "1000,3000")
   .map(Number)
   .filter(Boolean);
 const RATE_SECONDS = 2;
+const BEFORE = process.env.GATEWAY_BENCH_BEFORE;
 const CONNECTIONS = 32;
 const OPEN_LOOP_CONNECTIONS = 64;
 const POPULATION = 10_000;
@@ -75,9 +78,14 @@ async function startUpstream(): Promise<Target> {
   return { name: "direct", ...(await startServer(port, [process.execPath, "-e", source])) };
 }
 
-async function startGateway(name: string, upstream: Target, extra: string[]): Promise<Target> {
+async function startGateway(
+  name: string,
+  upstream: Target,
+  extra: string[],
+  tree = ".",
+): Promise<Target> {
   const port = await freePort();
-  const argv = [process.execPath, "dist/cli/main.js", "serve", "--policy", POLICY];
+  const argv = [process.execPath, join(tree, "dist/cli/main.js"), "serve", "--policy", POLICY];
   argv.push("--upstream", `http://127.0.0.1:${upstream.port}`, "--host", "127.0.0.1");
   argv.push("--port", String(port), "--admin-port", String(await freePort()), ...extra);
   // The example policy names a JWT and a challenge secret; the bench's traffic uses neither.
@@ -240,6 +248,12 @@ async function main(): Promise<void> {
   for (const shape of SHAPES) {
     limited.set(shape, await startGateway(`edgelimit ${shape}`, upstream, []));
   }
+  const before = new Map<Shape, Target>();
+  if (BEFORE !== undefined) {
+    for (const shape of SHAPES) {
+      before.set(shape, await startGateway(`before ${shape}`, upstream, [], BEFORE));
+    }
+  }
   const nginx = await startNginx(upstream);
   const first = SHAPES[0] ?? "returning";
   const gateway = (on: boolean, shape: Shape) => (on ? (limited.get(shape) as Target) : noLimit);
@@ -253,6 +267,8 @@ async function main(): Promise<void> {
   for (const shape of SHAPES) {
     saturate(`no-limit ${shape}`, noLimit, shape);
     saturate(`edgelimit ${shape}`, gateway(true, shape), shape);
+    const earlier = before.get(shape);
+    if (earlier !== undefined) saturate(`before ${shape}`, earlier, shape);
   }
   saturate(`nginx limit_req ${first}`, nginx, first);
   const saturated = await interleaved(saturation);
@@ -314,6 +330,17 @@ function report(
       const p50 = (run: OpenLoopResult) => run.p50Ms;
       out(
         `    at ${rate} req/s: p99 ${ms(med(fixedOn, p99))} vs ${ms(med(fixedOff, p99))} (${signed(paired(fixedOn, fixedOff, p99), 2)} ms by round), p50 ${ms(med(fixedOn, p50))} vs ${ms(med(fixedOff, p50))}`,
+      );
+    }
+  }
+  if (BEFORE !== undefined) {
+    out("");
+    out(`this tree against the tree before (${BEFORE}), by round:`);
+    for (const shape of SHAPES) {
+      const now = saturated(`edgelimit ${shape}`);
+      const then = saturated(`before ${shape}`);
+      out(
+        `  ${shape.padEnd(10)} CPU per request ${pct(paired(now, then, cpu, true))} (${signed(paired(now, then, cpu), 1)} µs), wrk req/s ${pct(paired(now, then, rps, true))}`,
       );
     }
   }

@@ -4,16 +4,31 @@
  * description and a verdict into a `Response`; nothing else.
  */
 
-import { routeChallenge } from "../challenge/route.js";
 import { EdgelimitError } from "../core/errors.js";
 import { parseIp } from "../core/ip.js";
-import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { ForwardHeaders } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { RateLimitedWarning } from "../warnings.js";
-import { refuseUnallowedUser, validCost } from "./options.js";
+import {
+  answerOf,
+  describeRequest,
+  forwardRequest,
+  type WebGuardOptions,
+  webGuard,
+  withHeaders,
+} from "./web.js";
 
-export interface FetchRateLimitOptions<Context = unknown> {
+export {
+  describeRequest,
+  forwardRequest,
+  refusalResponse,
+  type WebGuardOptions,
+  type WebOnRefused,
+  withHeaders,
+} from "./web.js";
+
+export interface FetchRateLimitOptions<Context = unknown> extends WebGuardOptions<Context> {
   readonly limiter: Limiter;
   /**
    * The peer address as the runtime reports it (Deno: `info.remoteAddr.hostname`, Bun:
@@ -24,64 +39,6 @@ export interface FetchRateLimitOptions<Context = unknown> {
    * such request, and a warning says so (at most once a minute).
    */
   readonly ip?: (request: Request, context: Context) => string | undefined;
-  /** Serves the challenge page under its path when the policy challenges. */
-  readonly challenge?: ChallengeHandler;
-  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: (request: Request, context: Context) => boolean | Promise<boolean>;
-  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
-  readonly cost?: (request: Request, context: Context) => number | undefined;
-  /**
-   * The user your application has verified for this request (its session). The policy must
-   * allow it (`identity.user.application: true`); see `NodeRateLimitOptions.user`.
-   */
-  readonly user?: (
-    request: Request,
-    context: Context,
-  ) => { readonly id: string; readonly plan?: string | undefined } | undefined;
-  /**
-   * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
-   * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
-   */
-  readonly onRefused?: (request: Request, verdict: Verdict) => Response | Promise<Response>;
-}
-
-/** Describes a Web `Request` for the core. */
-export function describeRequest(request: Request, ip: string | undefined): RequestDescription {
-  const url = new URL(request.url);
-  return { ip, method: request.method, path: url.pathname + url.search, headers: request.headers };
-}
-
-/** The response for a refused verdict (429, 302, 503 or 403). */
-export function refusalResponse(verdict: Verdict): Response {
-  return new Response(verdict.body ?? null, { status: verdict.status, headers: verdict.headers });
-}
-
-/**
- * The request to pass on: the origin headers set, and any value the client sent under the same
- * names removed first, so an origin never reads a forged remaining count.
- */
-export function forwardRequest(request: Request, limiter: Limiter, verdict: Verdict): Request {
-  const originHeader = limiter.policy.headers.origin;
-  const hasOriginHeaders = Object.keys(verdict.originHeaders).length > 0;
-  if (!hasOriginHeaders && !request.headers.has(originHeader)) return request;
-  const headers = new Headers(request.headers);
-  headers.delete(originHeader);
-  for (const [name, value] of Object.entries(verdict.originHeaders)) headers.set(name, value);
-  return new Request(request, { headers });
-}
-
-/** Adds the verdict's rate-limit headers to a response (copying it if its headers are immutable). */
-export function withVerdictHeaders(response: Response, verdict: Verdict): Response {
-  const entries = Object.entries(verdict.headers);
-  if (entries.length === 0) return response;
-  try {
-    for (const [name, value] of entries) response.headers.set(name, value);
-    return response;
-  } catch {
-    const copy = new Response(response.body, response);
-    for (const [name, value] of entries) copy.headers.set(name, value);
-    return copy;
-  }
 }
 
 /**
@@ -101,7 +58,7 @@ export function withRateLimit<Context = unknown>(
   ) => Response | Promise<Response>,
   options: FetchRateLimitOptions<Context>,
 ): (request: Request, context: Context) => Promise<Response> {
-  const { limiter, challenge } = options;
+  const { limiter } = options;
   const source = limiter.policy.identity.ip.source;
   if (options.ip === undefined && readsPeer(limiter)) {
     throw new EdgelimitError(
@@ -109,29 +66,15 @@ export function withRateLimit<Context = unknown>(
       `withRateLimit needs the ip option: the policy counts clients by their address (identity.ip.source: ${source}) and a Request does not carry it, so every client would share one counter. Pass the peer address as the runtime reports it, for example Deno: withRateLimit(handler, { limiter, ip: (req, info) => info.remoteAddr.hostname }); Bun: ip: (req, server) => server.requestIP(req)?.address. Behind a platform that sets a client header (Cloudflare's cf-connecting-ip), use identity.ip.source: header instead.`,
     );
   }
-  refuseUnallowedUser("withRateLimit", limiter, options.user !== undefined);
   const checkPeer = peerChecker("withRateLimit", limiter);
+  const guard = webGuard<Context>("withRateLimit", limiter, options, (request, context) =>
+    describeRequest(request, checkPeer(options.ip?.(request, context))),
+  );
   return async (request, context) => {
-    if (options.skip !== undefined && (await options.skip(request, context))) {
-      return handler(request, context, undefined);
-    }
-    const ip = checkPeer(options.ip?.(request, context));
-    const cost = options.cost?.(request, context);
-    const user = options.user?.(request, context);
-    const description = {
-      ...describeRequest(request, ip),
-      ...(cost === undefined ? {} : { cost: validCost("withRateLimit", cost) }),
-      ...(user === undefined ? {} : { user }),
-    };
-    const page = routeChallenge(challenge, limiter, description, () => request);
-    if (page !== undefined) return page;
-    const verdict = await limiter.check(description);
-    if (verdict.action !== "allow") {
-      if (options.onRefused === undefined) return refusalResponse(verdict);
-      return withVerdictHeaders(await options.onRefused(request, verdict), verdict);
-    }
-    const response = await handler(forwardRequest(request, limiter, verdict), context, verdict);
-    return withVerdictHeaders(response, verdict);
+    const action = await guard.run(request, context);
+    if (action.kind !== "forward") return answerOf(action) as Response;
+    const response = await handler(forwardRequest(request, action), context, action.verdict);
+    return withHeaders(response, action.respond);
   };
 }
 
@@ -170,7 +113,8 @@ function peerChecker(name: string, limiter: Limiter): (ip: unknown) => string | 
 
 /** Minimal shape of a Hono context, so this module does not depend on Hono. */
 interface HonoLikeContext {
-  readonly req: { readonly raw: Request };
+  /** Hono reads the request from `raw`, which middleware may replace (Hono's body limit does). */
+  readonly req: { raw: Request };
   readonly env?: unknown;
   header(name: string, value: string): void;
 }
@@ -181,29 +125,37 @@ interface HonoLikeContext {
  * known only per request, so a missing address is warned about then (see `ip`), not refused.
  */
 export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
-  const { limiter, challenge } = options;
+  const { limiter } = options;
   const checkPeer = peerChecker("honoRateLimit", limiter);
+  const guard = webGuard<HonoLikeContext>("honoRateLimit", limiter, options, (request, c) =>
+    describeRequest(request, checkPeer(options.ip?.(request, c) ?? nodePeerOf(c.env))),
+  );
   return async (c: HonoLikeContext, next: () => Promise<void>): Promise<Response | undefined> => {
-    const ip = checkPeer(options.ip?.(c.req.raw, c) ?? nodePeerOf(c.env));
-    const description = describeRequest(c.req.raw, ip);
-    const page = routeChallenge(challenge, limiter, description, () => c.req.raw);
-    if (page !== undefined) return page;
-    const verdict = await limiter.check(description);
-    if (verdict.action !== "allow") return refusalResponse(verdict);
-    const originHeader = limiter.policy.headers.origin;
-    // Hono reads headers from the raw request; make the forwarded values visible to handlers.
-    const raw = c.req.raw;
-    try {
-      raw.headers.delete(originHeader);
-      for (const [name, value] of Object.entries(verdict.originHeaders))
-        raw.headers.set(name, value);
-    } catch {
-      // Immutable headers (some runtimes): the origin header is informational only.
-    }
+    const action = await guard.run(c.req.raw, c);
+    if (action.kind !== "forward") return answerOf(action);
+    forwardHonoRequest(c, action);
     await next();
-    for (const [name, value] of Object.entries(verdict.headers)) c.header(name, value);
+    for (const name in action.respond) c.header(name, action.respond[name] as string);
     return undefined;
   };
+}
+
+/**
+ * Hands the handlers the request as the origin may see it. On Node the request's headers can
+ * be changed in place; where they are immutable (workerd, some fetch runtimes) the request is
+ * rebuilt with them, as Hono's own body-limit middleware replaces `c.req.raw`.
+ */
+function forwardHonoRequest(c: HonoLikeContext, forward: ForwardHeaders): void {
+  const raw = c.req.raw;
+  try {
+    raw.headers.delete(forward.remove);
+    for (const name in forward.set) raw.headers.set(name, forward.set[name] as string);
+    // A runtime that ignores the change instead of refusing it gets a rebuilt request too.
+    if (raw.headers.get(forward.remove) === (forward.set[forward.remove] ?? null)) return;
+  } catch {
+    // Immutable headers: rebuilt below.
+  }
+  c.req.raw = forwardRequest(raw, forward);
 }
 
 function nodePeerOf(env: unknown): string | undefined {

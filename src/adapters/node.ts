@@ -4,49 +4,36 @@
  * can count the decisions as Prometheus metrics.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Readable } from "node:stream";
 import type { Registry } from "prom-client";
-import { routeChallenge } from "../challenge/route.js";
-import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import type { ResolvedPolicy } from "../core/model.js";
+import type { ForwardHeaders } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
-import type { ResolvedPolicy } from "../policy/types.js";
-import { refuseUnallowedUser, validCost } from "./options.js";
+import {
+  type NodeGuard,
+  type NodeGuardOptions,
+  nodeGuard,
+  type RateLimitedRequest,
+  sendRefusal,
+  setResponseHeaders,
+  writeWebResponse,
+} from "./node-guard.js";
 
-export interface NodeRateLimitOptions {
+export {
+  describeNodeRequest,
+  type NodeGuardOptions,
+  type NodeOnRefused,
+  type RateLimitedRequest,
+  sendRefusal,
+  toWebRequest,
+  writeWebResponse,
+} from "./node-guard.js";
+
+export interface NodeRateLimitOptions extends NodeGuardOptions {
   readonly limiter: Limiter;
-  /** Serves the challenge page under its path when the policy challenges. */
-  readonly challenge?: ChallengeHandler;
   /** Counts every decision (see `prometheusMetrics`). */
   readonly metrics?: NodeMetrics;
-  /** Requests for which this returns true pass uncounted, with no rate-limit headers. */
-  readonly skip?: (request: IncomingMessage) => boolean | Promise<boolean>;
-  /** Units this request costs (default: each rule's `cost`, 1 unless the policy says). */
-  readonly cost?: (request: IncomingMessage) => number | undefined;
-  /**
-   * The user your application has verified for this request (its session), counted as that
-   * user. The policy must allow it (`identity.user.application: true`); a token or trusted
-   * header the policy names comes first. Never derive it from what the client sent unchecked.
-   */
-  readonly user?: (
-    request: IncomingMessage,
-  ) => { readonly id: string; readonly plan?: string | undefined } | undefined;
-  /**
-   * Writes the answer to a refused request instead of the default (429 with a JSON body, 302 to
-   * the challenge, 503 when failing closed). The verdict's `headers` (`Retry-After`,
-   * `RateLimit`, ...) are set on the response before it is called.
-   */
-  readonly onRefused?: (
-    request: IncomingMessage,
-    response: ServerResponse,
-    verdict: Verdict,
-  ) => void | Promise<void>;
-}
-
-/** A request after the middleware: the verdict, as Express users know from `req.rateLimit`. */
-export interface RateLimitedRequest extends IncomingMessage {
-  rateLimit?: Verdict;
 }
 
 /**
@@ -105,62 +92,57 @@ export function prometheusMetrics(
   return new NodeMetrics(limiter, options);
 }
 
-/** Describes a Node request for the core. The address is the socket peer's, never a header. */
-export function describeNodeRequest(request: IncomingMessage): RequestDescription {
-  const url = (request as IncomingMessage & { originalUrl?: string }).originalUrl ?? request.url;
-  return {
-    ip: request.socket.remoteAddress,
-    method: request.method,
-    path: url ?? "/",
-    headers: request.headers,
-  };
+/**
+ * The request as the origin may see it: the client's copies of our headers dropped, ours set.
+ * Node's header names are lower case, as the guard's are.
+ */
+function setForwardHeaders(request: IncomingMessage, forward: ForwardHeaders): void {
+  const headers = request.headers;
+  delete headers[forward.remove];
+  for (const name in forward.set) headers[name] = forward.set[name];
 }
 
-/** Writes a refused verdict (429, 302, 503, 403) as the response. */
-export function sendRefusal(response: ServerResponse, verdict: Verdict): void {
-  response.writeHead(verdict.status, verdict.headers);
-  response.end(verdict.body);
+/** The guard's action on one request in the middleware's terms (see `guardNodeRequest`). */
+async function passes(
+  guard: NodeGuard,
+  metrics: NodeMetrics | undefined,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<boolean> {
+  const action = await guard.run(request, response);
+  if (action.kind === "page") {
+    await writeWebResponse(response, action.response);
+    return false;
+  }
+  if (action.verdict !== undefined) {
+    metrics?.record(action.verdict);
+    (request as RateLimitedRequest).rateLimit = action.verdict;
+  }
+  switch (action.kind) {
+    case "refuse":
+      sendRefusal(response, action.verdict);
+      return false;
+    case "answered":
+      return false;
+    case "forward":
+      setForwardHeaders(request, action);
+      setResponseHeaders(response, action.respond);
+      return true;
+  }
 }
 
 /**
  * Decides one request. Returns true when it may go on (the rate-limit headers are set on the
  * response and the remaining count on the request), false when the response was already sent.
+ * Builds the guard on every call: mounted for good, `nodeRateLimit` builds it once.
  */
-export async function guardNodeRequest(
+export function guardNodeRequest(
   options: NodeRateLimitOptions,
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<boolean> {
-  const { limiter, challenge } = options;
-  if (options.skip !== undefined && (await options.skip(request))) return true;
-  const cost = options.cost?.(request);
-  const user = options.user?.(request);
-  const description = {
-    ...describeNodeRequest(request),
-    ...(cost === undefined ? {} : { cost: validCost("nodeRateLimit", cost) }),
-    ...(user === undefined ? {} : { user }),
-  };
-  const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
-  if (page !== undefined) {
-    await writeWebResponse(response, await page);
-    return false;
-  }
-  const verdict = await limiter.check(description);
-  options.metrics?.record(verdict);
-  (request as RateLimitedRequest).rateLimit = verdict;
-  if (verdict.action !== "allow") {
-    if (options.onRefused === undefined) sendRefusal(response, verdict);
-    else {
-      for (const [name, value] of Object.entries(verdict.headers)) response.setHeader(name, value);
-      await options.onRefused(request, response, verdict);
-    }
-    return false;
-  }
-  // The client may have sent a header of the same name: the origin must only see ours.
-  delete request.headers[limiter.policy.headers.origin];
-  for (const [name, value] of Object.entries(verdict.originHeaders)) request.headers[name] = value;
-  for (const [name, value] of Object.entries(verdict.headers)) response.setHeader(name, value);
-  return true;
+  const guard = nodeGuard("guardNodeRequest", options.limiter, options);
+  return passes(guard, options.metrics, request, response);
 }
 
 /**
@@ -168,13 +150,13 @@ export async function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
-  refuseUnallowedUser("nodeRateLimit", options.limiter, options.user !== undefined);
+  const guard = nodeGuard("nodeRateLimit", options.limiter, options);
   return (
     request: IncomingMessage,
     response: ServerResponse,
     next: (error?: unknown) => void,
   ): void => {
-    guardNodeRequest(options, request, response).then(
+    passes(guard, options.metrics, request, response).then(
       (proceed) => {
         if (proceed) next();
       },
@@ -199,57 +181,8 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
-  refuseUnallowedUser("fastifyRateLimit", options.limiter, options.user !== undefined);
+  const guard = nodeGuard("fastifyRateLimit", options.limiter, options);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
-    if (!(await guardNodeRequest(options, request.raw, reply.raw))) reply.hijack();
+    if (!(await passes(guard, options.metrics, request.raw, reply.raw))) reply.hijack();
   };
-}
-
-/** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */
-export function toWebRequest(request: IncomingMessage): Request {
-  let url: URL;
-  try {
-    url = new URL(request.url ?? "/", `http://${request.headers.host ?? "localhost"}`);
-  } catch {
-    // A Host header that is not a host name must not break the page.
-    url = new URL(request.url ?? "/", "http://localhost");
-  }
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
-    else headers.set(name, value);
-  }
-  const method = request.method ?? "GET";
-  const hasBody = method !== "GET" && method !== "HEAD";
-  return new Request(url, {
-    method,
-    headers,
-    body: hasBody ? (Readable.toWeb(request) as ReadableStream<Uint8Array>) : undefined,
-    // Required by undici when the body is a stream.
-    ...(hasBody ? { duplex: "half" } : {}),
-  } as RequestInit);
-}
-
-/** Writes a Web `Response` to a Node response, streaming its body. */
-export async function writeWebResponse(response: ServerResponse, answer: Response): Promise<void> {
-  const headers: Record<string, string | string[]> = {};
-  answer.headers.forEach((value, name) => {
-    if (name === "set-cookie") return;
-    headers[name] = value;
-  });
-  const cookies = answer.headers.getSetCookie();
-  if (cookies.length > 0) headers["set-cookie"] = cookies;
-  response.writeHead(answer.status, headers);
-  if (answer.body === null) {
-    response.end();
-    return;
-  }
-  const reader = answer.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (!response.write(value)) await new Promise((resolve) => response.once("drain", resolve));
-  }
-  response.end();
 }

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
 import { EdgelimitError } from "../core/errors.js";
+import type { ForwardHeaders } from "../http/guard.js";
 
 /**
  * Headers that describe one connection, not the message (RFC 9110 section 7.6.1), plus
@@ -36,7 +37,6 @@ export class UpstreamProxy {
   readonly origin: string;
   readonly #basePath: string;
   readonly #pool: Pool;
-  #strippedHeader: string | undefined;
 
   constructor(upstream: string, options: UpstreamProxyOptions = {}) {
     let url: URL;
@@ -67,15 +67,16 @@ export class UpstreamProxy {
   }
 
   /**
-   * Sends `req` upstream and streams the answer into `res`. `originHeaders` replace any header
-   * of the same name the client sent; `clientHeaders` are added to the response. Resolves
+   * Sends `req` upstream and streams the answer into `res`. The request carries the guard's
+   * `origin` headers in place of any the client sent under their names (and never a client's
+   * `origin.remove`); `clientHeaders` are added to the response. Resolves
    * once the exchange is over; never rejects: an upstream that fails before answering gets a
    * 502 (504 on timeout), one that fails mid-body has the client connection cut.
    */
   forward(
     req: IncomingMessage,
     res: ServerResponse,
-    originHeaders: Readonly<Record<string, string>>,
+    origin: ForwardHeaders,
     clientHeaders: Readonly<Record<string, string>>,
     onFailure: (kind: UpstreamFailure, error: unknown) => void,
   ): Promise<void> {
@@ -89,20 +90,12 @@ export class UpstreamProxy {
         {
           path: this.#basePath + (req.url ?? "/"),
           method: (req.method ?? "GET") as Dispatcher.HttpMethod,
-          headers: requestHeaders(req, originHeaders, this.#strippedHeader),
+          headers: requestHeaders(req, origin.set, origin.remove),
           body: hasBody ? req : null,
         },
         new Exchange(res, clientHeaders, onFailure, resolve),
       );
     });
-  }
-
-  /**
-   * The request header that carries the remaining count to the origin: a client-sent copy is
-   * always removed, even when no rule disclosed a count for this request.
-   */
-  set originHeaderName(name: string | undefined) {
-    this.#strippedHeader = name?.toLowerCase();
   }
 
   close(): Promise<void> {

@@ -1,9 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
-import { toWebRequest, writeWebResponse } from "../adapters/node.js";
-import { routeChallenge } from "../challenge/route.js";
+import {
+  type NodeGuard,
+  type NodeGuardOptions,
+  nodeGuard,
+  writeWebResponse,
+} from "../adapters/node-guard.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
 import type { ResolvedPolicy } from "../policy/types.js";
@@ -30,7 +35,11 @@ export interface GatewayLists {
   close(): void;
 }
 
-export interface GatewayOptions {
+/**
+ * `skip`, `cost`, `user` and `onRefused` are the Node middleware's (`edgelimit/node`), for a
+ * gateway built in code; `edgelimit serve` sets none of them.
+ */
+export interface GatewayOptions extends NodeGuardOptions {
   readonly policy: ResolvedPolicy;
   readonly store: Store;
   /** The origin every allowed request is forwarded to: `http://127.0.0.1:3000`. */
@@ -68,6 +77,8 @@ export interface GatewayOptions {
 /** Everything the dashboard shows, as JSON. */
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+/** The gateway's name in the messages of options it refuses. */
+const GUARD_NAME = "createGateway";
 const SERIES_SECONDS = 120;
 
 /**
@@ -91,8 +102,8 @@ export class Gateway {
   readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
   readonly #startedAt: number;
   #policyLoadedAt: number;
-  /** Built from the policy, so replaced with it on reload. */
-  #challenge: ChallengeHandler | undefined;
+  /** Built from the policy (its challenge), so replaced with it on reload. */
+  #guard: NodeGuard;
   #lists: GatewayLists | undefined;
   #server: Server | undefined;
   #admin: Server | undefined;
@@ -111,7 +122,6 @@ export class Gateway {
       options.topKeysCapacity ?? 100,
       options.topKeysPeriodMs ?? 5 * 60_000,
     );
-    this.#challenge = options.challenge;
     this.#lists = options.lists;
     this.#limiter = createLimiter({
       policy: options.policy,
@@ -128,7 +138,7 @@ export class Gateway {
       timeoutMs: options.upstreamTimeoutMs,
       connections: options.upstreamConnections,
     });
-    this.#proxy.originHeaderName = options.policy.headers.origin;
+    this.#guard = nodeGuard(GUARD_NAME, this.#limiter, options);
     this.metrics = new GatewayMetrics(options.policy, {
       blockCacheHits: () => this.#limiter.blockCacheHits,
       listStats: () => this.#lists?.stats() ?? [],
@@ -199,6 +209,7 @@ export class Gateway {
     },
   ): void {
     try {
+      checkGuardOptions(GUARD_NAME, policy, this.#options);
       this.#limiter.reload(
         policy,
         companions === undefined
@@ -215,11 +226,13 @@ export class Gateway {
     }
     if (companions !== undefined) {
       const previousLists = this.#lists;
-      this.#challenge = companions.challenge;
+      this.#guard = nodeGuard(GUARD_NAME, this.#limiter, {
+        ...this.#options,
+        challenge: companions.challenge,
+      });
       this.#lists = companions.lists;
       if (previousLists !== companions.lists) previousLists?.close();
     }
-    this.#proxy.originHeaderName = policy.headers.origin;
     this.metrics.usePolicy(policy);
     this.metrics.recordReload("applied");
     this.#policyLoadedAt = this.#clock();
@@ -294,45 +307,37 @@ export class Gateway {
     // A client that hangs up mid-upload must not crash the process.
     req.on("error", () => undefined);
     try {
-      const description = {
-        ip: req.socket.remoteAddress,
-        method: req.method,
-        path: req.url ?? "/",
-        headers: req.headers,
-        lowerCaseHeaders: true,
-      };
-      const page = routeChallenge(this.#challenge, this.#limiter, description, () =>
-        toWebRequest(req),
-      );
-      if (page !== undefined) {
-        await writeWebResponse(res, await page);
-        return;
-      }
       if (!this.#limiting) {
-        await this.#proxy.forward(req, res, NO_HEADERS, NO_HEADERS, this.#onUpstreamFailure);
+        const uncounted = this.#guard.uncounted();
+        await this.#proxy.forward(req, res, uncounted, NO_HEADERS, this.#onUpstreamFailure);
         return;
       }
-      // `decide` answers synchronously for the memory store and cached identities: no
+      // The guard answers synchronously for the memory store and cached identities: no
       // microtask turn between the request and its forwarding.
-      const decided = this.#limiter.decide(description);
-      const verdict = decided instanceof Promise ? await decided : decided;
-      this.#record(verdict, req.method);
-      if (verdict.action === "allow") {
-        await this.#proxy.forward(
-          req,
-          res,
-          verdict.originHeaders,
-          verdict.headers,
-          this.#onUpstreamFailure,
-        );
+      const guarded = this.#guard.run(req, res);
+      const action = guarded instanceof Promise ? await guarded : guarded;
+      if (action.kind === "page") {
+        await writeWebResponse(res, action.response);
         return;
       }
-      const body = verdict.body ?? "";
-      res.writeHead(verdict.status, {
-        ...verdict.headers,
-        "content-length": String(Buffer.byteLength(body)),
-      });
-      res.end(body);
+      if (action.verdict !== undefined) this.#record(action.verdict, req.method);
+      switch (action.kind) {
+        case "forward":
+          await this.#proxy.forward(req, res, action, action.respond, this.#onUpstreamFailure);
+          return;
+        case "refuse": {
+          const { verdict } = action;
+          const body = verdict.body ?? "";
+          res.writeHead(verdict.status, {
+            ...verdict.headers,
+            "content-length": String(Buffer.byteLength(body)),
+          });
+          res.end(body);
+          return;
+        }
+        case "answered":
+          return;
+      }
     } catch (error) {
       this.#logger.error({ msg: "request failed", err: error });
       if (!res.headersSent) {

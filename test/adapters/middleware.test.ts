@@ -8,12 +8,14 @@ import { Hono } from "hono";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { honoRateLimit, withRateLimit } from "../../src/adapters/fetch.js";
 import {
+  describeNodeRequest,
   fastifyRateLimit,
   guardNodeRequest,
   nodeRateLimit,
   prometheusMetrics,
 } from "../../src/adapters/node.js";
 import { EdgelimitError } from "../../src/core/errors.js";
+import type { RequestDescription } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
@@ -244,6 +246,24 @@ describe("middleware through real servers", () => {
     } finally {
       warn.mockRestore();
     }
+  });
+
+  it("describes a Node request as the gateway does: the socket peer, the path as sent, lower-case names", async () => {
+    let described: RequestDescription | undefined;
+    const base = await listen(
+      createServer((request, response) => {
+        described = describeNodeRequest(request);
+        response.end();
+      }),
+    );
+    await fetch(`${base}/api/a?q=1`, { headers: { "X-Custom": "1" } });
+    expect(described).toMatchObject({
+      ip: "127.0.0.1",
+      method: "GET",
+      path: "/api/a?q=1",
+      lowerCaseHeaders: true,
+    });
+    expect((described?.headers as Record<string, string> | undefined)?.["x-custom"]).toBe("1");
   });
 
   it("answers 503 on a fail-closed path when the store is down", async () => {

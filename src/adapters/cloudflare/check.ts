@@ -1,5 +1,5 @@
 import type { PolicyIssue } from "../../core/errors.js";
-import type { ResolvedPolicy, ResolvedRule } from "../../policy/types.js";
+import type { ResolvedPolicy, ResolvedRule } from "../../core/model.js";
 
 /** The only periods the native `ratelimits` binding accepts, in seconds. */
 export const BINDING_PERIODS_SECONDS: readonly number[] = [10, 60];

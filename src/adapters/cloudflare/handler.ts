@@ -1,15 +1,31 @@
+import { createChallenge } from "../../challenge/index.js";
+import { requireSharedChallengeSecret } from "../../challenge/shared-secret.js";
 import { EdgelimitError } from "../../core/errors.js";
-import type { RequestDescription } from "../../core/types.js";
+import type { ResolvedPolicy } from "../../core/model.js";
+import type { ChallengeHandler } from "../../core/types.js";
+import { checkGuardOptions } from "../../http/guard.js";
 import type { Verdict } from "../../http/respond.js";
 import { createLimiter, type Limiter, type LimiterOptions } from "../../limiter.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
+import {
+  answerOf,
+  describeRequest,
+  forwardRequest,
+  type WebGuard,
+  type WebGuardOptions,
+  webGuard,
+  withHeaders,
+} from "../web.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
 import { checkCloudflarePolicy } from "./check.js";
 import { CloudflareStore } from "./store.js";
 
 export const DEFAULT_COUNTER_BINDING = "EDGELIMIT_COUNTER";
 
-export interface CloudflareLimiterOptions {
+/**
+ * `skip`, `cost`, `user` and `onRefused` are `edgelimit/fetch`'s, with the Worker's `env` as
+ * their context.
+ */
+export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv>, "challenge"> {
   /**
    * The resolved policy, bundled as JSON at build time (never load YAML in a Worker), or a
    * function of `env` for a policy delivered as a var.
@@ -28,13 +44,25 @@ export interface CloudflareLimiterOptions {
   readonly clock?: () => number;
   readonly onDecision?: LimiterOptions["onDecision"];
   readonly blockCache?: LimiterOptions["blockCache"];
+  /**
+   * The challenge page, built per `env` when a request first needs the limiter (a Worker may
+   * not draw random keys at start-up). By default it is built from the policy when an enforcing
+   * rule challenges, with the Worker's secrets and vars as `env`, and needs `challenge.secret`:
+   * a Worker runs in many isolates, and each would sign with a random key of its own. `false`:
+   * no challenge page.
+   */
+  readonly challenge?:
+    | false
+    | ((policy: ResolvedPolicy, env: WorkerEnv) => ChallengeHandler | undefined);
 }
 
 interface Prepared {
   readonly limiter: Limiter;
-  /** Rules counted by the binding, whose remaining count is unknown. */
-  readonly originHeader: string;
+  readonly guard: WebGuard<WorkerEnv>;
 }
+
+/** The handler's name in the messages of options it refuses. */
+const GUARD_NAME = "createCloudflareHandler";
 
 /**
  * One limiter per Worker `env` (an isolate sees one `env`; tests may pass several). Held in a
@@ -46,13 +74,16 @@ export class CloudflareLimiter {
 
   constructor(options: CloudflareLimiterOptions) {
     this.#options = options;
-    if (typeof options.policy !== "function")
+    if (typeof options.policy !== "function") {
       assertCloudflarePolicy(options.policy, options.ratelimits);
+      checkGuardOptions(GUARD_NAME, options.policy, options);
+      if (options.challenge === undefined) requireWorkerChallengeSecret(options.policy);
+    }
   }
 
   /** The verdict for a Worker request. The client address is `CF-Connecting-IP` (see the policy). */
   async check(request: Request, env: WorkerEnv): Promise<Verdict> {
-    return this.#prepare(env).limiter.check(describe(request));
+    return this.#prepare(env).limiter.check(describeRequest(request, undefined));
   }
 
   /**
@@ -65,19 +96,10 @@ export class CloudflareLimiter {
     env: WorkerEnv,
     next: (request: Request) => Response | Promise<Response>,
   ): Promise<Response> {
-    const prepared = this.#prepare(env);
-    const verdict = await prepared.limiter.check(describe(request));
-    const headers = verdict.headers;
-    if (verdict.action !== "allow") {
-      return new Response(verdict.body ?? null, { status: verdict.status, headers });
-    }
-    const forwarded = new Headers(request.headers);
-    forwarded.delete(prepared.originHeader);
-    for (const [name, value] of Object.entries(verdict.originHeaders)) forwarded.set(name, value);
-    const upstream = await next(new Request(request, { headers: forwarded }));
-    const response = new Response(upstream.body, upstream);
-    for (const [name, value] of Object.entries(headers)) response.headers.set(name, value);
-    return response;
+    const action = await this.#prepare(env).guard.run(request, env);
+    if (action.kind !== "forward") return answerOf(action) as Response;
+    const upstream = await next(forwardRequest(request, action));
+    return withHeaders(upstream, action.respond);
   }
 
   #prepare(env: WorkerEnv): Prepared {
@@ -87,6 +109,7 @@ export class CloudflareLimiter {
     let policy = typeof options.policy === "function" ? options.policy(env) : options.policy;
     if (typeof options.policy === "function") assertCloudflarePolicy(policy, options.ratelimits);
     if (options.budgetMs !== undefined) policy = { ...policy, budgetMs: options.budgetMs };
+    const challenge = challengeFor(options, policy, env);
     const store = new CloudflareStore({
       env,
       ratelimits: options.ratelimits,
@@ -96,11 +119,16 @@ export class CloudflareLimiter {
       policy,
       store,
       env: stringsOf(env),
+      passes: challenge?.passes,
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.onDecision === undefined ? {} : { onDecision: options.onDecision }),
       ...(options.blockCache === undefined ? {} : { blockCache: options.blockCache }),
     });
-    const prepared = { limiter, originHeader: policy.headers.origin };
+    // The address is CF-Connecting-IP, which the policy names (see docs/cloudflare.md).
+    const guard = webGuard<WorkerEnv>(GUARD_NAME, limiter, { ...options, challenge }, (request) =>
+      describeRequest(request, undefined),
+    );
+    const prepared = { limiter, guard };
     this.#prepared.set(env, prepared);
     return prepared;
   }
@@ -120,14 +148,20 @@ export function assertCloudflarePolicy(
   );
 }
 
-/**
- * Workers have no socket peer: the address comes from `CF-Connecting-IP`, which the policy names
- * (`identity.ip.source: header`). Cloudflare's edge sets it on every request it receives and
- * replaces any value the client sent, so nothing the client writes reaches the key.
- */
-function describe(request: Request): RequestDescription {
-  const url = new URL(request.url);
-  return { method: request.method, path: url.pathname + url.search, headers: request.headers };
+/** The challenge page for one `env`, as `CloudflareLimiterOptions.challenge` says. */
+function challengeFor(
+  options: CloudflareLimiterOptions,
+  policy: ResolvedPolicy,
+  env: WorkerEnv,
+): ChallengeHandler | undefined {
+  if (options.challenge === false) return undefined;
+  if (options.challenge !== undefined) return options.challenge(policy, env);
+  requireWorkerChallengeSecret(policy);
+  return createChallenge(policy, { env: stringsOf(env) });
+}
+
+function requireWorkerChallengeSecret(policy: ResolvedPolicy): void {
+  requireSharedChallengeSecret(policy, "a Worker runs in many isolates at once");
 }
 
 /** Only strings: secrets and vars. Bindings (objects) never reach the secret resolver. */

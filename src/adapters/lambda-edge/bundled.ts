@@ -1,7 +1,7 @@
 import { EdgelimitError } from "../../core/errors.js";
+import type { ResolvedPolicy } from "../../core/model.js";
 import { readHeader } from "../../core/request-headers.js";
 import type { ChallengeHandler } from "../../core/types.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
 import { nearestReplica, roundTripMs } from "./regions.js";
 

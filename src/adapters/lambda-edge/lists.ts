@@ -1,7 +1,7 @@
 import type { Address } from "../../core/ip.js";
+import type { ResolvedPolicy } from "../../core/model.js";
 import type { AddressList } from "../../limiter.js";
 import { createLists, type Lists } from "../../lists/index.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
 
 /**
  * The policy's refreshing lists for a function that cannot wait at cold start: the first

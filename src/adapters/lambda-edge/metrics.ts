@@ -1,5 +1,5 @@
+import type { ResolvedPolicy } from "../../core/model.js";
 import type { Verdict } from "../../http/respond.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
 
 export interface EmfOptions {
   /** CloudWatch namespace (default `edgelimit`). */

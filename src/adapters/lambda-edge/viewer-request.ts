@@ -1,14 +1,14 @@
-import { routeChallenge } from "../../challenge/route.js";
+import type { ResolvedPolicy } from "../../core/model.js";
 import type { SecretContext } from "../../core/secrets.js";
-import type {
-  ChallengeHandler,
-  PassVerifier,
-  RequestDescription,
-  Store,
-} from "../../core/types.js";
+import type { PassVerifier, RequestDescription, Store } from "../../core/types.js";
+import {
+  Guard,
+  type GuardAction,
+  type GuardOptions,
+  type GuardTranslation,
+} from "../../http/guard.js";
 import type { Verdict } from "../../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
-import type { ResolvedPolicy } from "../../policy/types.js";
 import {
   type CloudFrontHeaders,
   type CloudFrontRequest,
@@ -20,17 +20,20 @@ import {
 } from "./events.js";
 import { type EmfOptions, emfRecorder } from "./metrics.js";
 
-export interface ViewerRequestOptions extends SecretContext {
+/**
+ * `skip`, `cost`, `user`, `onRefused` and `challenge` are every adapter's (see `GuardOptions`),
+ * as functions of the CloudFront request. The challenge page and its verification are served
+ * under its path at the edge (the CloudFront association needs `includeBody` for the
+ * verification POST).
+ */
+export interface ViewerRequestOptions
+  extends SecretContext,
+    GuardOptions<[request: CloudFrontRequest], CloudFrontOnRefused> {
   readonly policy: ResolvedPolicy;
   readonly store: Store;
   readonly clock?: () => number;
   /** Verifies challenge passes (default: the challenge's own). */
   readonly passes?: PassVerifier;
-  /**
-   * Serves the challenge page and its verification under its path at the edge (the CloudFront
-   * association needs `includeBody` for the verification POST).
-   */
-  readonly challenge?: ChallengeHandler;
   /** Refreshing allowlist sources (S3 JSON, a DynamoDB item), consulted after the policy's own. */
   readonly allowlists?: readonly AddressList[];
   readonly denylists?: readonly AddressList[];
@@ -38,6 +41,15 @@ export interface ViewerRequestOptions extends SecretContext {
   readonly metrics?: false | EmfOptions;
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
 }
+
+/**
+ * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
+ * challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ */
+export type CloudFrontOnRefused = (
+  request: CloudFrontRequest,
+  verdict: Verdict,
+) => CloudFrontResultResponse | Promise<CloudFrontResultResponse>;
 
 export type ViewerRequestHandler = ((
   event: CloudFrontRequestEvent,
@@ -79,37 +91,72 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
             onDecision?.(verdict, request);
           },
   });
-  const originHeader = options.policy.headers.origin.toLowerCase();
-  const challenge = options.challenge;
+  const guard = new Guard("createViewerRequestHandler", limiter, options, CLOUDFRONT_REQUESTS);
 
   const handler = async (event: CloudFrontRequestEvent) => {
     const request = (event.Records[0] as CloudFrontRequestEvent["Records"][number]).cf.request;
-    // Whatever the client wrote in the headers we own must not reach the origin or the response.
+    // The handover to the viewer-response step is ours alone, whatever the guard decides.
     delete request.headers[HANDOVER_HEADER];
-    delete request.headers[originHeader];
-    const description = describe(request);
-    const page = routeChallenge(challenge, limiter, description, () => toWebRequest(request));
-    if (page !== undefined) return fromWebResponse(await page);
-    const verdict = await limiter.check(description);
-    if (verdict.action !== "allow") return refusal(verdict);
-    for (const name in verdict.originHeaders) {
-      setHeader(request.headers, name, verdict.originHeaders[name] as string);
-    }
-    if (Object.keys(verdict.headers).length > 0) {
-      setHeader(request.headers, HANDOVER_HEADER, JSON.stringify(verdict.headers));
-    }
-    return request;
+    return translate(request, await guard.run(request, undefined));
   };
   return Object.assign(handler, { limiter });
+}
+
+/** How the guard reads a CloudFront request (no context) and answers through `onRefused`. */
+const CLOUDFRONT_REQUESTS: GuardTranslation<
+  CloudFrontRequest,
+  undefined,
+  CloudFrontOnRefused,
+  CloudFrontResultResponse
+> = {
+  describe,
+  webRequest: toWebRequest,
+  refused: async (onRefused, request, _context, verdict) =>
+    withHeaders(await onRefused(request, verdict), verdict.headers),
+};
+
+/** The guard's action as CloudFront's answer: the request passed on, or a response. */
+async function translate(
+  request: CloudFrontRequest,
+  action: GuardAction<CloudFrontResultResponse>,
+): Promise<CloudFrontRequest | CloudFrontResultResponse> {
+  switch (action.kind) {
+    case "page":
+      return fromWebResponse(action.response);
+    case "refuse":
+      return refusal(action.verdict);
+    case "answered":
+      return action.answer;
+    case "forward": {
+      delete request.headers[action.remove];
+      for (const name in action.set) setHeader(request.headers, name, action.set[name] as string);
+      if (Object.keys(action.respond).length > 0) {
+        setHeader(request.headers, HANDOVER_HEADER, JSON.stringify(action.respond));
+      }
+      return request;
+    }
+  }
+}
+
+/** Adds the verdict's headers to an answer of `onRefused`. */
+function withHeaders(
+  answer: CloudFrontResultResponse,
+  headers: Readonly<Record<string, string>>,
+): CloudFrontResultResponse {
+  const merged: CloudFrontHeaders = { ...answer.headers };
+  for (const name in headers) setHeader(merged, name, headers[name] as string);
+  return { ...answer, headers: merged };
 }
 
 /**
  * CloudFront's `clientIp` is the viewer's address as CloudFront saw the connection: it is the
  * socket peer here. `X-Forwarded-For` arrives as the viewer wrote it, so it is not passed on.
+ * Header names in the event are lower case.
  */
 function describe(request: CloudFrontRequest): RequestDescription {
   return {
     ip: request.clientIp,
+    lowerCaseHeaders: true,
     method: request.method,
     path: request.querystring ? `${request.uri}?${request.querystring}` : request.uri,
     headers: flatten(request.headers),
