@@ -7,6 +7,7 @@
  * gets back in its runtime's terms; it decides nothing, as Hono's runtime adapters decide
  * nothing.
  */
+import { checkCost } from "../core/cost.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import { matchesPrefix, normalizePath } from "../core/path.js";
@@ -237,14 +238,9 @@ export function checkGuardOptions(
   );
 }
 
-/** A cost the `cost` option returned: a whole number of units, at least 1. */
+/** A cost the `cost` option returned, checked as the engine checks every cost. */
 function validCost(name: string, cost: number): number {
-  if (!Number.isInteger(cost) || cost < 1) {
-    throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
-      `${name}: cost() must return a whole number of at least 1 (or undefined for the rules' own); got ${cost}`,
-    );
-  }
+  checkCost(cost, `${name}: cost()`);
   return cost;
 }
 

@@ -73,7 +73,7 @@ describe("nodeRateLimit options (Express)", () => {
     const base = await listen(createServer(app));
     const answer = await fetch(`${base}/`);
     expect(answer.status).toBe(500);
-    expect(await answer.text()).toContain("cost() must return a whole number");
+    expect(await answer.text()).toContain("cost() must be a whole number");
   });
 });
 

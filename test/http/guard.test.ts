@@ -71,7 +71,7 @@ describe("the guard", () => {
   it("refuses a cost that is not a whole number of units, naming the adapter", () => {
     const guard = guardOf({ cost: () => 0.5 });
     expect(() => guard.run({ path: "/", ip: "192.0.2.3" }, undefined)).toThrow(
-      "test: cost() must return a whole number of at least 1 (or undefined for the rules' own); got 0.5",
+      "test: cost() must be a whole number from 1 to 1000000000 (or undefined for the rules' own); got 0.5",
     );
   });
 
