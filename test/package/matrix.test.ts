@@ -14,6 +14,12 @@ import { install, pack, ROOT } from "./packed.js";
  */
 
 const TSC = join(ROOT, "node_modules", ".bin", "tsc");
+/**
+ * TypeScript 5, as most projects still compile with: 7 no longer knows `moduleResolution: node`
+ * (node10), which Next.js projects created before its 13.4 still carry, and resolves without
+ * `exports` under it (`types`, `typesVersions`).
+ */
+const TSC5 = join(ROOT, "node_modules", "typescript5", "bin", "tsc");
 const entries = Object.entries(ENTRY_POINTS);
 
 let work: string;
@@ -72,22 +78,24 @@ function tsConsumer(): string {
   return `${imports.join("\n")}\n\nexport const used: unknown[] = [${used.join(", ")}];\n`;
 }
 
-function typecheck(dir: string, files: string[], module: string, moduleResolution: string) {
+function typecheck(
+  dir: string,
+  files: string[],
+  module: string,
+  moduleResolution: string,
+  tsc = TSC,
+  compilerOptions: Record<string, unknown> = {
+    target: "ES2022",
+    strict: true,
+    noEmit: true,
+    types: ["node"],
+  },
+) {
   writeFileSync(
     join(dir, "tsconfig.json"),
-    JSON.stringify({
-      compilerOptions: {
-        module,
-        moduleResolution,
-        target: "ES2022",
-        strict: true,
-        noEmit: true,
-        types: ["node"],
-      },
-      files,
-    }),
+    JSON.stringify({ compilerOptions: { ...compilerOptions, module, moduleResolution }, files }),
   );
-  const result = spawnSync(TSC, ["-p", join(dir, "tsconfig.json")], {
+  const result = spawnSync(tsc, ["-p", join(dir, "tsconfig.json")], {
     cwd: dir,
     encoding: "utf8",
   });
@@ -125,6 +133,34 @@ describe("the packed package, installed and used by name", () => {
       writeFileSync(join(dir, "consumer.ts"), source); // CommonJS: the project says "type": "commonjs"
       const files = ["consumer.mts", "consumer.cts", "consumer.ts"];
       const result = typecheck(dir, files, module, moduleResolution);
+      expect(result.output).toBe("");
+      expect(result.status).toBe(0);
+    });
+  }
+
+  // The compiler options `create-next-app` writes (`next build` typechecks with them): with
+  // `moduleResolution: node` (node10), TypeScript ignores `exports`; `bundler` reads it.
+  for (const [moduleResolution, tsc, version] of [
+    ["node", TSC5, "5"],
+    ["bundler", TSC5, "5"],
+    ["bundler", TSC, "7"],
+  ] as const) {
+    it(`TypeScript ${version} in a Next.js project: a .ts file typechecks (module esnext, moduleResolution ${moduleResolution})`, () => {
+      const dir = join(project, `ts-next-${moduleResolution}-${version}`);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, "middleware.ts"), tsConsumer());
+      const result = typecheck(dir, ["middleware.ts"], "esnext", moduleResolution, tsc, {
+        target: "ES2017",
+        lib: ["dom", "dom.iterable", "esnext"],
+        allowJs: true,
+        skipLibCheck: true,
+        strict: true,
+        noEmit: true,
+        esModuleInterop: true,
+        resolveJsonModule: true,
+        isolatedModules: true,
+        jsx: "preserve",
+      });
       expect(result.output).toBe("");
       expect(result.status).toBe(0);
     });

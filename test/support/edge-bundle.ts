@@ -4,13 +4,14 @@ import { Miniflare } from "miniflare";
 
 /**
  * Bundles `entry` the way edge runtimes bundle code (esbuild, browser platform, ESM: `node:`
- * imports cannot resolve) into `dir`, and returns the packages that went into the output.
+ * imports cannot resolve) into `dir`, and returns the packages that went into the output and
+ * every file the bundler read (the module graph, before tree shaking drops what is unused).
  */
 export async function bundleForEdge(
   entry: string,
   dir: string,
   options: { readonly conditions?: string[]; readonly plugins?: Plugin[] } = {},
-): Promise<{ outfile: string; nodeBuiltins: string[]; packages: string[] }> {
+): Promise<{ outfile: string; nodeBuiltins: string[]; packages: string[]; inputs: string[] }> {
   const outfile = join(dir, "bundle.mjs");
   const result = await build({
     entryPoints: [entry],
@@ -28,6 +29,7 @@ export async function bundleForEdge(
     outfile,
     nodeBuiltins: Object.keys(result.metafile.inputs).filter((input) => input.startsWith("node:")),
     packages: packagesInOutput(result.metafile),
+    inputs: Object.keys(result.metafile.inputs),
   };
 }
 
