@@ -24,7 +24,7 @@ Runs the gateway in front of an origin until SIGTERM or SIGINT, then drains.
   --policy FILE          policy (YAML or JSON); reloaded on SIGHUP and when the file changes
   --upstream URL         origin to forward allowed requests to (optional with --demo)
   --port N               public port (default 8080)
-  --host ADDR            public address (default 0.0.0.0)
+  --host ADDR            public address (default 0.0.0.0; with --demo, 127.0.0.1)
   --admin-port N         admin port: dashboard, /metrics, /healthz (default 9090; never the public port)
   --admin-host ADDR      admin address (default 127.0.0.1; a warning when it is not loopback:
                          the admin listener has no authentication)
