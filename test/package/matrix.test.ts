@@ -21,6 +21,8 @@ const TSC = join(ROOT, "node_modules", ".bin", "tsc");
  */
 const TSC5 = join(ROOT, "node_modules", "typescript5", "bin", "tsc");
 const entries = Object.entries(ENTRY_POINTS);
+/** tsc over every entry point's types takes 10-15 s alone here, and several times that under load. */
+const TYPECHECK_TIMEOUT_MS = 120_000;
 
 let work: string;
 let project: string;
@@ -124,18 +126,22 @@ describe("the packed package, installed and used by name", () => {
     ["nodenext", "nodenext"],
     ["node20", "node16"],
   ] as const) {
-    it(`ESM and CommonJS TypeScript: a .mts, a .cts and a .ts of a CommonJS project typecheck (module ${module}, moduleResolution ${moduleResolution})`, () => {
-      const dir = join(project, `ts-${module}`);
-      mkdirSync(dir, { recursive: true });
-      const source = tsConsumer();
-      writeFileSync(join(dir, "consumer.mts"), source);
-      writeFileSync(join(dir, "consumer.cts"), source);
-      writeFileSync(join(dir, "consumer.ts"), source); // CommonJS: the project says "type": "commonjs"
-      const files = ["consumer.mts", "consumer.cts", "consumer.ts"];
-      const result = typecheck(dir, files, module, moduleResolution);
-      expect(result.output).toBe("");
-      expect(result.status).toBe(0);
-    });
+    it(
+      `ESM and CommonJS TypeScript: a .mts, a .cts and a .ts of a CommonJS project typecheck (module ${module}, moduleResolution ${moduleResolution})`,
+      () => {
+        const dir = join(project, `ts-${module}`);
+        mkdirSync(dir, { recursive: true });
+        const source = tsConsumer();
+        writeFileSync(join(dir, "consumer.mts"), source);
+        writeFileSync(join(dir, "consumer.cts"), source);
+        writeFileSync(join(dir, "consumer.ts"), source); // CommonJS: the project says "type": "commonjs"
+        const files = ["consumer.mts", "consumer.cts", "consumer.ts"];
+        const result = typecheck(dir, files, module, moduleResolution);
+        expect(result.output).toBe("");
+        expect(result.status).toBe(0);
+      },
+      TYPECHECK_TIMEOUT_MS,
+    );
   }
 
   // The compiler options `create-next-app` writes (`next build` typechecks with them): with
@@ -145,24 +151,28 @@ describe("the packed package, installed and used by name", () => {
     ["bundler", TSC5, "5"],
     ["bundler", TSC, "7"],
   ] as const) {
-    it(`TypeScript ${version} in a Next.js project: a .ts file typechecks (module esnext, moduleResolution ${moduleResolution})`, () => {
-      const dir = join(project, `ts-next-${moduleResolution}-${version}`);
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(join(dir, "middleware.ts"), tsConsumer());
-      const result = typecheck(dir, ["middleware.ts"], "esnext", moduleResolution, tsc, {
-        target: "ES2017",
-        lib: ["dom", "dom.iterable", "esnext"],
-        allowJs: true,
-        skipLibCheck: true,
-        strict: true,
-        noEmit: true,
-        esModuleInterop: true,
-        resolveJsonModule: true,
-        isolatedModules: true,
-        jsx: "preserve",
-      });
-      expect(result.output).toBe("");
-      expect(result.status).toBe(0);
-    });
+    it(
+      `TypeScript ${version} in a Next.js project: a .ts file typechecks (module esnext, moduleResolution ${moduleResolution})`,
+      () => {
+        const dir = join(project, `ts-next-${moduleResolution}-${version}`);
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, "middleware.ts"), tsConsumer());
+        const result = typecheck(dir, ["middleware.ts"], "esnext", moduleResolution, tsc, {
+          target: "ES2017",
+          lib: ["dom", "dom.iterable", "esnext"],
+          allowJs: true,
+          skipLibCheck: true,
+          strict: true,
+          noEmit: true,
+          esModuleInterop: true,
+          resolveJsonModule: true,
+          isolatedModules: true,
+          jsx: "preserve",
+        });
+        expect(result.output).toBe("");
+        expect(result.status).toBe(0);
+      },
+      TYPECHECK_TIMEOUT_MS,
+    );
   }
 });

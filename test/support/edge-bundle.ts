@@ -42,14 +42,19 @@ function packagesInOutput(metafile: Metafile): string[] {
   return [...new Set(packages)].sort();
 }
 
-/** The bundle running in workerd (Miniflare); dispose it when done. */
-export async function runInWorkerd(outfile: string, dir: string): Promise<Miniflare> {
+/** The bundle running in workerd (Miniflare), with text `bindings`; dispose it when done. */
+export async function runInWorkerd(
+  outfile: string,
+  dir: string,
+  bindings: Record<string, string> = {},
+): Promise<Miniflare> {
   const miniflare = new Miniflare({
     modules: true,
     scriptPath: outfile,
     // Module names are relative to this root: the bundle's own folder.
     modulesRoot: dir,
     compatibilityDate: "2025-06-01",
+    bindings,
   });
   await miniflare.ready;
   return miniflare;

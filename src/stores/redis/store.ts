@@ -5,7 +5,7 @@ import { TickBatch } from "./batch.js";
 import { CircuitBreaker, type CircuitBreakerOptions } from "./breaker.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
-import { decodeReply, encodeRequest } from "./encoding.js";
+import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
 import { answeredInTime } from "./timeout.js";
 
@@ -95,7 +95,11 @@ export class RedisStore implements Store {
     this.#batch =
       this.#isCluster || maxBatch === 1
         ? undefined
-        : new TickBatch(maxBatch, (keys, args) => this.#run(keys, args));
+        : new TickBatch(
+            maxBatch,
+            (keys, args) => this.#run(keys, args),
+            (flush) => process.nextTick(flush),
+          );
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new EdgelimitError(
@@ -222,10 +226,7 @@ export class RedisStore implements Store {
 
   /** Redis key of a counter: the subject in braces is the Cluster hash tag. */
   redisKey(counter: CounterSpec): string {
-    const rest = counter.key.startsWith(counter.subject)
-      ? counter.key.slice(counter.subject.length)
-      : `|${counter.key}`;
-    return `${this.prefix}{${counter.subject}}${rest}`;
+    return redisKeyOf(this.prefix, counter);
   }
 
   #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {
