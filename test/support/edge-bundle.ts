@@ -10,7 +10,12 @@ import { Miniflare } from "miniflare";
 export async function bundleForEdge(
   entry: string,
   dir: string,
-  options: { readonly conditions?: string[]; readonly plugins?: Plugin[] } = {},
+  options: {
+    readonly conditions?: string[];
+    readonly plugins?: Plugin[];
+    /** Replacements, as esbuild's `define` (Next.js gives middleware a `process.env`). */
+    readonly define?: Record<string, string>;
+  } = {},
 ): Promise<{ outfile: string; nodeBuiltins: string[]; packages: string[]; inputs: string[] }> {
   const outfile = join(dir, "bundle.mjs");
   const result = await build({
@@ -24,6 +29,7 @@ export async function bundleForEdge(
     metafile: true,
     ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
     ...(options.plugins === undefined ? {} : { plugins: options.plugins }),
+    ...(options.define === undefined ? {} : { define: options.define }),
   });
   return {
     outfile,
