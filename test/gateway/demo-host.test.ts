@@ -4,9 +4,10 @@
  * is on 127.0.0.1 or on every address is told by 127.0.0.2, another loopback address: a socket
  * bound to 0.0.0.0 answers there, one bound to 127.0.0.1 refuses.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { spawnServe } from "../support/serve-process.js";
 import { closedPort } from "./helpers.js";
 
 const children: ChildProcess[] = [];
@@ -21,42 +22,22 @@ afterEach(async () => {
 });
 
 /** `npm start`'s command line (without `--host` unless given), started and its banner read. */
-async function startDemo(extra: readonly string[] = []) {
+async function startDemo(host: string | null) {
   const port = await closedPort();
-  const adminPort = await closedPort();
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "serve",
-      "--demo",
-      "--policy",
-      "examples/policies/cloudfront.yaml",
-      "--port",
-      String(port),
-      "--admin-port",
-      String(adminPort),
-      ...extra,
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  children.push(child);
-  let output = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    output += chunk.toString("utf8");
+  const served = spawnServe({
+    policy: "examples/policies/cloudfront.yaml",
+    port,
+    adminPort: await closedPort(),
+    host,
   });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    output += chunk.toString("utf8");
-  });
+  children.push(served.child);
   const deadline = Date.now() + 20_000;
-  while (!output.includes('"msg":"gateway started"')) {
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`the demo did not start; output:\n${output}`);
+  while (!served.output().includes('"msg":"gateway started"')) {
+    if (Date.now() > deadline || served.child.exitCode !== null)
+      throw new Error(`the demo did not start; output:\n${served.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { port, output };
+  return { port, output: served.output() };
 }
 
 function answers(host: string, port: number): Promise<boolean> {
@@ -72,7 +53,7 @@ function answers(host: string, port: number): Promise<boolean> {
 
 describe("serve --demo (npm start)", () => {
   it("listens on 127.0.0.1 only, and prints a line saying so", async () => {
-    const { port, output } = await startDemo();
+    const { port, output } = await startDemo(null);
     expect(output).toContain(`edgelimit gateway on http://127.0.0.1:${port}/`);
     expect(output).toContain("demo: listening on 127.0.0.1 only, this machine (--host 0.0.0.0");
     expect(await answers("127.0.0.1", port)).toBe(true);
@@ -80,7 +61,7 @@ describe("serve --demo (npm start)", () => {
   }, 30_000);
 
   it("listens where --host says, warning that anyone there can mint tokens", async () => {
-    const { port, output } = await startDemo(["--host", "0.0.0.0"]);
+    const { port, output } = await startDemo("0.0.0.0");
     expect(output).toContain(
       "demo: WARNING: listening on 0.0.0.0: anyone who reaches it can mint tokens for any plan",
     );

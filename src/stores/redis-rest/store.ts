@@ -1,42 +1,25 @@
 import { EdgelimitError } from "../../core/errors.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
-import { CircuitBreaker, type CircuitBreakerOptions } from "../redis/breaker.js";
+import type { CircuitBreaker } from "../redis/breaker.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
+import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
 import { answeredInTime } from "../redis/timeout.js";
 import { type RedisArgument, RedisReplyError, RedisRestClient } from "./client.js";
 
-export interface RedisRestStoreOptions {
+/**
+ * The endpoint and its token, and the options of `edgelimit/redis` (`ScriptStoreOptions`). A
+ * call that times out (`timeoutMs`) is aborted. Batching (`maxBatch`) joins the decisions of one
+ * turn of the event loop; on Cloudflare Workers, where one request cannot await another's I/O,
+ * it defaults to 1.
+ */
+export interface RedisRestStoreOptions extends ScriptStoreOptions {
   /** The REST endpoint (Upstash: `UPSTASH_REDIS_REST_URL`; Vercel KV: `KV_REST_API_URL`). */
   readonly url: string;
   /** Its token (Upstash: `UPSTASH_REDIS_REST_TOKEN`; Vercel KV: `KV_REST_API_TOKEN`). */
   readonly token: string;
-  /** Prepended to every key (default `el:`, as `edgelimit/redis`: both count the same keys). */
-  readonly prefix?: string;
-  /**
-   * `server` (default): the script reads Redis `TIME`, so instances with skewed clocks agree.
-   * `caller`: the `now` the limiter passes; for tests that drive time.
-   */
-  readonly clock?: "server" | "caller";
-  /** Circuit breaker settings, or `false` to turn it off. */
-  readonly breaker?: CircuitBreakerOptions | false;
-  /**
-   * A call still unanswered after this long has failed (and is aborted), and counts as a
-   * failure for the breaker (default 1000 ms). The decision budget answers the request sooner.
-   */
-  readonly timeoutMs?: number;
-  /**
-   * Decisions made in the same turn of the event loop share one HTTP request, one script call,
-   * up to this many (default 64; 1 turns batching off). Each is still applied atomically and in
-   * order. On Cloudflare Workers, where one request cannot await another's I/O, the default is 1.
-   */
-  readonly maxBatch?: number;
 }
-
-const DEFAULT_PREFIX = "el:";
-const DEFAULT_MAX_BATCH = 64;
-const DEFAULT_TIMEOUT_MS = 1000;
 
 /**
  * Counters in Redis reached over HTTP (the Upstash REST protocol): the script, the keys and the
@@ -67,17 +50,16 @@ export class RedisRestStore implements Store {
 
   constructor(options: RedisRestStoreOptions) {
     this.client = new RedisRestClient(options);
-    this.prefix = options.prefix ?? DEFAULT_PREFIX;
-    this.#serverClock = (options.clock ?? "server") === "server";
-    this.breaker = options.breaker === false ? undefined : new CircuitBreaker(options.breaker);
     this.requestScopedIo = isWorkerd();
-    const maxBatch = options.maxBatch ?? (this.requestScopedIo ? 1 : DEFAULT_MAX_BATCH);
-    if (!Number.isInteger(maxBatch) || maxBatch < 1) {
-      throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
-        `redisRestStore: maxBatch must be a whole number of at least 1; got ${maxBatch}`,
-      );
-    }
+    const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(
+      options,
+      "redisRestStore",
+      this.requestScopedIo ? 1 : undefined,
+    );
+    this.prefix = prefix;
+    this.#serverClock = serverClock;
+    this.breaker = breaker;
+    this.#timeoutMs = timeoutMs;
     this.#batch =
       maxBatch === 1
         ? undefined
@@ -86,14 +68,6 @@ export class RedisRestStore implements Store {
             (keys, args) => this.#run(keys, args),
             (flush) => queueMicrotask(flush),
           );
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
-        `redisRestStore: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
-      );
-    }
-    this.#timeoutMs = timeoutMs;
   }
 
   /**
