@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closedPort } from "../gateway/helpers.js";
 import { install, pack, ROOT } from "../package/packed.js";
 import { startRedis } from "../redis/redis-server.js";
+import { NEXT_COMPILER_OPTIONS } from "../support/nextjs.js";
 import { type RedisRestBridge, startRedisRestBridge } from "../support/redis-rest-bridge.js";
 import { withinOneWindow } from "../support/windows.js";
 
@@ -52,18 +53,9 @@ export const POST = GET;
     join(app, "tsconfig.json"),
     JSON.stringify({
       compilerOptions: {
-        target: "ES2017",
-        lib: ["dom", "dom.iterable", "esnext"],
-        allowJs: true,
-        skipLibCheck: true,
-        strict: true,
-        noEmit: true,
-        esModuleInterop: true,
+        ...NEXT_COMPILER_OPTIONS,
         module: "esnext",
         moduleResolution: "node",
-        resolveJsonModule: true,
-        isolatedModules: true,
-        jsx: "preserve",
         incremental: true,
         plugins: [{ name: "next" }],
       },

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NEXT_COMPILER_OPTIONS } from "../support/nextjs.js";
 import { ENTRY_POINTS } from "./entry-points.js";
 import { install, pack, ROOT } from "./packed.js";
 
@@ -157,18 +158,14 @@ describe("the packed package, installed and used by name", () => {
         const dir = join(project, `ts-next-${moduleResolution}-${version}`);
         mkdirSync(dir, { recursive: true });
         writeFileSync(join(dir, "middleware.ts"), tsConsumer());
-        const result = typecheck(dir, ["middleware.ts"], "esnext", moduleResolution, tsc, {
-          target: "ES2017",
-          lib: ["dom", "dom.iterable", "esnext"],
-          allowJs: true,
-          skipLibCheck: true,
-          strict: true,
-          noEmit: true,
-          esModuleInterop: true,
-          resolveJsonModule: true,
-          isolatedModules: true,
-          jsx: "preserve",
-        });
+        const result = typecheck(
+          dir,
+          ["middleware.ts"],
+          "esnext",
+          moduleResolution,
+          tsc,
+          NEXT_COMPILER_OPTIONS,
+        );
         expect(result.output).toBe("");
         expect(result.status).toBe(0);
       },
