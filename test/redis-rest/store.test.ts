@@ -223,7 +223,10 @@ describe("Redis over HTTP (edgelimit/redis-rest) on a real redis-server", () => 
 describe("Redis over HTTP when Redis fails", () => {
   it("answers within the budget while Redis is stalled, fails open or closed, and counts again after", async () => {
     const BUDGET_MS = 50;
-    const SLACK_MS = 40;
+    // Far under the store's own 1 s timeout, so the budget answered; loose enough for a machine
+    // whose other work (a next build beside this file) delays our timers, which the budget
+    // gives back to the store rather than blame it (core/deadline.ts).
+    const SLACK_MS = 250;
     const limiter = createLimiter({
       store,
       policy: definePolicy({
@@ -256,7 +259,7 @@ describe("Redis over HTTP when Redis fails", () => {
       );
     }
     // Requests that timed out were aborted; Redis answers again once continued.
-    expect(await reasonWithin(3000, () => limiter.check({ ip: "10.7.7.99", path: "/" }))).toBe(
+    expect(await reasonWithin(10_000, () => limiter.check({ ip: "10.7.7.99", path: "/" }))).toBe(
       "within-limit",
     );
   });
@@ -265,7 +268,7 @@ describe("Redis over HTTP when Redis fails", () => {
     const limiter = createLimiter({
       store,
       policy: definePolicy({
-        budget: "500ms",
+        budget: "2s",
         failClosed: ["/api/admin/"],
         tiers: { anonymous: { global: { limit: 1_000_000, window: "1d" } } },
       }),
@@ -277,12 +280,12 @@ describe("Redis over HTTP when Redis fails", () => {
       const closed = await limiter.check({ ip: "10.7.8.1", path: "/api/admin/users" });
       expect(open.reason).toBe("store-failed-open");
       expect(closed).toMatchObject({ status: 503, reason: "store-failed-closed" });
-      // An error from the bridge, not the budget: well under 500 ms for both.
-      expect(performance.now() - startedAt).toBeLessThan(400);
+      // An error from the bridge, not the budget: both well under one 2 s budget.
+      expect(performance.now() - startedAt).toBeLessThan(1000);
     } finally {
       await server.start();
     }
-    expect(await reasonWithin(3000, () => limiter.check({ ip: "10.7.8.2", path: "/" }))).toBe(
+    expect(await reasonWithin(10_000, () => limiter.check({ ip: "10.7.8.2", path: "/" }))).toBe(
       "within-limit",
     );
   });
