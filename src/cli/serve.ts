@@ -87,6 +87,9 @@ export async function run(argv: string[]): Promise<number> {
     return error instanceof EdgelimitError && error.code === "EL_BAD_ARGUMENT" ? 2 : 1;
   }
 
+  // The demo mints tokens for any plan (/demo/token) and signs with session secrets: it stays
+  // on this machine unless --host says otherwise.
+  const host = (values.host as string | undefined) ?? (demo ? "127.0.0.1" : "0.0.0.0");
   const adminHost = (values["admin-host"] as string | undefined) ?? "127.0.0.1";
   if (!isLoopback(adminHost)) {
     process.stderr.write(
@@ -141,7 +144,7 @@ export async function run(argv: string[]): Promise<number> {
       store,
       upstream: (values.upstream as string | undefined) ?? (demoOrigin as DemoOrigin).url,
       port,
-      host: (values.host as string | undefined) ?? "0.0.0.0",
+      host,
       adminPort,
       adminHost,
       limit: values["no-limit"] !== true,
@@ -182,6 +185,7 @@ export async function run(argv: string[]): Promise<number> {
       mintedSecret,
       secretSource,
       mintedChallengeSecret,
+      demo ? host : undefined,
     ),
   );
   logger.info({
@@ -282,7 +286,14 @@ function watchPolicy(file: string, onChange: () => void, logger: Logger): FSWatc
   }
 }
 
-/** Whether the admin listener stays on this machine: 127.0.0.0/8, ::1 or localhost. */
+/** Who can reach the demo, which hands out tokens for any plan to whoever asks. */
+function demoReach(host: string): string {
+  return isLoopback(host)
+    ? `demo: listening on ${host} only, this machine (--host 0.0.0.0 to let other machines in)`
+    : `demo: WARNING: listening on ${host}: anyone who reaches it can mint tokens for any plan at /demo/token and spend this session's limits; use --host 127.0.0.1 unless that is what you want`;
+}
+
+/** Whether a listener stays on this machine: 127.0.0.0/8, ::1 or localhost. */
 function isLoopback(host: string): boolean {
   if (host === "localhost") return true;
   const loopback = new BlockList();
@@ -336,11 +347,13 @@ function banner(
   mintedSecret: string | undefined,
   secretSource: SecretSource | undefined,
   mintedChallengeSecret: string | undefined,
+  demoHost: string | undefined,
 ): string {
   const base = `http://127.0.0.1:${port}`;
   const lines = [
     "",
     `edgelimit gateway on ${addresses.url} (policy ${policyFile}, store ${store})`,
+    demoHost === undefined ? "" : demoReach(demoHost),
     demoOrigin === undefined ? "" : `demo origin on ${demoOrigin.url} (DEMO ONLY)`,
     addresses.adminUrl === undefined
       ? ""

@@ -24,11 +24,13 @@ Runs the gateway in front of an origin until SIGTERM or SIGINT, then drains.
   --policy FILE          policy (YAML or JSON); reloaded on SIGHUP and when the file changes
   --upstream URL         origin to forward allowed requests to (optional with --demo)
   --port N               public port (default 8080)
-  --host ADDR            public address (default 0.0.0.0)
+  --host ADDR            public address (default 0.0.0.0; with --demo, 127.0.0.1)
   --admin-port N         admin port: dashboard, /metrics, /healthz (default 9090; never the public port)
   --admin-host ADDR      admin address (default 127.0.0.1; a warning when it is not loopback:
                          the admin listener has no authentication)
   --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
+                         redis+https://:TOKEN@HOST (Redis over HTTP; the token may come
+                         from EDGELIMIT_REDIS_REST_TOKEN instead) |
                          dynamodb://TABLE?region=R&endpoint=URL (default memory)
   --demo                 start a built-in demo origin (and session JWT and challenge secrets if unset)
   --no-limit             forward everything without limiting (a baseline for benchmarks)
@@ -104,6 +106,8 @@ export const ENVIRONMENT = `Environment:
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
                          credentials for serve --store dynamodb://... and for lists in S3
   AWS_REGION             read by the Lambda@Edge bundle that build writes (Lambda sets it)
+  EDGELIMIT_REDIS_REST_TOKEN
+                         the token for serve --store redis+https://HOST when the URL has none
 `;
 
 export const SCHEMA_USAGE = `Usage: edgelimit schema

@@ -93,15 +93,18 @@ export function timeoutAfterPendingIo(
   onTimeout: () => void,
   scheduler: Scheduler = REAL_SCHEDULER,
 ): () => void {
+  // Unbound, as the Scheduler says: workerd's own timers throw "Illegal invocation" when called
+  // as methods of another object (test/redis-rest/workerd.test.ts).
+  const { setTimeout: setTimer, clearTimeout: clearTimer, afterPendingIo: afterIo } = scheduler;
   let cancelled = false;
-  const timer = scheduler.setTimeout(() => {
-    scheduler.afterPendingIo(() => {
+  const timer = setTimer(() => {
+    afterIo(() => {
       if (!cancelled && !isSettled()) onTimeout();
     });
   }, ms);
   return () => {
     cancelled = true;
-    scheduler.clearTimeout(timer);
+    clearTimer(timer);
   };
 }
 

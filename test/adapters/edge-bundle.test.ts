@@ -3,7 +3,7 @@
  * built package is bundled by esbuild for `--platform=browser` (which refuses `node:` imports,
  * as Next.js middleware and workerd do) and the bundle runs in workerd through Miniflare.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -46,6 +46,38 @@ export { withRateLimit } from ${JSON.stringify(join(dist, "adapters", "fetch.js"
     );
     const { packages } = await bundleForEdge(entry, join(dir, "lean"));
     expect(packages).toEqual(["jose"]);
+  });
+
+  it("read no module that uses an API the Edge Runtime lacks, even with a JWT configured", async () => {
+    // Next.js checks every module of a middleware's graph, used or not: jose's index brings in
+    // its JWE deflate, which uses CompressionStream, and \`next build\` warns about it.
+    const entry = join(dir, "with-jwt.mjs");
+    writeFileSync(
+      entry,
+      `import { createLimiter, definePolicy, memoryStore } from ${JSON.stringify(join(dist, "index.js"))};
+import { withRateLimit } from ${JSON.stringify(join(dist, "adapters", "fetch.js"))};
+const limiter = createLimiter({
+  policy: definePolicy({
+    version: 1,
+    identity: {
+      ip: { source: "header", header: "x-real-ip" },
+      user: { jwt: { algorithms: ["HS256"], secret: { env: "JWT_SECRET" } } },
+    },
+    tiers: { anonymous: { global: 3 }, authenticated: { global: 30 } },
+  }),
+  store: memoryStore(),
+  env: { JWT_SECRET: "a-secret-of-thirty-two-characters-or-more" },
+});
+export default { fetch: withRateLimit(() => new Response("ok"), { limiter }) };`,
+    );
+    const { inputs } = await bundleForEdge(entry, join(dir, "with-jwt"), {
+      conditions: ["edge-light"],
+    });
+    expect(inputs.some((input) => input.includes("node_modules/jose/"))).toBe(true);
+    const unsupported = inputs.filter((input) =>
+      /\b(?:De)?CompressionStream\s*\(/.test(readFileSync(input, "utf8")),
+    );
+    expect(unsupported).toEqual([]);
   });
 
   it("bundle for the browser platform and limit requests in workerd", async () => {

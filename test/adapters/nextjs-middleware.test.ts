@@ -1,8 +1,9 @@
 /**
  * examples/nextjs/middleware.ts, bundled the way Next's edge runtime bundles middleware
  * (esbuild, browser platform, the `edge-light` export condition, no Node built-ins) and run in
- * workerd. Next is not installed here, so `next/server` is a stand-in that does what Next's
- * `NextResponse.next()` does: a pass-through response carrying the headers to add.
+ * workerd, in seconds: `next/server` is a stand-in that does what Next's `NextResponse.next()`
+ * does (a pass-through response carrying the headers to add). The same file in a real Next.js
+ * app, built and started, is test/nextjs/next-app.test.ts.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,8 +31,13 @@ function resolveImports(): Plugin {
   return {
     name: "example-imports",
     setup(plugins) {
-      plugins.onResolve({ filter: /^edgelimit(\/fetch)?$/ }, (args) => ({
-        path: join(dist, args.path === "edgelimit" ? "index.js" : "adapters/fetch.js"),
+      const files: Record<string, string> = {
+        edgelimit: "index.js",
+        "edgelimit/fetch": "adapters/fetch.js",
+        "edgelimit/redis-rest": "stores/redis-rest.js",
+      };
+      plugins.onResolve({ filter: /^edgelimit(\/fetch|\/redis-rest)?$/ }, (args) => ({
+        path: join(dist, files[args.path] as string),
       }));
       plugins.onResolve({ filter: /^next\/server$/ }, () => ({
         path: join(dir, "next-server.mjs"),
@@ -61,6 +67,8 @@ export default {
     const { outfile, nodeBuiltins } = await bundleForEdge(join(dir, "worker.mjs"), dir, {
       conditions: ["edge-light"],
       plugins: [resolveImports()],
+      // Behind a proxy that sets x-real-ip (the example's README); the memory store.
+      define: { "process.env": JSON.stringify({ EDGELIMIT_CLIENT_IP_HEADER: "x-real-ip" }) },
     });
     expect(nodeBuiltins).toEqual([]);
     const miniflare = await runInWorkerd(outfile, dir);

@@ -1,5 +1,13 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, normalize, posix } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,11 +21,13 @@ import { pack, ROOT } from "./packed.js";
 let work: string;
 let unpacked: string;
 let files: Set<string>;
+let packedTarball: string;
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "edgelimit-contents-"));
   const packed = pack(work);
   files = new Set(packed.files.map((file) => file.path));
+  packedTarball = packed.tarball;
   unpacked = join(work, "package");
   mkdirSync(unpacked);
   execFileSync("tar", ["-xzf", packed.tarball, "-C", unpacked, "--strip-components=1"]);
@@ -89,5 +99,26 @@ describe("the packed tarball", () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it("runs no script when installed: no prepare, preinstall, install or postinstall", () => {
+    // npm runs a dependency's prepare only from git, but warns about it for every install.
+    const manifest = JSON.parse(read("package.json")) as { scripts?: Record<string, string> };
+    const runOnInstall = ["preinstall", "install", "postinstall", "prepare"].filter(
+      (name) => manifest.scripts?.[name] !== undefined,
+    );
+    expect(runOnInstall).toEqual([]);
+  });
+
+  it("ships the CLI executable, as the build writes it (npx edgelimit runs it by its name)", () => {
+    const listing = execFileSync("tar", ["-tvzf", packedTarball], { encoding: "utf8" });
+    const line = listing.split("\n").find((entry) => entry.endsWith(" package/dist/cli/main.js"));
+    expect(line).toMatch(/^-rwxr-xr-x /);
+    // The build's own output, run by its path as npx runs a bin: no "Permission denied".
+    expect(statSync(join(ROOT, "dist/cli/main.js")).mode & 0o111).toBe(0o111);
+    const version = execFileSync(join(ROOT, "dist/cli/main.js"), ["--version"], {
+      encoding: "utf8",
+    });
+    expect(version.trim()).toBe(JSON.parse(read("package.json")).version);
   });
 });

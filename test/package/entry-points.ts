@@ -12,6 +12,7 @@ export const ENTRY_POINTS: Record<string, string[]> = {
     "EdgelimitError",
   ],
   "edgelimit/redis": ["redisStore", "redisStoreFromUrl", "RedisStore"],
+  "edgelimit/redis-rest": ["redisRestStore", "redisRestStoreFromUrl", "RedisRestStore"],
   "edgelimit/dynamodb": ["dynamodbStore", "dynamodbStoreFromUrl", "DynamoDbStore"],
   "edgelimit/lambda-edge": ["createViewerRequestHandler", "createViewerResponseHandler"],
   "edgelimit/cloudflare": ["createCloudflareHandler", "EdgelimitCounter", "checkCloudflarePolicy"],

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NEXT_COMPILER_OPTIONS } from "../support/nextjs.js";
 import { ENTRY_POINTS } from "./entry-points.js";
 import { install, pack, ROOT } from "./packed.js";
 
@@ -14,7 +15,15 @@ import { install, pack, ROOT } from "./packed.js";
  */
 
 const TSC = join(ROOT, "node_modules", ".bin", "tsc");
+/**
+ * TypeScript 5, as most projects still compile with: 7 no longer knows `moduleResolution: node`
+ * (node10), which Next.js projects created before its 13.4 still carry, and resolves without
+ * `exports` under it (`types`, `typesVersions`).
+ */
+const TSC5 = join(ROOT, "node_modules", "typescript5", "bin", "tsc");
 const entries = Object.entries(ENTRY_POINTS);
+/** tsc over every entry point's types takes 10-15 s alone here, and several times that under load. */
+const TYPECHECK_TIMEOUT_MS = 120_000;
 
 let work: string;
 let project: string;
@@ -72,22 +81,24 @@ function tsConsumer(): string {
   return `${imports.join("\n")}\n\nexport const used: unknown[] = [${used.join(", ")}];\n`;
 }
 
-function typecheck(dir: string, files: string[], module: string, moduleResolution: string) {
+function typecheck(
+  dir: string,
+  files: string[],
+  module: string,
+  moduleResolution: string,
+  tsc = TSC,
+  compilerOptions: Record<string, unknown> = {
+    target: "ES2022",
+    strict: true,
+    noEmit: true,
+    types: ["node"],
+  },
+) {
   writeFileSync(
     join(dir, "tsconfig.json"),
-    JSON.stringify({
-      compilerOptions: {
-        module,
-        moduleResolution,
-        target: "ES2022",
-        strict: true,
-        noEmit: true,
-        types: ["node"],
-      },
-      files,
-    }),
+    JSON.stringify({ compilerOptions: { ...compilerOptions, module, moduleResolution }, files }),
   );
-  const result = spawnSync(TSC, ["-p", join(dir, "tsconfig.json")], {
+  const result = spawnSync(tsc, ["-p", join(dir, "tsconfig.json")], {
     cwd: dir,
     encoding: "utf8",
   });
@@ -116,17 +127,49 @@ describe("the packed package, installed and used by name", () => {
     ["nodenext", "nodenext"],
     ["node20", "node16"],
   ] as const) {
-    it(`ESM and CommonJS TypeScript: a .mts, a .cts and a .ts of a CommonJS project typecheck (module ${module}, moduleResolution ${moduleResolution})`, () => {
-      const dir = join(project, `ts-${module}`);
-      mkdirSync(dir, { recursive: true });
-      const source = tsConsumer();
-      writeFileSync(join(dir, "consumer.mts"), source);
-      writeFileSync(join(dir, "consumer.cts"), source);
-      writeFileSync(join(dir, "consumer.ts"), source); // CommonJS: the project says "type": "commonjs"
-      const files = ["consumer.mts", "consumer.cts", "consumer.ts"];
-      const result = typecheck(dir, files, module, moduleResolution);
-      expect(result.output).toBe("");
-      expect(result.status).toBe(0);
-    });
+    it(
+      `ESM and CommonJS TypeScript: a .mts, a .cts and a .ts of a CommonJS project typecheck (module ${module}, moduleResolution ${moduleResolution})`,
+      () => {
+        const dir = join(project, `ts-${module}`);
+        mkdirSync(dir, { recursive: true });
+        const source = tsConsumer();
+        writeFileSync(join(dir, "consumer.mts"), source);
+        writeFileSync(join(dir, "consumer.cts"), source);
+        writeFileSync(join(dir, "consumer.ts"), source); // CommonJS: the project says "type": "commonjs"
+        const files = ["consumer.mts", "consumer.cts", "consumer.ts"];
+        const result = typecheck(dir, files, module, moduleResolution);
+        expect(result.output).toBe("");
+        expect(result.status).toBe(0);
+      },
+      TYPECHECK_TIMEOUT_MS,
+    );
+  }
+
+  // The compiler options `create-next-app` writes (`next build` typechecks with them): with
+  // `moduleResolution: node` (node10), TypeScript ignores `exports`; `bundler` reads it.
+  for (const [moduleResolution, tsc, version] of [
+    ["node", TSC5, "5"],
+    ["bundler", TSC5, "5"],
+    ["bundler", TSC, "7"],
+  ] as const) {
+    it(
+      `TypeScript ${version} in a Next.js project: a .ts file typechecks (module esnext, moduleResolution ${moduleResolution})`,
+      () => {
+        const dir = join(project, `ts-next-${moduleResolution}-${version}`);
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, "middleware.ts"), tsConsumer());
+        const result = typecheck(
+          dir,
+          ["middleware.ts"],
+          "esnext",
+          moduleResolution,
+          tsc,
+          NEXT_COMPILER_OPTIONS,
+        );
+        expect(result.output).toBe("");
+        expect(result.status).toBe(0);
+      },
+      TYPECHECK_TIMEOUT_MS,
+    );
   }
 });

@@ -1,16 +1,16 @@
 import { pathToFileURL } from "node:url";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
-
-/** Debian's Chromium, which `.ci/run` installs; playwright never downloads a browser here. */
-export const CHROMIUM_PATH = "/usr/bin/chromium";
+import { executableOf } from "./system-packages.js";
 
 /**
- * Headless Chromium with a fresh profile. The background-networking switches stop it from
- * calling out: this machine has no network beyond loopback, and those calls would only fail.
+ * Headless Chromium with a fresh profile: the system's (`CHROMIUM_PATH`, or the usual names and
+ * paths of test/system-packages.json, which `npm test` installs where it can); playwright never
+ * downloads a browser here. The background-networking switches stop it from calling out: this
+ * machine has no network beyond loopback, and those calls would only fail.
  */
 export function launchChromium(userDataDir: string): Promise<BrowserContext> {
   return chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM_PATH,
+    executablePath: executableOf("chromium"),
     headless: true,
     args: [
       "--headless",

@@ -4,13 +4,19 @@ import { Miniflare } from "miniflare";
 
 /**
  * Bundles `entry` the way edge runtimes bundle code (esbuild, browser platform, ESM: `node:`
- * imports cannot resolve) into `dir`, and returns the packages that went into the output.
+ * imports cannot resolve) into `dir`, and returns the packages that went into the output and
+ * every file the bundler read (the module graph, before tree shaking drops what is unused).
  */
 export async function bundleForEdge(
   entry: string,
   dir: string,
-  options: { readonly conditions?: string[]; readonly plugins?: Plugin[] } = {},
-): Promise<{ outfile: string; nodeBuiltins: string[]; packages: string[] }> {
+  options: {
+    readonly conditions?: string[];
+    readonly plugins?: Plugin[];
+    /** Replacements, as esbuild's `define` (Next.js gives middleware a `process.env`). */
+    readonly define?: Record<string, string>;
+  } = {},
+): Promise<{ outfile: string; nodeBuiltins: string[]; packages: string[]; inputs: string[] }> {
   const outfile = join(dir, "bundle.mjs");
   const result = await build({
     entryPoints: [entry],
@@ -23,11 +29,13 @@ export async function bundleForEdge(
     metafile: true,
     ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
     ...(options.plugins === undefined ? {} : { plugins: options.plugins }),
+    ...(options.define === undefined ? {} : { define: options.define }),
   });
   return {
     outfile,
     nodeBuiltins: Object.keys(result.metafile.inputs).filter((input) => input.startsWith("node:")),
     packages: packagesInOutput(result.metafile),
+    inputs: Object.keys(result.metafile.inputs),
   };
 }
 
@@ -40,14 +48,19 @@ function packagesInOutput(metafile: Metafile): string[] {
   return [...new Set(packages)].sort();
 }
 
-/** The bundle running in workerd (Miniflare); dispose it when done. */
-export async function runInWorkerd(outfile: string, dir: string): Promise<Miniflare> {
+/** The bundle running in workerd (Miniflare), with text `bindings`; dispose it when done. */
+export async function runInWorkerd(
+  outfile: string,
+  dir: string,
+  bindings: Record<string, string> = {},
+): Promise<Miniflare> {
   const miniflare = new Miniflare({
     modules: true,
     scriptPath: outfile,
     // Module names are relative to this root: the bundle's own folder.
     modulesRoot: dir,
     compatibilityDate: "2025-06-01",
+    bindings,
   });
   await miniflare.ready;
   return miniflare;

@@ -19,6 +19,8 @@ export function spawnServe(options: {
   readonly adminPort: number;
   readonly args?: readonly string[];
   readonly env?: Readonly<Record<string, string>>;
+  /** `--host` (default 127.0.0.1); `null` leaves it out, for the CLI's own default. */
+  readonly host?: string | null;
 }): ServeProcess {
   const child = spawn(
     process.execPath,
@@ -32,8 +34,7 @@ export function spawnServe(options: {
       String(options.port),
       "--admin-port",
       String(options.adminPort),
-      "--host",
-      "127.0.0.1",
+      ...(options.host === null ? [] : ["--host", options.host ?? "127.0.0.1"]),
       ...(options.args ?? []),
     ],
     { env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },

@@ -9,23 +9,30 @@ interface Queued extends ScriptRequest {
 /**
  * Requests that reach a single-node store in the same tick, sent as one script call (up to
  * `maxBatch`): the script applies them one after the other, each atomically, in arrival order.
- * Nothing waits for a batch to fill; the queue is flushed on the next tick. `send` takes the
- * batch's keys and arguments (the request count first, then each request's arguments).
+ * Nothing waits for a batch to fill; the queue is flushed by `defer`, once the current tick's
+ * work is done (`process.nextTick` in Node; `queueMicrotask` in a runtime without it). `send`
+ * takes the batch's keys and arguments (the request count first, then each request's arguments).
  */
 export class TickBatch {
   readonly #maxBatch: number;
   readonly #send: (keys: string[], args: string[]) => Promise<unknown>;
+  readonly #defer: (flush: () => void) => void;
   #queue: Queued[] = [];
 
-  constructor(maxBatch: number, send: (keys: string[], args: string[]) => Promise<unknown>) {
+  constructor(
+    maxBatch: number,
+    send: (keys: string[], args: string[]) => Promise<unknown>,
+    defer: (flush: () => void) => void,
+  ) {
     this.#maxBatch = maxBatch;
     this.#send = send;
+    this.#defer = defer;
   }
 
   submit(request: ScriptRequest): Promise<CounterState[]> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ keys: request.keys, args: request.args, resolve, reject });
-      if (this.#queue.length === 1) process.nextTick(() => this.#flush());
+      if (this.#queue.length === 1) this.#defer(() => this.#flush());
       else if (this.#queue.length >= this.#maxBatch) this.#flush();
     });
   }

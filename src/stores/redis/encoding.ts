@@ -40,6 +40,17 @@ export function encodeRequest(
   return { keys, args };
 }
 
+/**
+ * The Redis key of a counter: `prefix + "{" + subject + "}" + "|namespace|scope"`. The braces are
+ * a Cluster hash tag, so every counter of one subject lives in one slot.
+ */
+export function redisKeyOf(prefix: string, counter: CounterSpec): string {
+  const rest = counter.key.startsWith(counter.subject)
+    ? counter.key.slice(counter.subject.length)
+    : `|${counter.key}`;
+  return `${prefix}{${counter.subject}}${rest}`;
+}
+
 function windowArgument(window: WindowSpec): string {
   return "ms" in window ? String(window.ms) : `m${window.months}`;
 }

@@ -2,47 +2,24 @@ import { Cluster } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
 import { TickBatch } from "./batch.js";
-import { CircuitBreaker, type CircuitBreakerOptions } from "./breaker.js";
+import type { CircuitBreaker } from "./breaker.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
-import { decodeReply, encodeRequest } from "./encoding.js";
+import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
+import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
 import { answeredInTime } from "./timeout.js";
 
-export interface RedisStoreOptions {
+export interface RedisStoreOptions extends ScriptStoreOptions {
   /**
    * An ioredis `Redis` or `Cluster` client, or a URL (`redis://host:port[/db]`,
    * `rediss://…`, `redis+cluster://host:port,host:port`). A client you pass stays yours: the
    * store never closes it. Configure it as `redisClientOptions()` does (no offline queue,
-   * bounded retries, a command timeout), or a dead server can make calls wait.
+   * bounded retries, a command timeout), or a dead server can make calls wait. Batching
+   * (`maxBatch`) is for a single node only.
    */
   readonly client: RedisClient | string;
-  /** Prepended to every key (default `el:`). */
-  readonly prefix?: string;
-  /**
-   * `server` (default): the script reads Redis `TIME`, so gateways with skewed clocks agree.
-   * `caller`: the `now` the limiter passes; for simulations and tests that drive time.
-   */
-  readonly clock?: "server" | "caller";
-  /** Circuit breaker settings, or `false` to turn it off. */
-  readonly breaker?: CircuitBreakerOptions | false;
-  /**
-   * A call still unanswered after this long has failed, and counts as a failure for the
-   * breaker (default 1000 ms). Measured like the decision budget: a reply already in this
-   * process, waiting behind our own work, is read before the call is declared lost.
-   */
-  readonly timeoutMs?: number;
-  /**
-   * Single node only: requests that arrive in the same tick share one script call, up to this
-   * many (default 64; 1 turns batching off). Each request is still applied atomically and in
-   * order inside the script; the batch only saves per-call overhead in Node and in Redis.
-   */
-  readonly maxBatch?: number;
 }
-
-const DEFAULT_PREFIX = "el:";
-const DEFAULT_MAX_BATCH = 64;
-const DEFAULT_TIMEOUT_MS = 1000;
 
 /**
  * Counters in Redis. Each key is `prefix + "{" + subject + "}" + "|namespace|scope"`: the
@@ -82,28 +59,22 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.#isCluster = this.client instanceof Cluster;
-    this.prefix = options.prefix ?? DEFAULT_PREFIX;
-    this.#serverClock = (options.clock ?? "server") === "server";
-    this.breaker = options.breaker === false ? undefined : new CircuitBreaker(options.breaker);
-    const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
-    if (!Number.isInteger(maxBatch) || maxBatch < 1) {
-      throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
-        `redisStore: maxBatch must be a whole number of at least 1; got ${maxBatch}`,
-      );
-    }
+    const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(
+      options,
+      "redisStore",
+    );
+    this.prefix = prefix;
+    this.#serverClock = serverClock;
+    this.breaker = breaker;
+    this.#timeoutMs = timeoutMs;
     this.#batch =
       this.#isCluster || maxBatch === 1
         ? undefined
-        : new TickBatch(maxBatch, (keys, args) => this.#run(keys, args));
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
-        `redisStore: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
-      );
-    }
-    this.#timeoutMs = timeoutMs;
+        : new TickBatch(
+            maxBatch,
+            (keys, args) => this.#run(keys, args),
+            (flush) => process.nextTick(flush),
+          );
     this.#firstConnection = this.client.status === "ready" ? undefined : this.#connected();
     // Settled here so that a first connection that fails is never an unhandled rejection.
     const connected = (): void => {
@@ -222,10 +193,7 @@ export class RedisStore implements Store {
 
   /** Redis key of a counter: the subject in braces is the Cluster hash tag. */
   redisKey(counter: CounterSpec): string {
-    const rest = counter.key.startsWith(counter.subject)
-      ? counter.key.slice(counter.subject.length)
-      : `|${counter.key}`;
-    return `${this.prefix}{${counter.subject}}${rest}`;
+    return redisKeyOf(this.prefix, counter);
   }
 
   #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {

@@ -1,0 +1,141 @@
+/**
+ * Redis over HTTP, in the protocol of Upstash's REST API (which Vercel KV and self-hosted
+ * proxies such as serverless-redis-http speak too): a command is a JSON array POSTed to the
+ * endpoint, a pipeline an array of them POSTed to `/pipeline`, each answered `{"result": …}` or
+ * `{"error": "…"}`; the token goes in `Authorization: Bearer`. Only `fetch`: it runs wherever a
+ * Web-standard runtime does (docs/redis.md says why this and not @upstash/redis).
+ */
+import { EdgelimitError } from "../../core/errors.js";
+
+export type RedisArgument = string | number;
+
+/** A command's reply, or the error Redis answered it with (`NOSCRIPT …`, `ERR …`). */
+export type PipelineReply = { readonly result: unknown } | { readonly error: string };
+
+export interface RedisRestClientOptions {
+  /** The endpoint, as the provider gives it: `https://eu1-example-12345.upstash.io`. */
+  readonly url: string;
+  /** The REST token (Upstash: `UPSTASH_REDIS_REST_TOKEN`; Vercel KV: `KV_REST_API_TOKEN`). */
+  readonly token: string;
+}
+
+/** An error Redis itself answered (as opposed to a failed request): the command was refused. */
+export class RedisReplyError extends Error {
+  override readonly name = "RedisReplyError";
+}
+
+export class RedisRestClient {
+  readonly url: string;
+  readonly #pipelineUrl: string;
+  readonly #headers: Record<string, string>;
+
+  constructor(options: RedisRestClientOptions) {
+    this.url = checkedEndpoint(options.url);
+    this.#pipelineUrl = `${this.url.replace(/\/+$/, "")}/pipeline`;
+    if (typeof options.token !== "string" || options.token === "") {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        "redisRestStore: token is required: the REST token of the Redis database (Upstash: UPSTASH_REDIS_REST_TOKEN; Vercel KV: KV_REST_API_TOKEN)",
+      );
+    }
+    this.#headers = {
+      authorization: `Bearer ${options.token}`,
+      "content-type": "application/json",
+    };
+  }
+
+  /** One command; rejects with `RedisReplyError` when Redis answered with an error. */
+  async command(args: readonly RedisArgument[], signal?: AbortSignal): Promise<unknown> {
+    const body = await this.#post(this.url, args, signal);
+    return resultOf(body);
+  }
+
+  /** Several commands in one request, run in order (not atomically); one reply each. */
+  async pipeline(
+    commands: readonly (readonly RedisArgument[])[],
+    signal?: AbortSignal,
+  ): Promise<PipelineReply[]> {
+    const body = await this.#post(this.#pipelineUrl, commands, signal);
+    if (!Array.isArray(body) || body.length !== commands.length) {
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `redis REST pipeline answered ${JSON.stringify(body)?.slice(0, 200)} for ${commands.length} commands`,
+      );
+    }
+    return body as PipelineReply[];
+  }
+
+  async #post(url: string, payload: unknown, signal: AbortSignal | undefined): Promise<unknown> {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: this.#headers,
+      body: JSON.stringify(payload),
+      ...(signal === undefined ? {} : { signal }),
+    });
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    if (response.status === 401 || response.status === 403) {
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `redis REST endpoint ${this.url} refused the token (HTTP ${response.status}): check the token the store was given`,
+      );
+    }
+    // A command Redis refused is answered with a 4xx and `{"error"}`: that is Redis's answer.
+    if (isErrorReply(body)) throw new RedisReplyError(body.error);
+    if (!response.ok || body === undefined) {
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `redis REST endpoint ${this.url} answered HTTP ${response.status}: ${text.slice(0, 200)}`,
+      );
+    }
+    return body;
+  }
+}
+
+function resultOf(body: unknown): unknown {
+  if (typeof body === "object" && body !== null && "result" in body) return body.result;
+  throw new EdgelimitError(
+    "EL_STORE_FAILED",
+    `redis REST endpoint answered ${JSON.stringify(body)?.slice(0, 200)}, not {"result": ...}`,
+  );
+}
+
+function isErrorReply(body: unknown): body is { error: string } {
+  return (
+    typeof body === "object" &&
+    body !== null &&
+    "error" in body &&
+    typeof (body as { error: unknown }).error === "string"
+  );
+}
+
+/** The endpoint URL, checked: http(s), a host, no credentials (the token is separate). */
+function checkedEndpoint(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `redisRestStore: url must be the REST endpoint, such as https://eu1-example-12345.upstash.io; got "${url}"`,
+    );
+  }
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `redisRestStore: url must start with https:// (or http:// for a proxy on your own network); got "${parsed.protocol}//…". For redis:// use edgelimit/redis.`,
+    );
+  }
+  if (parsed.username !== "" || parsed.password !== "") {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      "redisRestStore: url must not carry credentials; pass the token as the token option",
+    );
+  }
+  return parsed.href.replace(/\/+$/, "");
+}

@@ -1,0 +1,40 @@
+import { EdgelimitError } from "../../core/errors.js";
+import type { RedisRestStoreOptions } from "./store.js";
+
+/** The variable `redis+https://` URLs without a token read it from. */
+export const REDIS_REST_TOKEN_VARIABLE = "EDGELIMIT_REDIS_REST_TOKEN";
+
+/**
+ * `redis+https://[:TOKEN@]HOST[:PORT][/PATH]` names the REST endpoint `https://HOST[:PORT][/PATH]`
+ * (`redis+http://` for a proxy on your own network), as `serve --store` takes it. The token is
+ * the URL's password or, to keep it out of command lines and process lists, the variable
+ * `EDGELIMIT_REDIS_REST_TOKEN` in `env`.
+ */
+export function redisRestOptionsFromUrl(
+  url: string,
+  env: Readonly<Record<string, string | undefined>> = {},
+): RedisRestStoreOptions {
+  const match = /^redis\+(https?):\/\/(.*)$/i.exec(url.trim());
+  if (match === null) {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `a Redis REST URL looks like redis+https://:TOKEN@HOST[/PATH] (or redis+https://HOST with ${REDIS_REST_TOKEN_VARIABLE} set); got "${redactToken(url)}"`,
+    );
+  }
+  const endpoint = new URL(`${(match[1] as string).toLowerCase()}://${match[2] as string}`);
+  const fromUrl = decodeURIComponent(endpoint.password || endpoint.username);
+  endpoint.username = "";
+  endpoint.password = "";
+  const token = fromUrl === "" ? env[REDIS_REST_TOKEN_VARIABLE] : fromUrl;
+  if (token === undefined || token === "") {
+    throw new EdgelimitError(
+      "EL_BAD_ARGUMENT",
+      `${redactToken(url)} has no token: write redis+https://:TOKEN@${endpoint.host}${endpoint.pathname === "/" ? "" : endpoint.pathname}, or set ${REDIS_REST_TOKEN_VARIABLE}`,
+    );
+  }
+  return { url: endpoint.href.replace(/\/+$/, ""), token };
+}
+
+function redactToken(url: string): string {
+  return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/i, (_match, scheme: string) => `${scheme}***@`);
+}
