@@ -38,6 +38,9 @@ export async function startRedisRestBridge(
     retryStrategy: () => 50,
   });
   redis.on("error", () => {});
+  // Serve once connected: a bridge that answers its first requests with "not writeable" is not
+  // what the stores in front of it are tested against.
+  if (redis.status !== "ready") await once(redis, "ready");
   const requests: Record<string, number> = {};
 
   const server = createServer((request, response) => {

@@ -1,7 +1,8 @@
 /**
  * The stores the conformance suite runs over, each a real one: the memory store, a
- * redis-server, a 3-master Redis Cluster, DynamoDB (dynalite, over HTTP with our client) and
- * the Durable Object in workerd (Miniflare). A target gives one store instance per "process"
+ * redis-server, a 3-master Redis Cluster, Redis over HTTP (the Upstash REST protocol, through a
+ * bridge to a real redis-server), DynamoDB (dynalite, over HTTP with our client) and the Durable
+ * Object in workerd (Miniflare). A target gives one store instance per "process"
  * (its own client, its own caches), all on one backend, as a fleet of gateways has.
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -13,8 +14,10 @@ import type { CounterSpec, CounterState, Store } from "../../../src/core/types.j
 import { DynamoDbStore } from "../../../src/stores/dynamodb.js";
 import { MemoryStore } from "../../../src/stores/memory.js";
 import { RedisStore } from "../../../src/stores/redis.js";
+import { RedisRestStore } from "../../../src/stores/redis-rest.js";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "../../dynamodb/harness.js";
 import { startCluster, startRedis } from "../../redis/redis-server.js";
+import { startRedisRestBridge } from "../redis-rest-bridge.js";
 
 export interface Target {
   readonly name: string;
@@ -113,6 +116,38 @@ export async function clusterTarget(): Promise<Target> {
     async cleanup() {
       await Promise.all(opened.map((store) => store.close()));
       await cluster.cleanup();
+    },
+  };
+}
+
+export async function redisRestTarget(): Promise<Target> {
+  const { server, cleanup } = await startRedis();
+  const bridge = await startRedisRestBridge(server.url);
+  const opened: RedisRestStore[] = [];
+  return {
+    name: "redis-rest",
+    canReset: true,
+    async stores(count) {
+      const prefix = `${freshName()}:`;
+      const stores = Array.from(
+        { length: count },
+        () =>
+          new RedisRestStore({
+            url: bridge.url,
+            token: bridge.token,
+            prefix,
+            clock: "caller",
+            timeoutMs: 5000,
+          }),
+      );
+      await Promise.all(stores.map((store) => store.ready()));
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await bridge.close();
+      await cleanup();
     },
   };
 }
