@@ -20,7 +20,7 @@
 import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { Served } from "./deployment.js";
-import type { OperationCost, TableModel } from "./table-model.js";
+import type { OperationCost, TableModel } from "./dynamodb-model/model.js";
 
 interface CounterTally {
   readonly limit: number;

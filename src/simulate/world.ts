@@ -17,7 +17,7 @@ import type { EventLoop } from "./event-loop.js";
 import type { Random } from "./random.js";
 import type { Scenario } from "./scenario.js";
 import { SeedStore } from "./seed-store.js";
-import { type OperationCost, TableModel } from "./table-model.js";
+import { type OperationCost, TableModel } from "./dynamodb-model/model.js";
 
 export type Mode = "seed" | "exact" | "hybrid";
 

@@ -16,8 +16,8 @@
  * consistent read 1 read unit, an eventually consistent one 0.5 (items under 4 KB).
  */
 
-import type { AttributeValue } from "../stores/dynamodb/client.js";
-import { DynamoDbError } from "../stores/dynamodb/client.js";
+import type { AttributeValue } from "../../stores/dynamodb/client.js";
+import { DynamoDbError } from "../../stores/dynamodb/client.js";
 import {
   type Attributes,
   attributeName,
@@ -36,7 +36,7 @@ import {
   text,
   type Version,
   VersionQueue,
-} from "./table-items.js";
+} from "./items.js";
 
 /** What each call cost, for the simulator's accounting. */
 export interface OperationCost {
