@@ -87,7 +87,7 @@ log recorded for the connection; forwarded headers in a log are not believed.
 export const SIMULATE_USAGE = `Usage: edgelimit simulate SCENARIO.yaml [options]
 
 A deterministic multi-region simulation of accuracy, store operations and cost per counting
-mode (seed, exact, hybrid), driving the real decision engine and stores on virtual time over
+mode (two-writes, exact, hybrid), driving the real decision engine and stores on virtual time over
 modeled networks, replicas and instances (see docs/accuracy.md; examples/scenarios/).
 
   --json                 print one JSON object instead of the text table

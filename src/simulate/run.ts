@@ -89,8 +89,8 @@ export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
 /**
  * The policy each mode runs. `hybrid` sets every rule's counting to hybrid; this is the only
  * place that does (rules a policy may not make hybrid, token buckets, keep their counting).
- * `seed` has no time budget (the seed waits for DynamoDB however long it takes) and counts
- * every IPv6 address apart, as the seed's `IP#${ip}` key does.
+ * `two-writes` has no time budget (the design waits for DynamoDB however long it takes) and
+ * counts every IPv6 address apart, as its `IP#${ip}` key does.
  */
 export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolicy {
   if (mode === "hybrid") {
@@ -105,10 +105,10 @@ export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolic
       ),
     };
   }
-  if (mode === "seed") {
+  if (mode === "two-writes") {
     return {
       ...policy,
-      // The seed keys by the whole address (`IP#${ip}`), IPv6 included.
+      // The design keys by the whole address (`IP#${ip}`), IPv6 included.
       identity: { ...policy.identity, ip: { ...policy.identity.ip, ipv6Prefix: 128 } },
       budgetMs: 24 * 3_600_000,
       connectBudgetMs: 24 * 3_600_000,

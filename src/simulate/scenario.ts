@@ -134,7 +134,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   /** A policy file, relative to the scenario. */
   policy: z.string(),
   modes: z
-    .array(z.enum(["seed", "exact", "hybrid"]))
+    .array(z.enum(["two-writes", "exact", "hybrid"]))
     .min(1)
     .default(["exact"]),
   regions: z.record(z.string(), z.strictObject({ weight: z.number().min(0).default(1) })),
@@ -148,7 +148,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   busyAbove: z.number().int().min(0).default(100),
   reportWindow: duration.default(60_000),
   pricing: pricing.default(pricing.parse({})),
-  /** Requests a month the costs are extrapolated to (the seed: 50 M). */
+  /** Requests a month the costs are extrapolated to (seed document 000's: 50 M). */
   monthlyRequests: positive.default(50e6),
 });
 
@@ -235,8 +235,10 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
         );
     }
   }
-  if (store.kind !== "dynamodb" && scenario.modes.includes("seed")) {
-    problems.push(`modes: "seed" is the seed's DynamoDB design; it needs store.kind: dynamodb`);
+  if (store.kind !== "dynamodb" && scenario.modes.includes("two-writes")) {
+    problems.push(
+      `modes: "two-writes" is a DynamoDB design (docs/accuracy.md); it needs store.kind: dynamodb`,
+    );
   }
   scenario.traffic.legitimate.forEach((group, i) => {
     for (const region of Object.keys(group.regions ?? {}))

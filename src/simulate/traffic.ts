@@ -1,6 +1,6 @@
 /**
  * The scenario's traffic as arrivals on the event loop: legitimate clients, each with its own
- * rate, region and identity, and attackers (the seed's scraper, the same spread over regions,
+ * rate, region and identity, and attackers (seed document 000's scraper, the same spread over regions,
  * address rotation inside one IPv6 /64, a botnet under the limit per address). Every source
  * draws from its own seeded generator, so the same scenario and seed give the same arrivals in
  * every mode.

@@ -33,7 +33,7 @@ describe("edgelimit simulate (the command)", () => {
   it("prints the modes side by side, and with --json the report the expectation file holds", async () => {
     const text = await edgelimit(CI);
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/^\s+seed\s+exact\s+hybrid$/m);
+    expect(text.stdout).toMatch(/^\s+two-writes\s+exact\s+hybrid$/m);
     expect(text.stdout).toContain("lost increments");
     const json = await edgelimit(CI, "--json");
     expect(json.stdout).toBe(readFileSync("test/simulate/expected/ci.json", "utf8"));

@@ -33,7 +33,7 @@ describe("the simulate --html page", () => {
       figures.map((figure) => figure.querySelectorAll("rect").length),
     );
     expect(barsPerChart).toEqual([2, 2, 2, 2, 2, 2]);
-    // The lost-increments bar of the seed mode is drawn wider than exact's (which loses none).
+    // The lost-increments bar of the two-writes mode is drawn wider than exact's (which loses none).
     const lost = await tab.$$eval("#chart-lost rect", (rects) =>
       rects.map((rect) => rect.getBoundingClientRect().width),
     );

@@ -1,6 +1,6 @@
 /**
  * An in-process model of DynamoDB tables, single-region or Global Tables, that the real
- * `DynamoDbStore` (and the seed's design) talk to through the simulator's transport.
+ * `DynamoDbStore` (and the two-writes design's store) talk to through the simulator's transport.
  *
  * Each replica holds its own copy of each item. A write changes the local copy at once (reads
  * in that replica see it, strongly consistent or not). The new version of the whole item
