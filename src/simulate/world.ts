@@ -13,10 +13,10 @@ import {
 } from "../stores/dynamodb/client.js";
 import { DynamoDbStore } from "../stores/dynamodb/store.js";
 import { MemoryStore } from "../stores/memory.js";
+import { type OperationCost, TableModel } from "./dynamodb-model/model.js";
 import type { EventLoop } from "./event-loop.js";
 import type { Random } from "./random.js";
 import type { Scenario } from "./scenario.js";
-import { type OperationCost, TableModel } from "./dynamodb-model/model.js";
 import { TwoWritesStore } from "./two-writes-store.js";
 
 /** The counting modes a scenario compares (docs/accuracy.md, "The modes"). */
