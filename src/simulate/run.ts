@@ -5,10 +5,10 @@
  * DynamoDB's tables and replication, the Redis primary's round trip, and the deployment.
  */
 import type { Decision } from "../core/decision.js";
-import { DecisionEngine } from "../core/engine.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import { offlinePolicy } from "../offline/policy.js";
+import { ReferenceEngine } from "../offline/reference.js";
 import { loadPolicy } from "../policy/load.js";
-import { MemoryStore } from "../stores/memory.js";
 import { Accounting, lostIncrements } from "./accounting.js";
 import { Deployment } from "./deployment.js";
 import { EventLoop } from "./event-loop.js";
@@ -16,7 +16,7 @@ import { Random } from "./random.js";
 import type { ModeReport, SimulationReport } from "./report.js";
 import { costOf } from "./report.js";
 import type { Scenario } from "./scenario.js";
-import { type Arrival, scheduleTraffic } from "./traffic.js";
+import { type Arrival, SIMULATED_USERS, scheduleTraffic } from "./traffic.js";
 import { type Mode, World } from "./world.js";
 
 /** How long after the last arrival the loop runs on, so calls in flight and refunds land. */
@@ -68,22 +68,13 @@ export async function simulate(
 }
 
 /**
- * The policy as the simulator runs it: a verified user arrives in a header a trusted layer set
- * (`x-user-id`, `x-user-plan`) instead of a signed token, which the simulator would have to sign
- * and verify for every request for the same identity; the address is the socket peer, as
- * Lambda@Edge's `clientIp`.
+ * The policy as the simulator runs it (offline/policy.ts): a verified user arrives in the
+ * headers the simulated traffic sets instead of a signed token, which the simulator would have
+ * to sign and verify for every request for the same identity; the address is the socket peer,
+ * as Lambda@Edge's `clientIp`.
  */
 export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
-  return {
-    ...policy,
-    identity: {
-      ...policy.identity,
-      ip: { ...policy.identity.ip, source: "socket", header: undefined },
-      jwt: undefined,
-      trustedHeader: { user: "x-user-id", plan: "x-user-plan", from: "any" },
-    },
-    lists: [],
-  };
+  return offlinePolicy(policy, SIMULATED_USERS);
 }
 
 /**
@@ -132,12 +123,8 @@ async function runMode(
   );
   const policy = policyForMode(base, mode);
   accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
-  const reference = new DecisionEngine({
-    policy: base,
-    store: new MemoryStore(),
-    clock: world.clock,
-  });
-  const verdicts = new Map<Arrival, ReturnType<DecisionEngine["decide"]>>();
+  const reference = new ReferenceEngine(base);
+  const verdicts = new Map<Arrival, ReturnType<ReferenceEngine["decide"]>>();
   const tally = accounting;
   const deployment = new Deployment(world, scenario, mode, policy, (served) => {
     const referenceDecision = verdicts.get(served.arrival);
@@ -148,7 +135,7 @@ async function runMode(
     options.onDecision?.(mode, served.arrival, served.decision, epochAt);
   });
   scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
-    verdicts.set(arrival, reference.decide(arrival.request));
+    verdicts.set(arrival, reference.decide(arrival.request, world.clock()));
     deployment.handle(arrival);
   });
   await loop.run(scenario.duration + SETTLE_MS);

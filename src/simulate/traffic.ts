@@ -19,6 +19,9 @@ export interface Arrival {
   readonly group: string;
 }
 
+/** The headers a trusted layer sets for a simulated user (offline/policy.ts). */
+export const SIMULATED_USERS = { user: "x-user-id", plan: "x-user-plan" } as const;
+
 export function scheduleTraffic(
   scenario: Scenario,
   loop: EventLoop,
@@ -47,8 +50,8 @@ export function scheduleTraffic(
       const headers: Record<string, string> =
         group.tier === "authenticated"
           ? {
-              "x-user-id": `u_${g}_${c}`,
-              ...(group.plan === undefined ? {} : { "x-user-plan": group.plan }),
+              [SIMULATED_USERS.user]: `u_${g}_${c}`,
+              ...(group.plan === undefined ? {} : { [SIMULATED_USERS.plan]: group.plan }),
             }
           : {};
       const next = (at: number): void => {
