@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { uplotFiles } from "../charts/uplot.js";
 import { parseDurationMs } from "../core/duration.js";
 import { ReplayError } from "../replay/errors.js";
 import { FORMATS } from "../replay/formats/index.js";
@@ -57,6 +58,8 @@ export async function run(argv: string[]): Promise<number> {
 
   const progress = values["no-progress"] === true ? undefined : progressReporter(process.stderr);
   try {
+    // Before the replay, not after it: a missing optional package fails in a second, not an hour.
+    const files = values.html === undefined ? undefined : uplotFiles("replay --html");
     const result = await replayLogs({
       policy: values.policy,
       compare: values.compare,
@@ -68,12 +71,13 @@ export async function run(argv: string[]): Promise<number> {
       reorderMs,
       maxErrors,
       refuseAtMost: share,
+      tighten: values.tighten === true,
       top,
       onProgress: progress?.update,
     });
     progress?.done();
     if (values.html !== undefined)
-      writeFileSync(values.html, formatHtml(result.report, result.series));
+      writeFileSync(values.html, formatHtml(result.report, result.series, files));
     process.stdout.write(
       values.json === true
         ? `${JSON.stringify(result.report, null, 2)}\n`
@@ -107,6 +111,7 @@ function parse(argv: string[]) {
       "plan-field": { type: "string" },
       reorder: { type: "string" },
       "refuse-at-most": { type: "string" },
+      tighten: { type: "boolean" },
       top: { type: "string" },
       "max-errors": { type: "string" },
       json: { type: "boolean" },

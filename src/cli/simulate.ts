@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { uplotFiles } from "../charts/uplot.js";
 import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
@@ -23,9 +24,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const scenario = loadScenario(positionals[0] as string);
+    // Before the run: a missing optional package fails at once, not after minutes.
+    const files = values.html === undefined ? undefined : uplotFiles("simulate --html");
     const report = await simulate(scenario, { seed });
     const text = formatText(report, scenario.busyAbove);
-    if (values.html !== undefined) writeFileSync(values.html, formatHtml(report, text));
+    if (values.html !== undefined)
+      writeFileSync(values.html, formatHtml(report, scenario.busyAbove, files));
     process.stdout.write(values.json === true ? `${JSON.stringify(report, null, 2)}\n` : text);
     if (values.html !== undefined && values.json !== true)
       process.stdout.write(`\nWrote ${values.html}\n`);

@@ -73,6 +73,7 @@ ${REPLAY_FORMAT_LINE}  --field NAME=PATH        json: where a field is (ip, time
   --reorder DURATION       how far out of order lines may come and still be put in place
                            (default 1m); later lines are counted as late
   --refuse-at-most SHARE   the share of subjects a suggested limit may refuse (default 0.1%)
+  --tighten                let a suggested limit refuse subjects the current limit admits
   --top N                  refused subjects to list (default 10)
   --max-errors N           stop after more than N malformed lines (default: never)
   --json                   print one JSON object instead of the text report

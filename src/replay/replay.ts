@@ -22,6 +22,8 @@ export interface ReplayOptions {
   readonly maxErrors?: number | undefined;
   /** Share of subjects a suggested limit may refuse (0.001 for 0.1%). */
   readonly refuseAtMost?: number;
+  /** Let suggestions refuse subjects the current limits admit (`--tighten`). */
+  readonly tighten?: boolean;
   readonly top?: number;
   readonly stdin?: NodeJS.ReadableStream;
   /** Called after every batch of records (progress display). */
@@ -116,6 +118,7 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
     reorderMs,
     withUsers,
     share: options.refuseAtMost ?? DEFAULT_REFUSE_AT_MOST,
+    tighten: options.tighten === true,
     top: options.top ?? 10,
   });
   return { report, series: (replays[0] as PolicyReplay).tally.series, replays };

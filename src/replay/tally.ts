@@ -34,6 +34,7 @@ export interface SubjectCounts {
   count: number;
   /** Most requests it made in one window of the rule's length (fixed, epoch-aligned). */
   peak: number;
+  /** Requests the rule refused, or would have (a shadow rule). */
   refused: number;
 }
 
@@ -47,6 +48,8 @@ export class RuleTally {
   /** Shadow rules: requests they would have refused. */
   shadowRefused = 0;
   refusedSubjects = 0;
+  /** A subject's requests in one window, counted once per subject and window: the evidence. */
+  subjectWindows = 0;
   firstRefusal = Number.NaN;
   lastRefusal = Number.NaN;
   /** By counter key (`ip:203.0.113.7|namespace|scope`): one entry per subject the rule counted. */
@@ -136,9 +139,11 @@ export class Tally {
       if (subject === undefined) {
         subject = { window, count: 0, peak: 0, refused: 0 };
         tally.subjects.set(outcome.key, subject);
+        tally.subjectWindows++;
       } else if (subject.window !== window) {
         subject.window = window;
         subject.count = 0;
+        tally.subjectWindows++;
       }
       if (++subject.count > subject.peak) subject.peak = subject.count;
 
@@ -150,6 +155,7 @@ export class Tally {
       byRule[bucket] = (byRule[bucket] as number) + 1;
       if (outcome.shadow) {
         tally.shadowRefused++;
+        subject.refused++;
         continue;
       }
       const rule = tally.rule;
