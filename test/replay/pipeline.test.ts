@@ -224,3 +224,51 @@ describe("edgelimit replay --json", () => {
     expect(JSON.parse(seed.stdout).requests).toBe(13);
   });
 });
+
+describe("bounded input", () => {
+  const two = `${combinedLine("203.0.113.1", T0, "/")}\n${combinedLine("203.0.113.1", T0 + 1, "/")}\n`;
+
+  it("stops at a line longer than 1 MiB, naming it, without reading the rest of the input", async () => {
+    let pulled = 0;
+    // 64 MiB with no newline after two good lines, made as it is read: the old reader held it
+    // all and searched all of it again for each 1 MiB that came (3.3 s, 0.69 GB).
+    async function* input(): AsyncGenerator<Buffer> {
+      yield Buffer.from(two);
+      const mebibyte = Buffer.alloc(1 << 20, 0x61);
+      for (let i = 0; i < 64; i++) {
+        pulled++;
+        yield mebibyte;
+      }
+    }
+    await expect(
+      replayLogs({
+        policy: fixture("bands.yaml"),
+        inputs: ["-"],
+        stdin: input() as unknown as NodeJS.ReadableStream,
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_REPLAY_INPUT",
+      message: expect.stringMatching(/^stdin:3: a line longer than 1,048,576 characters/),
+    });
+    expect(pulled).toBeLessThanOrEqual(2);
+  });
+
+  it("names an over-long line that arrives whole, between others", async () => {
+    const text = `${two}${"b".repeat((1 << 20) + 1)}\n${two}`;
+    await expect(
+      replayLogs({
+        policy: fixture("bands.yaml"),
+        inputs: [write("long-line.log", Buffer.from(text))],
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_REPLAY_INPUT",
+      message: expect.stringMatching(/long-line\.log:3: a line longer than/),
+    });
+    // A line of exactly 1 MiB is read (and is malformed, being no log line).
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("mebibyte-line.log", Buffer.from(`${two}${"b".repeat(1 << 20)}\n${two}`))],
+    });
+    expect(report).toMatchObject({ requests: 4, malformed: 1 });
+  });
+});
