@@ -1,8 +1,8 @@
 import { loadPolicy } from "../index.js";
-import { MalformedLines } from "./errors-seen.js";
+import { MalformedLines, SampledLines, type SeenLines } from "./errors-seen.js";
 import { detectFormat, type FormatOptions, formatNamed } from "./formats/index.js";
 import { expandInputs } from "./glob.js";
-import { type Lateness, MergedSources, OrderedSource } from "./order.js";
+import { MergedSources, OrderedSource } from "./order.js";
 import { openSource } from "./reader.js";
 import { buildReport, type ReplayReport } from "./report.js";
 import { PolicyReplay } from "./runner.js";
@@ -57,8 +57,11 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
     replays.push(new PolicyReplay(options.compare, loadPolicy(options.compare), withUsers));
   }
   const reorderMs = options.reorderMs ?? DEFAULT_REORDER_MS;
-  const malformed = new MalformedLines(options.maxErrors);
-  const lateness: Lateness = { late: 0, maxBehindMs: 0 };
+  const seen: SeenLines = {
+    malformed: new MalformedLines(options.maxErrors),
+    truncated: new SampledLines(),
+    lateness: { late: 0, maxBehindMs: 0 },
+  };
   const formatOptions: FormatOptions = {
     fields: options.fields ?? {},
     userField: options.userField,
@@ -78,9 +81,7 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
     const format = forced ?? detectFormat(first, lines.name);
     inputs.push({ name: lines.name, format: format.name });
     const parser = format.create(formatOptions);
-    sources.push(
-      new OrderedSource(sources.length, lines, parser, reorderMs, malformed, lateness, first),
-    );
+    sources.push(new OrderedSource(sources.length, lines, parser, reorderMs, seen, first));
   }
 
   const merged = new MergedSources(sources);
@@ -106,15 +107,14 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
         bytesRead += source.lines.bytesRead;
         held += source.held;
       }
-      options.onProgress({ lines: lines + malformed.count, bytesRead, totalBytes, held });
+      options.onProgress({ lines: lines + seen.malformed.count, bytesRead, totalBytes, held });
     }
   }
 
   const report = buildReport({
     replays,
     inputs,
-    malformed,
-    lateness,
+    seen,
     reorderMs,
     withUsers,
     share: options.refuseAtMost ?? DEFAULT_REFUSE_AT_MOST,

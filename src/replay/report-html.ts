@@ -130,7 +130,7 @@ export function formatHtml(
   const body = `<h1>edgelimit replay</h1>
 <div class="meta">policy ${escapeHtml(report.policy)} &middot; ${escapeHtml(inputs)}</div>
 <div class="meta" id="span">${report.requests} requests from ${escapeHtml(report.start ?? "-")} to ${escapeHtml(report.end ?? "-")};
-  ${report.malformed} malformed lines; ${report.late} late lines</div>
+  ${report.malformed} malformed lines; ${report.truncated} truncated lines (replayed); ${report.late} late lines</div>
 <div class="meta" id="identity">${escapeHtml(report.identity.note)}</div>
 <div class="figures">
   <div class="figure allow"><div>allowed</div><div class="value" id="total-allow">${allow}</div></div>

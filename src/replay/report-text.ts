@@ -1,4 +1,5 @@
 import { count, textTable } from "../offline/text.js";
+import type { LineError } from "./errors-seen.js";
 import {
   type PolicyReport,
   percent,
@@ -137,6 +138,14 @@ function compare(report: ReplayReport, other: PolicyReport): string {
   ].join("\n");
 }
 
+function samples(title: string, lines: readonly LineError[], total: number): string {
+  if (lines.length === 0) return "";
+  let out = `\n${title} (first ${lines.length} of ${count(total)}):\n`;
+  for (const line of lines)
+    out += `  ${line.source}:${line.line}: ${line.reason}\n    ${line.text}\n`;
+  return out;
+}
+
 /** The report as a person reads it in a terminal. */
 export function formatText(report: ReplayReport): string {
   const inputs = report.inputs.map((input) => `${input.name} (${input.format})`).join(", ");
@@ -147,6 +156,9 @@ export function formatText(report: ReplayReport): string {
     report.late > 0
       ? ` (up to ${report.lateMaxBehindSeconds} s behind, replayed at the time reached)\n`
       : "\n";
+  if (report.truncated > 0) {
+    out += `  ${count(report.truncated)} truncated lines replayed (cut off after their address, time and request)\n`;
+  }
   out += `  identity: ${report.identity.note}\n`;
   if (report.storeEvictions > 0) {
     out += `  warning: the memory store evicted ${count(report.storeEvictions)} live counters (too many subjects at once); counts may be low\n`;
@@ -157,11 +169,7 @@ export function formatText(report: ReplayReport): string {
   out += `\nTop refused subjects (${count(report.refusedSubjects)} refused in all)\n${offenders(report)}`;
   out += `\nTuning: each subject's peak requests per window of the rule\n${tuning(report)}`;
   if (report.compare !== undefined) out += `\n${compare(report, report.compare)}`;
-  if (report.errors.length > 0) {
-    out += `\nMalformed lines (first ${report.errors.length} of ${count(report.malformed)}):\n`;
-    for (const error of report.errors) {
-      out += `  ${error.source}:${error.line}: ${error.reason}\n    ${error.text}\n`;
-    }
-  }
+  out += samples("Malformed lines", report.errors, report.malformed);
+  out += samples("Truncated lines", report.truncatedLines, report.truncated);
   return out;
 }

@@ -1,6 +1,5 @@
 import { formatWindow } from "../core/duration.js";
-import type { LineError } from "./errors-seen.js";
-import type { Lateness } from "./order.js";
+import type { LineError, SeenLines } from "./errors-seen.js";
 import type { PolicyReplay } from "./runner.js";
 import type { TopValues } from "./tally.js";
 import {
@@ -70,6 +69,9 @@ export interface ReplayReport extends PolicyReport {
   readonly requests: number;
   readonly malformed: number;
   readonly errors: readonly LineError[];
+  /** Lines replayed though cut off after their required fields, and the first of them. */
+  readonly truncated: number;
+  readonly truncatedLines: readonly LineError[];
   readonly late: number;
   readonly lateMaxBehindSeconds: number;
   readonly reorderSeconds: number;
@@ -162,8 +164,7 @@ export function policyReport(
 export interface ReportInput {
   readonly replays: readonly PolicyReplay[];
   readonly inputs: readonly { name: string; format: string }[];
-  readonly malformed: { count: number; samples: readonly LineError[] };
-  readonly lateness: Lateness;
+  readonly seen: SeenLines;
   readonly reorderMs: number;
   readonly withUsers: boolean;
   readonly share: number;
@@ -179,10 +180,12 @@ export function buildReport(input: ReportInput): ReplayReport {
     ...policyReport(primary, input.share, input.top, input.tighten),
     inputs: input.inputs,
     requests: tally.requests,
-    malformed: input.malformed.count,
-    errors: input.malformed.samples,
-    late: input.lateness.late,
-    lateMaxBehindSeconds: input.lateness.maxBehindMs / 1000,
+    malformed: input.seen.malformed.count,
+    errors: input.seen.malformed.samples,
+    truncated: input.seen.truncated.count,
+    truncatedLines: input.seen.truncated.samples,
+    late: input.seen.lateness.late,
+    lateMaxBehindSeconds: input.seen.lateness.maxBehindMs / 1000,
     reorderSeconds: input.reorderMs / 1000,
     start: iso(tally.first),
     end: iso(tally.last),

@@ -7,6 +7,7 @@ import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { ReplayError } from "../../src/replay/errors.js";
 import { type ReplayOptions, replayLogs } from "../../src/replay/replay.js";
+import { formatText } from "../../src/replay/report-text.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-"));
@@ -270,5 +271,62 @@ describe("bounded input", () => {
       inputs: [write("mebibyte-line.log", Buffer.from(`${two}${"b".repeat(1 << 20)}\n${two}`))],
     });
     expect(report).toMatchObject({ requests: 4, malformed: 1 });
+  });
+});
+
+describe("what a line may not say", () => {
+  it("reports a JSON time beyond any date as a malformed line, with its number", async () => {
+    // It used to end the run with `Invalid time value` and no line number.
+    const lines = [
+      JSON.stringify({ ip: "203.0.113.1", time: T0, path: "/" }),
+      JSON.stringify({ ip: "203.0.113.1", time: 1e300, path: "/" }),
+      JSON.stringify({ ip: "203.0.113.1", time: T0 + 1000, path: "/" }),
+    ];
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("far-future.jsonl", lines)],
+    });
+    expect(report).toMatchObject({ requests: 2, malformed: 1 });
+    expect(report.errors[0]).toMatchObject({ line: 2, reason: "no usable time (1e+300)" });
+  });
+
+  it("counts an address the limiter cannot read as a malformed line, not as ip:unknown", async () => {
+    const lines = [
+      combinedLine("999.1.2.3", T0, "/"),
+      combinedLine("crawl-66-249-66-1.googlebot.com", T0 + 1, "/"),
+      combinedLine("203.0.113.1", T0 + 2, "/"),
+      combinedLine("2001:db8::1", T0 + 3, "/"),
+      combinedLine("2001:db8::g", T0 + 4, "/"),
+      combinedLine("-", T0 + 5, "/"),
+    ];
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("addresses.log", lines)],
+    });
+    expect(report.malformed).toBe(3);
+    expect(report.errors.map((error) => [error.line, error.reason])).toEqual([
+      [1, '"999.1.2.3" is not an IP address'],
+      [2, '"crawl-66-249-66-1.googlebot.com" is not an IP address'],
+      [5, '"2001:db8::g" is not an IP address'],
+    ]);
+    // The line with no address at all ("-") is replayed, as anonymous traffic without one.
+    expect(report.requests).toBe(3);
+  });
+
+  it("replays an Apache line cut off in its user agent, and reports it as truncated", async () => {
+    const whole = combinedLine("203.0.113.5", T0, "/", "Mozilla/5.0 (X11; Linux x86_64)");
+    const cut = combinedLine("203.0.113.5", T0 + 1000, "/", "Mozilla/5.0 (X11; Linux x86_64)");
+    const log = write("cut.log", [whole, cut.slice(0, -12)]);
+    const { report } = await replayLogs({ policy: fixture("bands.yaml"), inputs: [log] });
+    expect(report).toMatchObject({ requests: 2, malformed: 0, truncated: 1 });
+    expect(report.truncatedLines[0]).toMatchObject({
+      line: 2,
+      reason: "cut off: no user agent's end (no closing quote)",
+    });
+    const text = formatText(report);
+    expect(text).toContain(
+      "1 truncated lines replayed (cut off after their address, time and request)",
+    );
+    expect(text).toMatch(/Truncated lines \(first 1 of 1\):\n {2}.*cut\.log:2: cut off/);
   });
 });

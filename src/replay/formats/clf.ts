@@ -70,19 +70,8 @@ class ClfParser implements LineParser {
     if (methodEnd <= 0) return failure(`request "${request}" is not METHOD TARGET PROTOCOL`);
     const target = request.slice(methodEnd + 1, targetEnd === -1 ? request.length : targetEnd);
     if (target === "") return failure(`request "${request}" has no target`);
-    const statusStart = requestEnd + 2;
-    const statusEnd = line.indexOf(" ", statusStart);
-    const status = Number(line.slice(statusStart, statusEnd === -1 ? line.length : statusEnd));
-    let userAgent: string | undefined;
-    if (this.#combined) {
-      const bytesEnd = statusEnd === -1 ? -1 : line.indexOf(" ", statusEnd + 1);
-      const refererEnd = bytesEnd === -1 ? -1 : closingQuote(line, bytesEnd + 2);
-      const agentEnd = refererEnd === -1 ? -1 : closingQuote(line, refererEnd + 3);
-      if (agentEnd === -1 || line.charCodeAt(bytesEnd + 1) !== 34) {
-        return failure('expected "referer" "user agent" after status and bytes (combined)');
-      }
-      userAgent = orUndefined(unescapeQuoted(line.slice(refererEnd + 3, agentEnd)));
-    }
+    const tail = this.#tail(line, requestEnd);
+    if (typeof tail === "string") return failure(tail);
     let user: string | undefined;
     if (this.#withUser) {
       const identEnd = line.indexOf(" ", hostEnd + 1);
@@ -93,13 +82,63 @@ class ClfParser implements LineParser {
       orUndefined(line.slice(0, hostEnd)),
       request.slice(0, methodEnd),
       pathOfTarget(unescapeQuoted(target)),
-      userAgent,
-      Number.isNaN(status) ? undefined : status,
+      tail.userAgent,
+      tail.status,
       user,
       undefined,
       lineNumber,
+      tail.truncated,
     );
   }
+
+  /**
+   * What follows the request: status and bytes, then for combined `"referer" "user agent"`. A
+   * line that ends early (a log cut off mid-line, the last field without its closing quote) keeps
+   * what it has and says what is missing; a line that goes on with something else is malformed.
+   */
+  #tail(line: string, requestEnd: number): Tail | string {
+    const end = line.length;
+    const statusEnd = line.indexOf(" ", requestEnd + 2);
+    if (statusEnd === -1) {
+      // The status may itself be cut short: it is not trusted.
+      const missing = requestEnd + 2 >= end ? "status, bytes" : "bytes";
+      return cut(
+        undefined,
+        undefined,
+        this.#combined ? `${missing}, referer, user agent` : missing,
+      );
+    }
+    const status = Number(line.slice(requestEnd + 2, statusEnd));
+    const known = Number.isNaN(status) ? undefined : status;
+    const bytesEnd = line.indexOf(" ", statusEnd + 1);
+    if (!this.#combined) return { status: known, userAgent: undefined, truncated: undefined };
+    if (bytesEnd === -1 || bytesEnd + 1 === end)
+      return cut(known, undefined, "referer, user agent");
+    if (line.charCodeAt(bytesEnd + 1) !== 34) return COMBINED_TAIL_EXPECTED;
+    const refererEnd = closingQuote(line, bytesEnd + 2);
+    if (refererEnd === -1) return cut(known, undefined, "referer (no closing quote), user agent");
+    if (refererEnd + 2 >= end) return cut(known, undefined, "user agent");
+    if (line.charCodeAt(refererEnd + 1) !== 32 || line.charCodeAt(refererEnd + 2) !== 34) {
+      return COMBINED_TAIL_EXPECTED;
+    }
+    const agentEnd = closingQuote(line, refererEnd + 3);
+    const agent = line.slice(refererEnd + 3, agentEnd === -1 ? end : agentEnd);
+    const userAgent = orUndefined(unescapeQuoted(agent));
+    if (agentEnd === -1) return cut(known, userAgent, "user agent's end (no closing quote)");
+    return { status: known, userAgent, truncated: undefined };
+  }
+}
+
+interface Tail {
+  readonly status: number | undefined;
+  readonly userAgent: string | undefined;
+  readonly truncated: string | undefined;
+}
+
+const COMBINED_TAIL_EXPECTED = 'expected "referer" "user agent" after status and bytes (combined)';
+
+function cut(status: number | undefined, userAgent: string | undefined, missing: string): Tail {
+  return { status, userAgent, truncated: `cut off: no ${missing}` };
 }
 
 export const combined: LogFormat = {
