@@ -94,6 +94,7 @@ modeled networks, replicas and instances (see docs/accuracy.md; examples/scenari
   --json                 print one JSON object instead of the text table
   --html FILE            also write a self-contained page with charts
   --seed N               the random seed (default: the scenario's); same seed, same output
+  --no-progress          no progress line on stderr (shown only when stderr is a terminal)
   -h, --help             this text
 `;
 

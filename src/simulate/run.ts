@@ -29,6 +29,18 @@ export interface SimulateOptions {
   readonly onDecision?: (mode: Mode, arrival: Arrival, decision: Decision, epochAt: number) => void;
   /** How often the loop drains microtasks (see event-loop.ts); for the benchmark. */
   readonly drainEach?: "instant" | "event";
+  /** Told how far the run is, now and then (a progress display; it reads no simulation state). */
+  readonly onProgress?: (progress: SimulationProgress) => void;
+}
+
+export interface SimulationProgress {
+  readonly mode: Mode;
+  /** 0 for the first mode of the scenario. */
+  readonly modeIndex: number;
+  readonly modes: number;
+  /** Virtual ms simulated in this mode, of `totalMs` (the scenario and the settling after it). */
+  readonly simulatedMs: number;
+  readonly totalMs: number;
 }
 
 /** The scenario's requests in arrival order, with the epoch ms each arrives at. */
@@ -53,8 +65,21 @@ export async function simulate(
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
   const modes: ModeReport[] = [];
-  for (const mode of scenario.modes)
-    modes.push(await runMode(scenario, seed, mode, policy, options));
+  for (const [modeIndex, mode] of scenario.modes.entries()) {
+    const onProgress = options.onProgress;
+    const progress =
+      onProgress === undefined
+        ? undefined
+        : (simulatedMs: number) =>
+            onProgress({
+              mode,
+              modeIndex,
+              modes: scenario.modes.length,
+              simulatedMs,
+              totalMs: scenario.duration + SETTLE_MS,
+            });
+    modes.push(await runMode(scenario, seed, mode, policy, options, progress));
+  }
   return {
     scenario: scenario.name,
     seed,
@@ -114,6 +139,7 @@ async function runMode(
   mode: Mode,
   base: ResolvedPolicy,
   options: SimulateOptions,
+  progress: ((simulatedMs: number) => void) | undefined,
 ): Promise<ModeReport> {
   const random = new Random(seed);
   const loop = new EventLoop({ drainEach: options.drainEach });
@@ -138,7 +164,7 @@ async function runMode(
     verdicts.set(arrival, reference.decide(arrival.request, world.clock()));
     deployment.handle(arrival);
   });
-  await loop.run(scenario.duration + SETTLE_MS);
+  await loop.run(scenario.duration + SETTLE_MS, progress);
   const lost = lostIncrements(world.model);
   const items = world.model?.itemCounts() ?? [];
   const ttlReplicatedDeletes = items.reduce(

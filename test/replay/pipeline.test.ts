@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ReplayError } from "../../src/replay/errors.js";
 import { type ReplayOptions, replayLogs } from "../../src/replay/replay.js";
 import { formatText } from "../../src/replay/report-text.js";
+import { onTerminal } from "../support/terminal.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-"));
@@ -184,6 +185,26 @@ describe("edgelimit replay --json", () => {
     });
     expect(report.start).toBe("2024-05-01T10:00:00.000Z");
   });
+
+  it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
+    // Long enough to run past the first half second: 300,000 lines.
+    const many: string[] = [];
+    for (let i = 0; i < 300_000; i++) {
+      many.push(combinedLine(`198.51.100.${i % 200}`, T0 + Math.floor(i / 50) * 1000, "/"));
+    }
+    const big = write("progress.log", many);
+    const main = join(import.meta.dirname, "../../src/cli/main.ts");
+    const args = ["--import", "tsx", main, "replay", "--policy", fixture("bands.yaml"), big];
+    const { code, output } = onTerminal([process.execPath, ...args]);
+    expect(code).toBe(0);
+    expect(output).toMatch(
+      /\r[\d,]+ lines, [\d,]+ lines\/s, [\d.]+ MB of [\d.]+ MB read(, ETA \d+ s)?/,
+    );
+    expect(output).toContain("\r\u001b[Kedgelimit replay:");
+    expect(onTerminal([process.execPath, ...args, "--no-progress"]).output).not.toContain(
+      "lines/s",
+    );
+  }, 120_000);
 
   it("--compare shows a second policy on the same traffic", () => {
     const { code, stdout } = cli(

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { onTerminal } from "../support/terminal.js";
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-simulate-cli-"));
@@ -33,6 +34,8 @@ describe("edgelimit simulate (the command)", () => {
   it("prints the modes side by side, and with --json the report the expectation file holds", async () => {
     const text = await edgelimit(CI);
     expect(text.code).toBe(0);
+    // Not a terminal: no progress line.
+    expect(text.stderr).toBe("");
     expect(text.stdout).toMatch(/^\s+two-writes\s+exact\s+hybrid$/m);
     expect(text.stdout).toContain("lost increments");
     const json = await edgelimit(CI, "--json");
@@ -46,6 +49,32 @@ describe("edgelimit simulate (the command)", () => {
     expect(result.stdout).toContain("(seed 9)");
     expect(readFileSync(page, "utf8")).toContain("edgelimitChart(chart.target, chart.spec)");
   }, 60_000);
+
+  it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
+    const { code, output } = onTerminal([
+      process.execPath,
+      "--import",
+      "tsx",
+      "src/cli/main.ts",
+      "simulate",
+      CI,
+    ]);
+    expect(code).toBe(0);
+    expect(output).toMatch(/\rsimulating two-writes \(mode 1 of 3\): \d+:\d\d of 2:00 simulated/);
+    expect(output).toMatch(/\rsimulating (exact|hybrid) \(mode [23] of 3\): .*ETA \d+ s/);
+    expect(output).toContain("\r\u001b[Kedgelimit simulate: ci (seed 7)");
+    expect(
+      onTerminal([
+        process.execPath,
+        "--import",
+        "tsx",
+        "src/cli/main.ts",
+        "simulate",
+        CI,
+        "--no-progress",
+      ]).output,
+    ).not.toContain("simulating");
+  }, 120_000);
 
   it("exits 2 with a clear message on bad input", async () => {
     const bad = join(dir, "bad.yaml");
