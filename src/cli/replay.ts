@@ -2,9 +2,10 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { uplotFiles } from "../charts/uplot.js";
 import { parseDurationMs } from "../core/duration.js";
+import { progressReporter } from "../offline/progress.js";
 import { ReplayError } from "../replay/errors.js";
 import { FORMATS } from "../replay/formats/index.js";
-import { progressReporter } from "../replay/progress.js";
+import { describeReplay } from "../replay/progress.js";
 import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
@@ -56,7 +57,8 @@ export async function run(argv: string[]): Promise<number> {
   if (!Number.isInteger(top) || top < 0)
     return fail(`--top ${values.top}: expected a whole number`);
 
-  const progress = values["no-progress"] === true ? undefined : progressReporter(process.stderr);
+  const progress =
+    values["no-progress"] === true ? undefined : progressReporter(process.stderr, describeReplay);
   try {
     // Before the replay, not after it: a missing optional package fails in a second, not an hour.
     const files = values.html === undefined ? undefined : uplotFiles("replay --html");

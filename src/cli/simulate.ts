@@ -1,7 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { uplotFiles } from "../charts/uplot.js";
-import { simulationProgress } from "../simulate/progress.js";
+import { progressReporter } from "../offline/progress.js";
+import { describeSimulation } from "../simulate/progress.js";
 import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
@@ -23,7 +24,10 @@ export async function run(argv: string[]): Promise<number> {
       return fail(`--seed ${values.seed}: expected a whole number, such as 1`);
     }
   }
-  const progress = values["no-progress"] === true ? undefined : simulationProgress(process.stderr);
+  const progress =
+    values["no-progress"] === true
+      ? undefined
+      : progressReporter(process.stderr, describeSimulation);
   try {
     const scenario = loadScenario(positionals[0] as string);
     // Before the run: a missing optional package fails at once, not after minutes.

@@ -1,8 +1,8 @@
 const INTERVAL_MS = 500;
 
-export interface ProgressLine {
-  /** Rewrites the line, at most twice a second; `text` is asked for it only then. */
-  show(text: (elapsedSeconds: number) => string): void;
+export interface ProgressReporter<P> {
+  /** Rewrites the line with `progress`, at most twice a second. */
+  update(progress: P): void;
   /** Clears the line, if one was written. */
   done(): void;
 }
@@ -10,22 +10,24 @@ export interface ProgressLine {
 /**
  * A progress line for long offline runs (replay, simulate), rewritten in place on stderr. Only
  * for a terminal: a redirected stderr (CI, a pipe, a file) gets nothing, and stdout, where the
- * report goes, never does.
+ * report goes, never does. `describe` says one progress as a line; it is asked only when the
+ * line is rewritten.
  */
-export function progressLine(
+export function progressReporter<P>(
   stream: NodeJS.WriteStream,
+  describe: (progress: P, elapsedSeconds: number) => string,
   now: () => number = Date.now,
-): ProgressLine | undefined {
+): ProgressReporter<P> | undefined {
   if (stream.isTTY !== true) return undefined;
   const started = now();
   let shown = started;
   let wrote = false;
   return {
-    show(text) {
+    update(progress) {
       const time = now();
       if (time - shown < INTERVAL_MS) return;
       shown = time;
-      stream.write(`\r${text((time - started) / 1000)}\x1b[K`);
+      stream.write(`\r${describe(progress, (time - started) / 1000)}\x1b[K`);
       wrote = true;
     },
     done() {

@@ -1,4 +1,4 @@
-import { eta, progressLine } from "../offline/progress.js";
+import { eta } from "../offline/progress.js";
 import { count } from "../offline/text.js";
 import type { Progress } from "./replay.js";
 
@@ -10,22 +10,8 @@ function megabytes(bytes: number): string {
  * Replay's progress line (offline/progress.ts: stderr, a terminal only): lines read, lines per
  * second, bytes read and, when every input is a file, the time left.
  */
-export function progressReporter(
-  stream: NodeJS.WriteStream,
-  now: () => number = Date.now,
-): { update(progress: Progress): void; done(): void } | undefined {
-  const line = progressLine(stream, now);
-  if (line === undefined) return undefined;
-  return {
-    update(progress) {
-      line.show((seconds) => {
-        const total =
-          progress.totalBytes === undefined ? "" : ` of ${megabytes(progress.totalBytes)}`;
-        const done =
-          progress.totalBytes === undefined ? 0 : progress.bytesRead / progress.totalBytes;
-        return `${count(progress.lines)} lines, ${count(progress.lines / seconds)} lines/s, ${megabytes(progress.bytesRead)}${total} read${eta(done, seconds)}`;
-      });
-    },
-    done: () => line.done(),
-  };
+export function describeReplay(progress: Progress, seconds: number): string {
+  const total = progress.totalBytes === undefined ? "" : ` of ${megabytes(progress.totalBytes)}`;
+  const done = progress.totalBytes === undefined ? 0 : progress.bytesRead / progress.totalBytes;
+  return `${count(progress.lines)} lines, ${count(progress.lines / seconds)} lines/s, ${megabytes(progress.bytesRead)}${total} read${eta(done, seconds)}`;
 }

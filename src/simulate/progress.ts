@@ -1,4 +1,4 @@
-import { eta, progressLine } from "../offline/progress.js";
+import { eta } from "../offline/progress.js";
 import type { SimulationProgress } from "./run.js";
 
 function clock(ms: number): string {
@@ -10,20 +10,7 @@ function clock(ms: number): string {
  * Simulate's progress line (offline/progress.ts: stderr, a terminal only): the mode running,
  * the virtual time it has reached, and the time left for the whole run.
  */
-export function simulationProgress(
-  stream: NodeJS.WriteStream,
-  now: () => number = Date.now,
-): { update(progress: SimulationProgress): void; done(): void } | undefined {
-  const line = progressLine(stream, now);
-  if (line === undefined) return undefined;
-  return {
-    update(progress) {
-      line.show((seconds) => {
-        const done =
-          (progress.modeIndex + progress.simulatedMs / progress.totalMs) / progress.modes;
-        return `simulating ${progress.mode} (mode ${progress.modeIndex + 1} of ${progress.modes}): ${clock(progress.simulatedMs)} of ${clock(progress.totalMs)} simulated${eta(done, seconds)}`;
-      });
-    },
-    done: () => line.done(),
-  };
+export function describeSimulation(progress: SimulationProgress, seconds: number): string {
+  const done = (progress.modeIndex + progress.simulatedMs / progress.totalMs) / progress.modes;
+  return `simulating ${progress.mode} (mode ${progress.modeIndex + 1} of ${progress.modes}): ${clock(progress.simulatedMs)} of ${clock(progress.totalMs)} simulated${eta(done, seconds)}`;
 }

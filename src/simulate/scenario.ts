@@ -8,9 +8,19 @@ import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { durationProblem, parseDurationMs } from "../core/duration.js";
+import { sizeProblems } from "./size.js";
 
 export class ScenarioError extends Error {
-  readonly code = "EL_SCENARIO_INVALID";
+  /** `EL_SCENARIO_TOO_LARGE`: valid, but beyond what simulate runs (size.ts). */
+  readonly code: "EL_SCENARIO_INVALID" | "EL_SCENARIO_TOO_LARGE";
+
+  constructor(
+    message: string,
+    code: "EL_SCENARIO_INVALID" | "EL_SCENARIO_TOO_LARGE" = "EL_SCENARIO_INVALID",
+  ) {
+    super(message);
+    this.code = code;
+  }
 }
 
 /** A duration as policies spell it ("90s", "10m", "1h"), or 0. */
@@ -169,7 +179,15 @@ export function parseScenario(input: unknown, baseDir: string, source = "scenari
   if (problems.length > 0) {
     throw new ScenarioError(`${source} is not a valid scenario:\n  ${problems.join("\n  ")}`);
   }
-  return { ...scenario, policyPath: resolve(baseDir, scenario.policy) };
+  const parsed = { ...scenario, policyPath: resolve(baseDir, scenario.policy) };
+  const tooLarge = sizeProblems(parsed);
+  if (tooLarge.length > 0) {
+    throw new ScenarioError(
+      `${source} is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  ${tooLarge.join("\n  ")}`,
+      "EL_SCENARIO_TOO_LARGE",
+    );
+  }
+  return parsed;
 }
 
 export function loadScenario(file: string): Scenario {

@@ -51,29 +51,13 @@ describe("edgelimit simulate (the command)", () => {
   }, 60_000);
 
   it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
-    const { code, output } = onTerminal([
-      process.execPath,
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "simulate",
-      CI,
-    ]);
+    const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", CI];
+    const { code, output } = onTerminal(command);
     expect(code).toBe(0);
     expect(output).toMatch(/\rsimulating two-writes \(mode 1 of 3\): \d+:\d\d of 2:00 simulated/);
     expect(output).toMatch(/\rsimulating (exact|hybrid) \(mode [23] of 3\): .*ETA \d+ s/);
     expect(output).toContain("\r\u001b[Kedgelimit simulate: ci (seed 7)");
-    expect(
-      onTerminal([
-        process.execPath,
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "simulate",
-        CI,
-        "--no-progress",
-      ]).output,
-    ).not.toContain("simulating");
+    expect(onTerminal([...command, "--no-progress"]).output).not.toContain("simulating");
   }, 120_000);
 
   it("exits 2 with a clear message on bad input", async () => {
@@ -89,6 +73,18 @@ describe("edgelimit simulate (the command)", () => {
     expect((await edgelimit()).code).toBe(2);
     expect((await edgelimit(CI, "--seed", "x")).stderr).toContain(
       "--seed x: expected a whole number",
+    );
+    const huge = join(dir, "huge.yaml");
+    writeFileSync(
+      huge,
+      readFileSync(CI, "utf8")
+        .replace("- clients: 40", "- clients: 200000000")
+        .replace("policy: ../../../examples", `policy: ${resolve("examples")}`),
+    );
+    const tooLarge = await edgelimit(huge);
+    expect(tooLarge.code).toBe(2);
+    expect(tooLarge.stderr).toContain(
+      'huge.yaml is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  traffic.legitimate: 200,000,010 clients in all',
     );
     const missing = await edgelimit(join(dir, "none.yaml"));
     expect(missing.code).toBe(2);

@@ -139,6 +139,40 @@ describe("edgelimit simulate", () => {
     expect(() => twoRegions({ colour: "blue" })).toThrow(/colour/);
   });
 
+  it("refuses a scenario beyond its documented size, at once, naming the bound", () => {
+    // 200,000,000 clients used to grow to 2 GB and die with signal 11 and no message.
+    const started = performance.now();
+    expect(() =>
+      twoRegions({ traffic: { legitimate: [{ clients: 200_000_000, requestsPerMinute: 1 }] } }),
+    ).toThrow(
+      /200,000,000 clients in all; simulate holds every client from the start and takes at most 1,000,000/,
+    );
+    expect(performance.now() - started).toBeLessThan(1000);
+    const rotation = {
+      attackers: [{ kind: "ipv6-rotation", requestsPerSecond: 800, regions: ["us-east-1"] }],
+    };
+    expect(() => twoRegions({ duration: "1h", traffic: rotation })).toThrow(
+      /about 2,880,000 subject-windows .* takes at most 600,000/,
+    );
+    expect(() =>
+      twoRegions({
+        duration: "2000h",
+        traffic: {
+          attackers: [{ kind: "scraper", requestsPerSecond: 800, regions: ["us-east-1"] }],
+        },
+      }),
+    ).toThrow(/about 5,760,000,000 requests per mode .* at most 100,000,000/);
+    let thrown: unknown;
+    try {
+      twoRegions({ duration: "1h", traffic: rotation });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: "EL_SCENARIO_TOO_LARGE" });
+    // Just under the bounds is a scenario like any other.
+    expect(() => twoRegions({ duration: "12m", traffic: rotation })).not.toThrow();
+  });
+
   it("simulates a Redis primary and per-process memory stores with the same engine", async () => {
     const base = {
       duration: "60s",
