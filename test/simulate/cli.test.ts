@@ -54,8 +54,10 @@ describe("edgelimit simulate (the command)", () => {
     const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", CI];
     const { code, output } = onTerminal(command);
     expect(code).toBe(0);
-    expect(output).toMatch(/\rsimulating two-writes \(mode 1 of 3\): \d+:\d\d of 2:00 simulated/);
-    expect(output).toMatch(/\rsimulating (exact|hybrid) \(mode [23] of 3\): .*ETA \d+ s/);
+    // At most twice a second: how many lines appear depends on the machine's pace.
+    expect(output).toMatch(
+      /\rsimulating (two-writes|exact|hybrid) \(mode [123] of 3\): \d+:\d\d of 2:00 simulated, ETA \d+ s/,
+    );
     expect(output).toContain("\r\u001b[Kedgelimit simulate: ci (seed 7)");
     expect(onTerminal([...command, "--no-progress"]).output).not.toContain("simulating");
   }, 120_000);
