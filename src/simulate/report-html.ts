@@ -66,67 +66,58 @@ function perMinute(
   };
 }
 
+/** The headline figures, a bar per mode: where each chart goes, its title, unit and value. */
+const FIGURES: readonly (readonly [string, string, string, (mode: ModeReport) => number])[] = [
+  [
+    "chart-over",
+    "Over-admission: max beyond the limit",
+    "% of the limit",
+    (m) => m.overAdmission.maxShare * 100,
+  ],
+  ["chart-lost", "Lost increments", "% of those counted", (m) => m.lostIncrements.share * 100],
+  [
+    "chart-operations",
+    "Store operations per request",
+    "operations",
+    (m) => m.store.perRequest.operations,
+  ],
+  [
+    "chart-busy",
+    "Store operations per request, busiest subject-window",
+    "operations",
+    (m) => m.store.subjects.busy.maxOperationsPerRequest,
+  ],
+  ["chart-cost", "Monthly cost", "$ a month", (m) => m.cost.total],
+  ["chart-latency", "Decision latency p99", "ms", (m) => m.latencyMs.p99],
+];
+
+/** Each minute, a line per mode. */
+const MINUTES: readonly (readonly [string, string, string, (minute: Timeline) => number])[] = [
+  [
+    "timeline-attackers",
+    "Attacker requests admitted per minute",
+    "requests",
+    (m) => m.attackerAdmitted,
+  ],
+  [
+    "timeline-legitimate",
+    "Legitimate requests admitted per minute",
+    "requests",
+    (m) => m.legitimateAdmitted,
+  ],
+  ["timeline-operations", "Store operations per minute", "operations", (m) => m.operations],
+];
+
 function charts(modes: readonly ModeReport[]): { figures: PageChart[]; timelines: PageChart[] } {
-  const percent = (share: number) => share * 100;
   return {
-    figures: [
-      {
-        target: "chart-over",
-        spec: bars(modes, "Over-admission: max beyond the limit", "% of the limit", (m) =>
-          percent(m.overAdmission.maxShare),
-        ),
-      },
-      {
-        target: "chart-lost",
-        spec: bars(modes, "Lost increments", "% of those counted", (m) =>
-          percent(m.lostIncrements.share),
-        ),
-      },
-      {
-        target: "chart-operations",
-        spec: bars(
-          modes,
-          "Store operations per request",
-          "operations",
-          (m) => m.store.perRequest.operations,
-        ),
-      },
-      {
-        target: "chart-busy",
-        spec: bars(
-          modes,
-          "Store operations per request, busiest subject-window",
-          "operations",
-          (m) => m.store.subjects.busy.maxOperationsPerRequest,
-        ),
-      },
-      {
-        target: "chart-cost",
-        spec: bars(modes, "Monthly cost", "$ a month", (m) => m.cost.total),
-      },
-      {
-        target: "chart-latency",
-        spec: bars(modes, "Decision latency p99", "ms", (m) => m.latencyMs.p99),
-      },
-    ],
-    timelines: [
-      {
-        target: "timeline-attackers",
-        spec: perMinute(modes, "Attacker requests admitted per minute", "requests", (m) => {
-          return m.attackerAdmitted;
-        }),
-      },
-      {
-        target: "timeline-legitimate",
-        spec: perMinute(modes, "Legitimate requests admitted per minute", "requests", (m) => {
-          return m.legitimateAdmitted;
-        }),
-      },
-      {
-        target: "timeline-operations",
-        spec: perMinute(modes, "Store operations per minute", "operations", (m) => m.operations),
-      },
-    ],
+    figures: FIGURES.map(([target, title, unit, value]) => ({
+      target,
+      spec: bars(modes, title, unit, value),
+    })),
+    timelines: MINUTES.map(([target, title, unit, value]) => ({
+      target,
+      spec: perMinute(modes, title, unit, value),
+    })),
   };
 }
 
