@@ -1,10 +1,10 @@
 /**
- * The simulator's pace: one simulated hour of 1,000 requests/s (3.6 M requests: the seed's
+ * The simulator's pace: one simulated hour of 1,000 requests/s (3.6 M requests: seed document 000's
  * 800/s scraper and 200/s of legitimate clients over four regions) through the real engine and
  * `DynamoDbStore` on a four-replica global table, one mode per run. The target is at most 60 s
  * of wall time on one core. First, five simulated minutes with a microtask drain after every
  * event against one per virtual instant (what event-loop.ts does), which is how that choice
- * was made. Run: npm run bench -- simulate (exact, seed and hybrid in turn), or
+ * was made. Run: npm run bench -- simulate (exact, two-writes and hybrid in turn), or
  * npx tsx bench/simulate.bench.ts [MODE...]
  */
 import { resolve } from "node:path";
@@ -70,7 +70,7 @@ async function timed(duration: string, mode: string, drainEach: "instant" | "eve
 }
 
 const modes = process.argv.slice(2);
-for (const mode of modes.length > 0 ? modes : ["exact", "seed", "hybrid"]) {
+for (const mode of modes.length > 0 ? modes : ["exact", "two-writes", "hybrid"]) {
   for (const drainEach of ["event", "instant"] as const) {
     const run = await timed("5m", mode, drainEach);
     process.stdout.write(

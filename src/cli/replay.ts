@@ -1,9 +1,11 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { uplotFiles } from "../charts/uplot.js";
 import { parseDurationMs } from "../core/duration.js";
+import { progressReporter } from "../offline/progress.js";
 import { ReplayError } from "../replay/errors.js";
 import { FORMATS } from "../replay/formats/index.js";
-import { progressReporter } from "../replay/progress.js";
+import { describeReplay } from "../replay/progress.js";
 import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
@@ -55,8 +57,11 @@ export async function run(argv: string[]): Promise<number> {
   if (!Number.isInteger(top) || top < 0)
     return fail(`--top ${values.top}: expected a whole number`);
 
-  const progress = values["no-progress"] === true ? undefined : progressReporter(process.stderr);
+  const progress =
+    values["no-progress"] === true ? undefined : progressReporter(process.stderr, describeReplay);
   try {
+    // Before the replay, not after it: a missing optional package fails in a second, not an hour.
+    const files = values.html === undefined ? undefined : uplotFiles("replay --html");
     const result = await replayLogs({
       policy: values.policy,
       compare: values.compare,
@@ -68,12 +73,13 @@ export async function run(argv: string[]): Promise<number> {
       reorderMs,
       maxErrors,
       refuseAtMost: share,
+      tighten: values.tighten === true,
       top,
       onProgress: progress?.update,
     });
     progress?.done();
     if (values.html !== undefined)
-      writeFileSync(values.html, formatHtml(result.report, result.series));
+      writeFileSync(values.html, formatHtml(result.report, result.series, files));
     process.stdout.write(
       values.json === true
         ? `${JSON.stringify(result.report, null, 2)}\n`
@@ -107,6 +113,7 @@ function parse(argv: string[]) {
       "plan-field": { type: "string" },
       reorder: { type: "string" },
       "refuse-at-most": { type: "string" },
+      tighten: { type: "boolean" },
       top: { type: "string" },
       "max-errors": { type: "string" },
       json: { type: "boolean" },

@@ -1,5 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { uplotFiles } from "../charts/uplot.js";
+import { progressReporter } from "../offline/progress.js";
+import { describeSimulation } from "../simulate/progress.js";
 import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
@@ -21,16 +24,25 @@ export async function run(argv: string[]): Promise<number> {
       return fail(`--seed ${values.seed}: expected a whole number, such as 1`);
     }
   }
+  const progress =
+    values["no-progress"] === true
+      ? undefined
+      : progressReporter(process.stderr, describeSimulation);
   try {
     const scenario = loadScenario(positionals[0] as string);
-    const report = await simulate(scenario, { seed });
+    // Before the run: a missing optional package fails at once, not after minutes.
+    const files = values.html === undefined ? undefined : uplotFiles("simulate --html");
+    const report = await simulate(scenario, { seed, onProgress: progress?.update });
+    progress?.done();
     const text = formatText(report, scenario.busyAbove);
-    if (values.html !== undefined) writeFileSync(values.html, formatHtml(report, text));
+    if (values.html !== undefined)
+      writeFileSync(values.html, formatHtml(report, scenario.busyAbove, files));
     process.stdout.write(values.json === true ? `${JSON.stringify(report, null, 2)}\n` : text);
     if (values.html !== undefined && values.json !== true)
       process.stdout.write(`\nWrote ${values.html}\n`);
     return 0;
   } catch (error) {
+    progress?.done();
     if (error instanceof ScenarioError) {
       process.stderr.write(`edgelimit simulate: ${error.message}\n`);
       return 2;
@@ -48,6 +60,7 @@ function parse(argv: string[]) {
       json: { type: "boolean" },
       html: { type: "string" },
       seed: { type: "string" },
+      "no-progress": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

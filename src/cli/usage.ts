@@ -75,6 +75,7 @@ ${REPLAY_FORMAT_LINE}  --field NAME=PATH        json: where a field is (ip, time
   --reorder DURATION       how far out of order lines may come and still be put in place
                            (default 1m); later lines are counted as late
   --refuse-at-most SHARE   the share of subjects a suggested limit may refuse (default 0.1%)
+  --tighten                let a suggested limit refuse subjects the current limit admits
   --top N                  refused subjects to list (default 10)
   --max-errors N           stop after more than N malformed lines (default: never)
   --json                   print one JSON object instead of the text report
@@ -89,12 +90,13 @@ log recorded for the connection; forwarded headers in a log are not believed.
 export const SIMULATE_USAGE = `Usage: edgelimit simulate SCENARIO.yaml [options]
 
 A deterministic multi-region simulation of accuracy, store operations and cost per counting
-mode (seed, exact, hybrid), driving the real decision engine and stores on virtual time over
+mode (two-writes, exact, hybrid), driving the real decision engine and stores on virtual time over
 modeled networks, replicas and instances (see docs/accuracy.md; examples/scenarios/).
 
   --json                 print one JSON object instead of the text table
   --html FILE            also write a self-contained page with charts
   --seed N               the random seed (default: the scenario's); same seed, same output
+  --no-progress          no progress line on stderr (shown only when stderr is a terminal)
   -h, --help             this text
 `;
 

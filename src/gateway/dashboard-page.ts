@@ -1,6 +1,9 @@
+import { CHART_SCRIPT } from "../charts/uplot.js";
+
 /**
  * The dashboard: one HTML page and one script, both served by the admin listener. The chart is
- * uPlot from node_modules (see admin.ts); nothing is fetched from outside the admin port. Every
+ * drawn as every chart of the project is (charts/uplot.ts), with uPlot from node_modules (see
+ * admin.ts); nothing is fetched from outside the admin port. Every
  * value from the gateway is written with textContent, never as HTML: offender keys contain
  * whatever a client put in its token's subject.
  */
@@ -62,6 +65,7 @@ export function dashboardPage(): string {
 
 export function dashboardScript(): string {
   return `"use strict";
+${CHART_SCRIPT}
 (function () {
   var ACTIONS = ["allow", "block", "challenge", "unavailable"];
   var COLORS = { allow: "#1b7f3b", block: "#b42318", challenge: "#b54708", unavailable: "#6941c6" };
@@ -86,18 +90,16 @@ export function dashboardScript(): string {
   }
 
   function drawChart(series) {
-    var data = [series.map(function (s) { return s.at; })];
-    ACTIONS.forEach(function (action) { data.push(series.map(function (s) { return s[action]; })); });
+    var x = series.map(function (s) { return s.at; });
+    var lines = ACTIONS.map(function (action) {
+      return { label: LABELS[action], color: COLORS[action], width: 2,
+        values: series.map(function (s) { return s[action]; }) };
+    });
     if (chart === undefined) {
-      chart = new uPlot({
-        width: Math.min(900, window.innerWidth - 60), height: 260,
-        series: [{}].concat(ACTIONS.map(function (action) {
-          return { label: LABELS[action], stroke: COLORS[action], width: 2 };
-        })),
-        axes: [{}, { label: "per second" }]
-      }, data, document.getElementById("chart"));
+      chart = edgelimitChart("chart", { x: x, axis: "time", yLabel: "per second", series: lines,
+        width: Math.min(900, window.innerWidth - 60) });
     } else {
-      chart.setData(data);
+      chart.setData([x].concat(lines.map(function (line) { return line.values; })));
     }
   }
 

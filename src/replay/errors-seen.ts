@@ -11,18 +11,10 @@ export interface LineError {
 const SAMPLES = 10;
 const SAMPLE_CHARS = 200;
 
-/**
- * Malformed lines: counted, the first few kept with their line numbers, and the run stopped
- * only when the user set `--max-errors` and more than that many were seen.
- */
-export class MalformedLines {
+/** Lines of one kind (malformed, truncated): counted, the first few kept with their numbers. */
+export class SampledLines {
   count = 0;
   readonly samples: LineError[] = [];
-  readonly #maxErrors: number | undefined;
-
-  constructor(maxErrors: number | undefined) {
-    this.#maxErrors = maxErrors;
-  }
 
   add(source: string, line: number, reason: string, text: string): void {
     this.count++;
@@ -30,6 +22,23 @@ export class MalformedLines {
       const cut = text.length > SAMPLE_CHARS ? `${text.slice(0, SAMPLE_CHARS)}...` : text;
       this.samples.push({ source, line, reason, text: cut });
     }
+  }
+}
+
+/**
+ * Malformed lines: sampled, and the run stopped only when the user set `--max-errors` and more
+ * than that many were seen.
+ */
+export class MalformedLines extends SampledLines {
+  readonly #maxErrors: number | undefined;
+
+  constructor(maxErrors: number | undefined) {
+    super();
+    this.#maxErrors = maxErrors;
+  }
+
+  override add(source: string, line: number, reason: string, text: string): void {
+    super.add(source, line, reason, text);
     if (this.#maxErrors !== undefined && this.count > this.#maxErrors) {
       const first = this.samples
         .slice(0, 3)
@@ -41,4 +50,19 @@ export class MalformedLines {
       );
     }
   }
+}
+
+/** Lines that came later than the reorder window allows: replayed, but not in their place. */
+export interface Lateness {
+  late: number;
+  /** The most a late line's time was behind what had been replayed, ms. */
+  maxBehindMs: number;
+}
+
+/** What the readers saw besides records: every source of a replay adds to the same accounts. */
+export interface SeenLines {
+  readonly malformed: MalformedLines;
+  /** Replayed, though cut off after their required fields. */
+  readonly truncated: SampledLines;
+  readonly lateness: Lateness;
 }

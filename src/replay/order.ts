@@ -1,14 +1,8 @@
-import type { MalformedLines } from "./errors-seen.js";
+import { AddressCheck } from "./address.js";
+import type { SeenLines } from "./errors-seen.js";
 import type { LineParser } from "./formats/index.js";
 import type { LineSource } from "./reader.js";
 import { isFailure, type LogRecord } from "./record.js";
-
-/** Lines that came later than the reorder window allows: replayed, but not in their place. */
-export interface Lateness {
-  late: number;
-  /** The most a late line's time was behind what had been replayed, ms. */
-  maxBehindMs: number;
-}
 
 function before(a: LogRecord, b: LogRecord): boolean {
   return a.time < b.time || (a.time === b.time && a.line < b.line);
@@ -67,15 +61,16 @@ class RecordHeap {
  * One input, parsed and put in time order within a bounded window: a record is held until a
  * record `windowMs` newer has been read, so memory is bounded by the window's traffic, not by
  * the file. A line older than everything already released is late: counted, and replayed at
- * the time replay has reached (never sent back in time, which no limiter sees either).
+ * the time replay has reached (never sent back in time, which no limiter sees either). A line
+ * whose client address the limiter could not read is malformed, like a line with no time.
  */
 export class OrderedSource {
   readonly index: number;
   readonly lines: LineSource;
   readonly #parser: LineParser;
   readonly #windowMs: number;
-  readonly #malformed: MalformedLines;
-  readonly #lateness: Lateness;
+  readonly #seen: SeenLines;
+  readonly #addresses = new AddressCheck();
   readonly #heap = new RecordHeap();
   #ready: LogRecord[] = [];
   #readyAt = 0;
@@ -89,16 +84,14 @@ export class OrderedSource {
     lines: LineSource,
     parser: LineParser,
     windowMs: number,
-    malformed: MalformedLines,
-    lateness: Lateness,
+    seen: SeenLines,
     firstLines?: string[],
   ) {
     this.index = index;
     this.lines = lines;
     this.#parser = parser;
     this.#windowMs = windowMs;
-    this.#malformed = malformed;
-    this.#lateness = lateness;
+    this.#seen = seen;
     if (firstLines !== undefined) this.#accept(firstLines);
   }
 
@@ -141,6 +134,8 @@ export class OrderedSource {
     const heap = this.#heap;
     const parser = this.#parser;
     const windowMs = this.#windowMs;
+    const seen = this.#seen;
+    const lateness = seen.lateness;
     for (let i = 0; i < lines.length; i++) {
       const text = lines[i] as string;
       const lineNumber = ++this.#lineNumber;
@@ -148,14 +143,26 @@ export class OrderedSource {
       const result = parser.parse(text, lineNumber);
       if (result === null) continue;
       if (isFailure(result)) {
-        this.#malformed.add(this.lines.name, lineNumber, result.failure, text);
+        seen.malformed.add(this.lines.name, lineNumber, result.failure, text);
         continue;
+      }
+      if (result.ip !== undefined && !this.#addresses.valid(result.ip)) {
+        seen.malformed.add(
+          this.lines.name,
+          lineNumber,
+          `"${result.ip}" is not an IP address`,
+          text,
+        );
+        continue;
+      }
+      if (result.truncated !== undefined) {
+        seen.truncated.add(this.lines.name, lineNumber, result.truncated, text);
       }
       result.source = this.index;
       if (result.time < this.#newest - windowMs) {
-        this.#lateness.late++;
+        lateness.late++;
         const behind = this.#released - result.time;
-        if (behind > this.#lateness.maxBehindMs) this.#lateness.maxBehindMs = behind;
+        if (behind > lateness.maxBehindMs) lateness.maxBehindMs = behind;
       }
       if (result.time > this.#newest) this.#newest = result.time;
       if (result.time < this.#released) result.time = this.#released;

@@ -17,6 +17,13 @@ export interface LineSource {
 
 const CHUNK_BYTES = 1 << 20;
 
+/**
+ * The longest line read, in characters (1 MiB). Access log lines are a few hundred characters,
+ * a few KB with a long URL; a longer "line" is a file that is not a log (or has no newlines),
+ * and holding it whole would cost memory and time without bound.
+ */
+export const MAX_LINE_CHARS = 1 << 20;
+
 /** Decompresses when the data starts with the gzip magic, whatever the file is called. */
 async function* decoded(
   raw: AsyncIterable<Buffer>,
@@ -47,13 +54,22 @@ async function* decoded(
   yield* gunzip as AsyncIterable<Buffer>;
 }
 
+/**
+ * Lines from decoded chunks. Only a chunk's own text is searched for its last newline; the
+ * start of an unfinished line is carried in pieces, joined once its end arrives, and never
+ * beyond MAX_LINE_CHARS.
+ */
 class StreamLineSource implements LineSource {
   readonly name: string;
   readonly size: number | undefined;
   bytesRead = 0;
   readonly #chunks: AsyncGenerator<Buffer>;
   readonly #decoder = new StringDecoder("utf8");
-  #carry = "";
+  /** The unfinished line, in the pieces it came in. */
+  #carry: string[] = [];
+  #carried = 0;
+  /** Lines returned so far, to name a line in an error. */
+  #lines = 0;
   #ended = false;
 
   constructor(name: string, size: number | undefined, raw: AsyncIterable<Buffer>) {
@@ -78,24 +94,50 @@ class StreamLineSource implements LineSource {
       }
       if (chunk.done === true) {
         this.#ended = true;
-        const last = this.#carry + this.#decoder.end();
-        this.#carry = "";
+        const last = this.#take(this.#decoder.end());
+        this.#check(last.length, 1);
         return last === "" ? undefined : [stripCr(last)];
       }
-      const text = this.#carry + this.#decoder.write(chunk.value);
+      const text = this.#decoder.write(chunk.value);
       const lastNewline = text.lastIndexOf("\n");
       if (lastNewline === -1) {
-        this.#carry = text;
+        this.#carry.push(text);
+        this.#carried += text.length;
+        this.#check(this.#carried, 1);
         continue;
       }
-      this.#carry = text.slice(lastNewline + 1);
-      const lines = text.slice(0, lastNewline).split("\n");
+      const lines = this.#take(text.slice(0, lastNewline)).split("\n");
+      const rest = text.slice(lastNewline + 1);
+      this.#carry.push(rest);
+      this.#carried = rest.length;
       for (let i = 0; i < lines.length; i++) {
         const line = lines[i] as string;
+        if (line.length > MAX_LINE_CHARS) this.#check(line.length, i + 1);
         if (line.charCodeAt(line.length - 1) === 13) lines[i] = line.slice(0, -1);
       }
+      this.#lines += lines.length;
+      this.#check(this.#carried, 1);
       return lines;
     }
+  }
+
+  /** The carried start of a line and `text`, as one string; the carry is then empty. */
+  #take(text: string): string {
+    const carry = this.#carry;
+    const joined =
+      carry.length === 0 ? text : carry.length === 1 ? carry[0] + text : carry.join("") + text;
+    this.#carry = [];
+    this.#carried = 0;
+    return joined;
+  }
+
+  /** Refuses a line longer than MAX_LINE_CHARS: the `nth` line from those returned so far. */
+  #check(length: number, nth: number): void {
+    if (length <= MAX_LINE_CHARS) return;
+    throw new ReplayError(
+      "EL_REPLAY_INPUT",
+      `${this.name}:${this.#lines + nth}: a line longer than ${MAX_LINE_CHARS.toLocaleString("en-US")} characters (1 MiB), which no access log writes; is this file a log in the format replay reads (--format)?`,
+    );
   }
 }
 

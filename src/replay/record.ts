@@ -17,6 +17,11 @@ export interface LogRecord {
   readonly plan: string | undefined;
   /** Line number in its source (1-based), for messages. */
   readonly line: number;
+  /**
+   * Set when the line was cut off after its required fields (address, time, request): what is
+   * missing. Such a line is replayed, counted, and reported as truncated.
+   */
+  readonly truncated: string | undefined;
   /** Index of its source among the inputs. */
   source: number;
 }
@@ -46,6 +51,7 @@ export function makeRecord(
   user: string | undefined,
   plan: string | undefined,
   line: number,
+  truncated: string | undefined = undefined,
 ): LogRecord {
-  return { time, ip, method, path, userAgent, status, user, plan, line, source: 0 };
+  return { time, ip, method, path, userAgent, status, user, plan, line, truncated, source: 0 };
 }

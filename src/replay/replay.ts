@@ -1,8 +1,8 @@
 import { loadPolicy } from "../index.js";
-import { MalformedLines } from "./errors-seen.js";
+import { MalformedLines, SampledLines, type SeenLines } from "./errors-seen.js";
 import { detectFormat, type FormatOptions, formatNamed } from "./formats/index.js";
 import { expandInputs } from "./glob.js";
-import { type Lateness, MergedSources, OrderedSource } from "./order.js";
+import { MergedSources, OrderedSource } from "./order.js";
 import { openSource } from "./reader.js";
 import { buildReport, type ReplayReport } from "./report.js";
 import { PolicyReplay } from "./runner.js";
@@ -22,6 +22,8 @@ export interface ReplayOptions {
   readonly maxErrors?: number | undefined;
   /** Share of subjects a suggested limit may refuse (0.001 for 0.1%). */
   readonly refuseAtMost?: number;
+  /** Let suggestions refuse subjects the current limits admit (`--tighten`). */
+  readonly tighten?: boolean;
   readonly top?: number;
   readonly stdin?: NodeJS.ReadableStream;
   /** Called after every batch of records (progress display). */
@@ -55,8 +57,11 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
     replays.push(new PolicyReplay(options.compare, loadPolicy(options.compare), withUsers));
   }
   const reorderMs = options.reorderMs ?? DEFAULT_REORDER_MS;
-  const malformed = new MalformedLines(options.maxErrors);
-  const lateness: Lateness = { late: 0, maxBehindMs: 0 };
+  const seen: SeenLines = {
+    malformed: new MalformedLines(options.maxErrors),
+    truncated: new SampledLines(),
+    lateness: { late: 0, maxBehindMs: 0 },
+  };
   const formatOptions: FormatOptions = {
     fields: options.fields ?? {},
     userField: options.userField,
@@ -76,9 +81,7 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
     const format = forced ?? detectFormat(first, lines.name);
     inputs.push({ name: lines.name, format: format.name });
     const parser = format.create(formatOptions);
-    sources.push(
-      new OrderedSource(sources.length, lines, parser, reorderMs, malformed, lateness, first),
-    );
+    sources.push(new OrderedSource(sources.length, lines, parser, reorderMs, seen, first));
   }
 
   const merged = new MergedSources(sources);
@@ -104,18 +107,18 @@ export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> 
         bytesRead += source.lines.bytesRead;
         held += source.held;
       }
-      options.onProgress({ lines: lines + malformed.count, bytesRead, totalBytes, held });
+      options.onProgress({ lines: lines + seen.malformed.count, bytesRead, totalBytes, held });
     }
   }
 
   const report = buildReport({
     replays,
     inputs,
-    malformed,
-    lateness,
+    seen,
     reorderMs,
     withUsers,
     share: options.refuseAtMost ?? DEFAULT_REFUSE_AT_MOST,
+    tighten: options.tighten === true,
     top: options.top ?? 10,
   });
   return { report, series: (replays[0] as PolicyReplay).tally.series, replays };

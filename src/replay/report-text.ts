@@ -1,30 +1,16 @@
+import { count, textTable } from "../offline/text.js";
+import type { LineError } from "./errors-seen.js";
 import {
   type PolicyReport,
+  percent,
   type ReplayReport,
   type RuleReport,
   readableSubject,
+  suggestedChanges,
 } from "./report.js";
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((cell, i) =>
-    Math.max(cell.length, ...rows.map((row) => (row[i] ?? "").length)),
-  );
-  const line = (row: readonly string[]) =>
-    row
-      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
-      .join("  ")
-      .trimEnd();
-  return [line(header), ...rows.map(line)].map((row) => `  ${row}`).join("\n");
-}
-
-function percent(share: number): string {
-  if (share === 0) return "0%";
-  if (share < 0.0001) return "<0.01%";
-  return `${(share * 100).toFixed(share < 0.1 ? 2 : 1)}%`;
-}
-
-function count(value: number): string {
-  return value.toLocaleString("en-US");
+  return textTable([header, ...rows], "  ");
 }
 
 function time(iso: string | null): string {
@@ -96,7 +82,7 @@ function offenders(report: PolicyReport): string {
   return out;
 }
 
-function tuning(report: PolicyReport, share: number): string {
+function tuning(report: ReplayReport): string {
   const rows = report.rules
     .filter((rule) => rule.subjects > 0)
     .map((rule) => [
@@ -109,19 +95,13 @@ function tuning(report: PolicyReport, share: number): string {
       count(rule.peaks.p999),
       count(rule.peaks.max),
       count(rule.limit),
-      count(rule.suggestion.suggestedLimit),
+      count(rule.suggestion.fits),
     ]);
   if (rows.length === 0) return "  no rule matched any request\n";
   let out = `${table(["rule", "window", "subjects", "p50", "p90", "p99", "p99.9", "max", "limit", "fits"], rows)}\n`;
-  const changes = report.rules.filter(
-    (rule) => rule.subjects > 0 && rule.suggestion.suggestedLimit !== rule.limit,
-  );
-  out += `\nSuggested policy change (each limit refuses at most ${percent(share)} of its subjects):\n`;
-  if (changes.length === 0) out += "  none: every limit already fits\n";
-  for (const rule of changes) {
-    const { suggestedLimit, refusedSubjects, subjects } = rule.suggestion;
-    out += `  ${rule.id}: limit ${rule.limit} -> ${suggestedLimit} per ${rule.window} (would refuse ${count(refusedSubjects)} of ${count(subjects)} subjects; now ${count(rule.refusedSubjects)})\n`;
-  }
+  const changes = suggestedChanges(report);
+  out += `\n${changes.heading}:\n`;
+  for (const line of changes.lines) out += `  ${line}\n`;
   return out;
 }
 
@@ -158,6 +138,14 @@ function compare(report: ReplayReport, other: PolicyReport): string {
   ].join("\n");
 }
 
+function samples(title: string, lines: readonly LineError[], total: number): string {
+  if (lines.length === 0) return "";
+  let out = `\n${title} (first ${lines.length} of ${count(total)}):\n`;
+  for (const line of lines)
+    out += `  ${line.source}:${line.line}: ${line.reason}\n    ${line.text}\n`;
+  return out;
+}
+
 /** The report as a person reads it in a terminal. */
 export function formatText(report: ReplayReport): string {
   const inputs = report.inputs.map((input) => `${input.name} (${input.format})`).join(", ");
@@ -168,6 +156,9 @@ export function formatText(report: ReplayReport): string {
     report.late > 0
       ? ` (up to ${report.lateMaxBehindSeconds} s behind, replayed at the time reached)\n`
       : "\n";
+  if (report.truncated > 0) {
+    out += `  ${count(report.truncated)} truncated lines replayed (cut off after their address, time and request)\n`;
+  }
   out += `  identity: ${report.identity.note}\n`;
   if (report.storeEvictions > 0) {
     out += `  warning: the memory store evicted ${count(report.storeEvictions)} live counters (too many subjects at once); counts may be low\n`;
@@ -176,13 +167,9 @@ export function formatText(report: ReplayReport): string {
   out += `\nRules (refused = challenged + blocked by the rule; shadow-only = a shadow rule would have refused)\n`;
   out += `${table(RULE_HEADER, ruleRows(report.rules))}\n`;
   out += `\nTop refused subjects (${count(report.refusedSubjects)} refused in all)\n${offenders(report)}`;
-  out += `\nTuning: each subject's peak requests per window of the rule\n${tuning(report, report.refuseAtMost)}`;
+  out += `\nTuning: each subject's peak requests per window of the rule\n${tuning(report)}`;
   if (report.compare !== undefined) out += `\n${compare(report, report.compare)}`;
-  if (report.errors.length > 0) {
-    out += `\nMalformed lines (first ${report.errors.length} of ${count(report.malformed)}):\n`;
-    for (const error of report.errors) {
-      out += `  ${error.source}:${error.line}: ${error.reason}\n    ${error.text}\n`;
-    }
-  }
+  out += samples("Malformed lines", report.errors, report.malformed);
+  out += samples("Truncated lines", report.truncatedLines, report.truncated);
   return out;
 }

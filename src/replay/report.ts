@@ -1,10 +1,10 @@
 import { formatWindow } from "../core/duration.js";
-import type { LineError } from "./errors-seen.js";
-import type { Lateness } from "./order.js";
+import type { LineError, SeenLines } from "./errors-seen.js";
 import type { PolicyReplay } from "./runner.js";
 import type { TopValues } from "./tally.js";
 import {
   distribution,
+  MIN_SUBJECT_WINDOWS,
   type PeakDistribution,
   type Suggestion,
   sortedPeaks,
@@ -69,6 +69,9 @@ export interface ReplayReport extends PolicyReport {
   readonly requests: number;
   readonly malformed: number;
   readonly errors: readonly LineError[];
+  /** Lines replayed though cut off after their required fields, and the first of them. */
+  readonly truncated: number;
+  readonly truncatedLines: readonly LineError[];
   readonly late: number;
   readonly lateMaxBehindSeconds: number;
   readonly reorderSeconds: number;
@@ -81,6 +84,8 @@ export interface ReplayReport extends PolicyReport {
     readonly note: string;
   };
   readonly refuseAtMost: number;
+  /** `--tighten`: suggestions may refuse subjects the current limits admit. */
+  readonly tighten: boolean;
   readonly compare?: PolicyReport;
 }
 
@@ -94,7 +99,12 @@ function values(top: TopValues, count: number): { value: string; count: number }
   return list;
 }
 
-export function policyReport(replay: PolicyReplay, share: number, top: number): PolicyReport {
+export function policyReport(
+  replay: PolicyReplay,
+  share: number,
+  top: number,
+  tighten: boolean,
+): PolicyReport {
   const tally = replay.tally;
   const rules = tally.rules.map((rule): RuleReport => {
     const refused = rule.challenged + rule.blocked;
@@ -119,7 +129,7 @@ export function policyReport(replay: PolicyReplay, share: number, top: number): 
       firstRefusal: iso(rule.firstRefusal),
       lastRefusal: iso(rule.lastRefusal),
       peaks: distribution(sorted),
-      suggestion: suggestLimit(rule, sorted, share),
+      suggestion: suggestLimit(rule, sorted, share, tighten),
     };
   });
   const offenders = [...tally.offenders.values()]
@@ -154,11 +164,11 @@ export function policyReport(replay: PolicyReplay, share: number, top: number): 
 export interface ReportInput {
   readonly replays: readonly PolicyReplay[];
   readonly inputs: readonly { name: string; format: string }[];
-  readonly malformed: { count: number; samples: readonly LineError[] };
-  readonly lateness: Lateness;
+  readonly seen: SeenLines;
   readonly reorderMs: number;
   readonly withUsers: boolean;
   readonly share: number;
+  readonly tighten: boolean;
   readonly top: number;
 }
 
@@ -167,13 +177,15 @@ export function buildReport(input: ReportInput): ReplayReport {
   const tally = primary.tally;
   const span = Number.isNaN(tally.first) ? 0 : (tally.last - tally.first) / 1000;
   const report: ReplayReport = {
-    ...policyReport(primary, input.share, input.top),
+    ...policyReport(primary, input.share, input.top, input.tighten),
     inputs: input.inputs,
     requests: tally.requests,
-    malformed: input.malformed.count,
-    errors: input.malformed.samples,
-    late: input.lateness.late,
-    lateMaxBehindSeconds: input.lateness.maxBehindMs / 1000,
+    malformed: input.seen.malformed.count,
+    errors: input.seen.malformed.samples,
+    truncated: input.seen.truncated.count,
+    truncatedLines: input.seen.truncated.samples,
+    late: input.seen.lateness.late,
+    lateMaxBehindSeconds: input.seen.lateness.maxBehindMs / 1000,
     reorderSeconds: input.reorderMs / 1000,
     start: iso(tally.first),
     end: iso(tally.last),
@@ -186,9 +198,39 @@ export function buildReport(input: ReportInput): ReplayReport {
         : "the log carries no verified user (no --user-field): all traffic is counted as anonymous, by address",
     },
     refuseAtMost: input.share,
+    tighten: input.tighten,
   };
   if (other === undefined) return report;
-  return { ...report, compare: policyReport(other, input.share, input.top) };
+  return { ...report, compare: policyReport(other, input.share, input.top, input.tighten) };
+}
+
+/** A share as people read it: `0.1%`, `<0.01%`, `12.5%`. */
+export function percent(share: number): string {
+  if (share === 0) return "0%";
+  if (share < 0.0001) return "<0.01%";
+  return `${(share * 100).toFixed(share < 0.1 ? 2 : 1)}%`;
+}
+
+/**
+ * The "Suggested policy change" section, the same sentences in the text and HTML reports: the
+ * rules whose limit should change, and those whose suggestion was withheld, with why.
+ */
+export function suggestedChanges(report: ReplayReport): { heading: string; lines: string[] } {
+  const admitted = report.tighten ? "" : ", never one the current limit admits";
+  const heading = `Suggested policy change (each limit refuses at most ${percent(report.refuseAtMost)} of its subjects${admitted}; from at least ${MIN_SUBJECT_WINDOWS.toLocaleString("en-US")} subject-windows)`;
+  const lines: string[] = [];
+  for (const rule of report.rules) {
+    const { suggestedLimit, refusedSubjects, subjects, withheld } = rule.suggestion;
+    if (suggestedLimit !== null) {
+      lines.push(
+        `${rule.id}: limit ${rule.limit} -> ${suggestedLimit} per ${rule.window} (would refuse ${refusedSubjects.toLocaleString("en-US")} of ${subjects.toLocaleString("en-US")} subjects; now ${rule.refusedSubjects.toLocaleString("en-US")})`,
+      );
+    } else if (withheld !== null) {
+      lines.push(`${rule.id}: no suggestion (${withheld})`);
+    }
+  }
+  if (lines.length === 0) lines.push("none: every limit already fits");
+  return { heading, lines };
 }
 
 /**

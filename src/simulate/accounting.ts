@@ -20,7 +20,7 @@
 import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { Served } from "./deployment.js";
-import type { OperationCost, TableModel } from "./table-model.js";
+import type { OperationCost, TableModel } from "./dynamodb-model/model.js";
 
 interface CounterTally {
   readonly limit: number;
@@ -134,7 +134,7 @@ export class Accounting {
     // The reference matched the same rules (same policy, same identity).
     for (const rule of reference.rules) {
       if (rule.shadow || !("ms" in rule.window)) continue;
-      // The subject as the policy counts it (the seed mode counts each IPv6 address apart).
+      // The subject as the policy counts it (two-writes counts each IPv6 address apart).
       const id = `${rule.id}\u0000${reference.subject}\u0000${Math.floor(epochAt / rule.window.ms)}`;
       let tally = this.#counters.get(id);
       if (tally === undefined) {

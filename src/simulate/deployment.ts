@@ -153,8 +153,8 @@ export class Deployment {
       clock: world.clock,
       scheduler: world.scheduler,
       onStoreError: undefined,
-      // The seed has no block cache: blocked clients keep writing.
-      ...(this.#mode === "seed" ? { blockCache: false as const } : {}),
+      // The two-writes design has no block cache: blocked clients keep writing.
+      ...(this.#mode === "two-writes" ? { blockCache: false as const } : {}),
     });
     return { engine, createdAt: now, readyAt: now + coldStartMs, lastUsed: now, inFlight: 0 };
   }

@@ -21,6 +21,9 @@ interface Event {
   callback: (() => void) | undefined;
 }
 
+/** How often `run` reports its progress, in virtual instants. */
+const PROGRESS_INSTANTS = 4096;
+
 export class EventLoop {
   #now = 0;
   #seq = 0;
@@ -83,15 +86,21 @@ export class EventLoop {
     if (event !== undefined) event.callback = undefined;
   }
 
-  /** Runs events until none is left at or before `until`; time ends at `until`. */
-  async run(until: number): Promise<void> {
+  /**
+   * Runs events until none is left at or before `until`; time ends at `until`. `progress`, if
+   * given, is told the virtual time every PROGRESS_INSTANTS instants (a display; it must not
+   * touch the simulation).
+   */
+  async run(until: number, progress?: (now: number) => void): Promise<void> {
     const heap = this.#heap;
+    let instants = 0;
     for (;;) {
       // Cancelled timers (most budget timers: their store answered) cost no drain.
       while (heap.length > 0 && (heap[0] as Event).callback === undefined) this.#pop();
       const next = heap[0];
       if (next === undefined || next.time > until) break;
       this.#now = next.time;
+      if (progress !== undefined && ++instants % PROGRESS_INSTANTS === 0) progress(this.#now);
       // Every event of this instant, then one drain of the microtasks they queued, if any did.
       let noisy = false;
       while (heap.length > 0 && (heap[0] as Event).time === this.#now) {

@@ -1,93 +1,9 @@
 /** The default report: one aligned table, one column per counting mode. */
-import type { ModeReport, SimulationReport } from "./report.js";
-
-type Line = readonly [label: string, value: (mode: ModeReport) => string];
-
-const count = (n: number) => Math.round(n).toLocaleString("en-US");
-const fixed = (n: number, digits: number) => n.toFixed(digits);
-const percent = (share: number) => `${(share * 100).toFixed(1)}%`;
-const dollars = (n: number) => `$${n.toFixed(2)}`;
-
-const LINES: readonly Line[] = [
-  ["requests", (m) => count(m.requests)],
-  ["admitted", (m) => count(m.admitted)],
-  [
-    "attacker requests admitted",
-    (m) => `${count(m.attackers.admitted)} of ${count(m.attackers.requests)}`,
-  ],
-  ["over-admission, windows over the limit", (m) => count(m.overAdmission.contestedWindows)],
-  ["  requests admitted beyond the limit", (m) => count(m.overAdmission.requests)],
-  [
-    "  mean / p99 / max, share of the limit",
-    (m) =>
-      `${percent(m.overAdmission.meanShare)} / ${percent(m.overAdmission.p99Share)} / ${percent(m.overAdmission.maxShare)}`,
-  ],
-  [
-    "legit refused while under their limit",
-    (m) => `${count(m.legitimate.refusedUnderLimit)} of ${count(m.legitimate.underLimitRequests)}`,
-  ],
-  [
-    "  at their limit: short of exact, mean / max",
-    (m) =>
-      `${percent(m.legitimate.atLimit.meanShortfall)} / ${percent(m.legitimate.atLimit.maxShortfall)}`,
-  ],
-  ["store operations per request", (m) => fixed(m.store.perRequest.operations, 4)],
-  [
-    "  read / write / replicated write units",
-    (m) =>
-      `${fixed(m.store.perRequest.readUnits, 3)} / ${fixed(m.store.perRequest.writeUnits, 3)} / ${fixed(m.store.perRequest.replicatedWriteUnits, 3)}`,
-  ],
-  [
-    "  busy subjects (> limit/window): per request",
-    (m) => fixed(m.store.subjects.busy.operationsPerRequest, 4),
-  ],
-  [
-    "  busy subjects: max per subject-window",
-    (m) => fixed(m.store.subjects.busy.maxOperationsPerRequest, 4),
-  ],
-  ["  other subjects: per request", (m) => fixed(m.store.subjects.others.operationsPerRequest, 4)],
-  [
-    "lost increments (of those counted)",
-    (m) =>
-      `${count(m.lostIncrements.lost)} of ${count(m.lostIncrements.counted)} (${percent(m.lostIncrements.share)})`,
-  ],
-  [
-    "decision latency p50 / p99, ms",
-    (m) => `${fixed(m.latencyMs.p50, 1)} / ${fixed(m.latencyMs.p99, 1)}`,
-  ],
-  [
-    "  legitimate requests only",
-    (m) => `${fixed(m.legitimateLatencyMs.p50, 1)} / ${fixed(m.legitimateLatencyMs.p99, 1)}`,
-  ],
-  ["failed open / failed closed", (m) => `${count(m.failedOpen)} / ${count(m.failedClosed)}`],
-  ["answered by the block cache", (m) => count(m.blockedCached)],
-  [
-    "instances created (cold starts)",
-    (m) => `${count(m.instances.created)} (${count(m.instances.coldStarts)})`,
-  ],
-  ["monthly: DynamoDB write units", (m) => count(m.cost.writeUnits)],
-  ["monthly: replicated write units (TTL incl.)", (m) => count(m.cost.replicatedWriteUnits)],
-  ["monthly: read units", (m) => count(m.cost.readUnits)],
-  ["monthly: DynamoDB / Redis", (m) => `${dollars(m.cost.dynamodb)} / ${dollars(m.cost.redis)}`],
-  ["monthly: Lambda@Edge", (m) => dollars(m.cost.lambdaEdge)],
-  ["monthly: total", (m) => dollars(m.cost.total)],
-];
+import { count, textTable } from "../offline/text.js";
+import { figureRows } from "./figures.js";
+import type { SimulationReport } from "./report.js";
 
 export function formatText(report: SimulationReport, busyAbove: number): string {
   const header = `edgelimit simulate: ${report.scenario} (seed ${report.seed}), ${report.durationSeconds} s simulated, ${report.store}${report.replicas.length > 1 ? ` (${report.replicas.length} replicas)` : ""} on ${report.deployment}; costs for ${count(report.monthlyRequests)} requests a month\n\n`;
-  const rows = [["", ...report.modes.map((m) => m.mode)]];
-  for (const [label, value] of LINES) {
-    rows.push([label.replace("> limit", `> ${busyAbove}`), ...report.modes.map(value)]);
-  }
-  const widths = (rows[0] as string[]).map((_, column) =>
-    Math.max(...rows.map((row) => (row[column] as string).length)),
-  );
-  const lines = rows.map((row) =>
-    row
-      .map((cell, column) =>
-        column === 0 ? cell.padEnd(widths[0] as number) : cell.padStart(widths[column] as number),
-      )
-      .join("  "),
-  );
-  return `${header}${lines.join("\n")}\n`;
+  return `${header}${textTable(figureRows(report, busyAbove))}\n`;
 }

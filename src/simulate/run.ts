@@ -5,10 +5,10 @@
  * DynamoDB's tables and replication, the Redis primary's round trip, and the deployment.
  */
 import type { Decision } from "../core/decision.js";
-import { DecisionEngine } from "../core/engine.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import { offlinePolicy } from "../offline/policy.js";
+import { ReferenceEngine } from "../offline/reference.js";
 import { loadPolicy } from "../policy/load.js";
-import { MemoryStore } from "../stores/memory.js";
 import { Accounting, lostIncrements } from "./accounting.js";
 import { Deployment } from "./deployment.js";
 import { EventLoop } from "./event-loop.js";
@@ -16,7 +16,7 @@ import { Random } from "./random.js";
 import type { ModeReport, SimulationReport } from "./report.js";
 import { costOf } from "./report.js";
 import type { Scenario } from "./scenario.js";
-import { type Arrival, scheduleTraffic } from "./traffic.js";
+import { type Arrival, SIMULATED_USERS, scheduleTraffic } from "./traffic.js";
 import { type Mode, World } from "./world.js";
 
 /** How long after the last arrival the loop runs on, so calls in flight and refunds land. */
@@ -29,6 +29,18 @@ export interface SimulateOptions {
   readonly onDecision?: (mode: Mode, arrival: Arrival, decision: Decision, epochAt: number) => void;
   /** How often the loop drains microtasks (see event-loop.ts); for the benchmark. */
   readonly drainEach?: "instant" | "event";
+  /** Told how far the run is, now and then (a progress display; it reads no simulation state). */
+  readonly onProgress?: (progress: SimulationProgress) => void;
+}
+
+export interface SimulationProgress {
+  readonly mode: Mode;
+  /** 0 for the first mode of the scenario. */
+  readonly modeIndex: number;
+  readonly modes: number;
+  /** Virtual ms simulated in this mode, of `totalMs` (the scenario and the settling after it). */
+  readonly simulatedMs: number;
+  readonly totalMs: number;
 }
 
 /** The scenario's requests in arrival order, with the epoch ms each arrives at. */
@@ -53,8 +65,21 @@ export async function simulate(
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
   const modes: ModeReport[] = [];
-  for (const mode of scenario.modes)
-    modes.push(await runMode(scenario, seed, mode, policy, options));
+  for (const [modeIndex, mode] of scenario.modes.entries()) {
+    const onProgress = options.onProgress;
+    const progress =
+      onProgress === undefined
+        ? undefined
+        : (simulatedMs: number) =>
+            onProgress({
+              mode,
+              modeIndex,
+              modes: scenario.modes.length,
+              simulatedMs,
+              totalMs: scenario.duration + SETTLE_MS,
+            });
+    modes.push(await runMode(scenario, seed, mode, policy, options, progress));
+  }
   return {
     scenario: scenario.name,
     seed,
@@ -68,29 +93,20 @@ export async function simulate(
 }
 
 /**
- * The policy as the simulator runs it: a verified user arrives in a header a trusted layer set
- * (`x-user-id`, `x-user-plan`) instead of a signed token, which the simulator would have to sign
- * and verify for every request for the same identity; the address is the socket peer, as
- * Lambda@Edge's `clientIp`.
+ * The policy as the simulator runs it (offline/policy.ts): a verified user arrives in the
+ * headers the simulated traffic sets instead of a signed token, which the simulator would have
+ * to sign and verify for every request for the same identity; the address is the socket peer,
+ * as Lambda@Edge's `clientIp`.
  */
 export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
-  return {
-    ...policy,
-    identity: {
-      ...policy.identity,
-      ip: { ...policy.identity.ip, source: "socket", header: undefined },
-      jwt: undefined,
-      trustedHeader: { user: "x-user-id", plan: "x-user-plan", from: "any" },
-    },
-    lists: [],
-  };
+  return offlinePolicy(policy, SIMULATED_USERS);
 }
 
 /**
  * The policy each mode runs. `hybrid` sets every rule's counting to hybrid; this is the only
  * place that does (rules a policy may not make hybrid, token buckets, keep their counting).
- * `seed` has no time budget (the seed waits for DynamoDB however long it takes) and counts
- * every IPv6 address apart, as the seed's `IP#${ip}` key does.
+ * `two-writes` has no time budget (the design waits for DynamoDB however long it takes) and
+ * counts every IPv6 address apart, as its `IP#${ip}` key does.
  */
 export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolicy {
   if (mode === "hybrid") {
@@ -105,10 +121,10 @@ export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolic
       ),
     };
   }
-  if (mode === "seed") {
+  if (mode === "two-writes") {
     return {
       ...policy,
-      // The seed keys by the whole address (`IP#${ip}`), IPv6 included.
+      // The design keys by the whole address (`IP#${ip}`), IPv6 included.
       identity: { ...policy.identity, ip: { ...policy.identity.ip, ipv6Prefix: 128 } },
       budgetMs: 24 * 3_600_000,
       connectBudgetMs: 24 * 3_600_000,
@@ -123,6 +139,7 @@ async function runMode(
   mode: Mode,
   base: ResolvedPolicy,
   options: SimulateOptions,
+  progress: ((simulatedMs: number) => void) | undefined,
 ): Promise<ModeReport> {
   const random = new Random(seed);
   const loop = new EventLoop({ drainEach: options.drainEach });
@@ -132,12 +149,8 @@ async function runMode(
   );
   const policy = policyForMode(base, mode);
   accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
-  const reference = new DecisionEngine({
-    policy: base,
-    store: new MemoryStore(),
-    clock: world.clock,
-  });
-  const verdicts = new Map<Arrival, ReturnType<DecisionEngine["decide"]>>();
+  const reference = new ReferenceEngine(base);
+  const verdicts = new Map<Arrival, ReturnType<ReferenceEngine["decide"]>>();
   const tally = accounting;
   const deployment = new Deployment(world, scenario, mode, policy, (served) => {
     const referenceDecision = verdicts.get(served.arrival);
@@ -148,10 +161,10 @@ async function runMode(
     options.onDecision?.(mode, served.arrival, served.decision, epochAt);
   });
   scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
-    verdicts.set(arrival, reference.decide(arrival.request));
+    verdicts.set(arrival, reference.decide(arrival.request, world.clock()));
     deployment.handle(arrival);
   });
-  await loop.run(scenario.duration + SETTLE_MS);
+  await loop.run(scenario.duration + SETTLE_MS, progress);
   const lost = lostIncrements(world.model);
   const items = world.model?.itemCounts() ?? [];
   const ttlReplicatedDeletes = items.reduce(

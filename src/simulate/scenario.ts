@@ -8,9 +8,19 @@ import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { durationProblem, parseDurationMs } from "../core/duration.js";
+import { sizeProblems } from "./size.js";
 
 export class ScenarioError extends Error {
-  readonly code = "EL_SCENARIO_INVALID";
+  /** `EL_SCENARIO_TOO_LARGE`: valid, but beyond what simulate runs (size.ts). */
+  readonly code: "EL_SCENARIO_INVALID" | "EL_SCENARIO_TOO_LARGE";
+
+  constructor(
+    message: string,
+    code: "EL_SCENARIO_INVALID" | "EL_SCENARIO_TOO_LARGE" = "EL_SCENARIO_INVALID",
+  ) {
+    super(message);
+    this.code = code;
+  }
 }
 
 /** A duration as policies spell it ("90s", "10m", "1h"), or 0. */
@@ -134,7 +144,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   /** A policy file, relative to the scenario. */
   policy: z.string(),
   modes: z
-    .array(z.enum(["seed", "exact", "hybrid"]))
+    .array(z.enum(["two-writes", "exact", "hybrid"]))
     .min(1)
     .default(["exact"]),
   regions: z.record(z.string(), z.strictObject({ weight: z.number().min(0).default(1) })),
@@ -148,7 +158,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   busyAbove: z.number().int().min(0).default(100),
   reportWindow: duration.default(60_000),
   pricing: pricing.default(pricing.parse({})),
-  /** Requests a month the costs are extrapolated to (the seed: 50 M). */
+  /** Requests a month the costs are extrapolated to (seed document 000's: 50 M). */
   monthlyRequests: positive.default(50e6),
 });
 
@@ -169,7 +179,15 @@ export function parseScenario(input: unknown, baseDir: string, source = "scenari
   if (problems.length > 0) {
     throw new ScenarioError(`${source} is not a valid scenario:\n  ${problems.join("\n  ")}`);
   }
-  return { ...scenario, policyPath: resolve(baseDir, scenario.policy) };
+  const parsed = { ...scenario, policyPath: resolve(baseDir, scenario.policy) };
+  const tooLarge = sizeProblems(parsed);
+  if (tooLarge.length > 0) {
+    throw new ScenarioError(
+      `${source} is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  ${tooLarge.join("\n  ")}`,
+      "EL_SCENARIO_TOO_LARGE",
+    );
+  }
+  return parsed;
 }
 
 export function loadScenario(file: string): Scenario {
@@ -235,8 +253,10 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
         );
     }
   }
-  if (store.kind !== "dynamodb" && scenario.modes.includes("seed")) {
-    problems.push(`modes: "seed" is the seed's DynamoDB design; it needs store.kind: dynamodb`);
+  if (store.kind !== "dynamodb" && scenario.modes.includes("two-writes")) {
+    problems.push(
+      `modes: "two-writes" is a DynamoDB design (docs/accuracy.md); it needs store.kind: dynamodb`,
+    );
   }
   scenario.traffic.legitimate.forEach((group, i) => {
     for (const region of Object.keys(group.regions ?? {}))

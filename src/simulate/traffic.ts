@@ -1,6 +1,6 @@
 /**
  * The scenario's traffic as arrivals on the event loop: legitimate clients, each with its own
- * rate, region and identity, and attackers (the seed's scraper, the same spread over regions,
+ * rate, region and identity, and attackers (seed document 000's scraper, the same spread over regions,
  * address rotation inside one IPv6 /64, a botnet under the limit per address). Every source
  * draws from its own seeded generator, so the same scenario and seed give the same arrivals in
  * every mode.
@@ -18,6 +18,9 @@ export interface Arrival {
   /** The traffic group (`legitimate.0`, `scraper`), for the report. */
   readonly group: string;
 }
+
+/** The headers a trusted layer sets for a simulated user (offline/policy.ts). */
+export const SIMULATED_USERS = { user: "x-user-id", plan: "x-user-plan" } as const;
 
 export function scheduleTraffic(
   scenario: Scenario,
@@ -47,8 +50,8 @@ export function scheduleTraffic(
       const headers: Record<string, string> =
         group.tier === "authenticated"
           ? {
-              "x-user-id": `u_${g}_${c}`,
-              ...(group.plan === undefined ? {} : { "x-user-plan": group.plan }),
+              [SIMULATED_USERS.user]: `u_${g}_${c}`,
+              ...(group.plan === undefined ? {} : { [SIMULATED_USERS.plan]: group.plan }),
             }
           : {};
       const next = (at: number): void => {

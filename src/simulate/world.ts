@@ -13,13 +13,14 @@ import {
 } from "../stores/dynamodb/client.js";
 import { DynamoDbStore } from "../stores/dynamodb/store.js";
 import { MemoryStore } from "../stores/memory.js";
+import { type OperationCost, TableModel } from "./dynamodb-model/model.js";
 import type { EventLoop } from "./event-loop.js";
 import type { Random } from "./random.js";
 import type { Scenario } from "./scenario.js";
-import { SeedStore } from "./seed-store.js";
-import { type OperationCost, TableModel } from "./table-model.js";
+import { TwoWritesStore } from "./two-writes-store.js";
 
-export type Mode = "seed" | "exact" | "hybrid";
+/** The counting modes a scenario compares (docs/accuracy.md, "The modes"). */
+export type Mode = "two-writes" | "exact" | "hybrid";
 
 const SIM_CREDENTIALS = { accessKeyId: "SIMULATED", secretAccessKey: "simulated" };
 
@@ -148,7 +149,7 @@ export class World {
     if (store.kind === "redis") return this.#redisFor(region);
     const replica = this.nearestReplica(region);
     const transport = this.transportFor(region);
-    if (mode === "seed") {
+    if (mode === "two-writes") {
       const client = new DynamoDbHttpClient({
         region: replica,
         credentials: SIM_CREDENTIALS,
@@ -157,7 +158,7 @@ export class World {
       const pathRules = new Set(
         policy.rules.filter((rule) => rule.pathPrefix !== undefined).map((rule) => rule.id),
       );
-      return new SeedStore(client, store.table, pathRules);
+      return new TwoWritesStore(client, store.table, pathRules);
     }
     return new DynamoDbStore({
       region: replica,

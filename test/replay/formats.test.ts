@@ -1,7 +1,8 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { DOCUMENTED_FIELDS } from "../../src/replay/formats/cloudfront.js";
 import { detectFormat, FORMATS, formatNamed } from "../../src/replay/formats/index.js";
-import { parseFixture } from "./helpers.js";
+import { fixture, parseFixture } from "./helpers.js";
 
 const at = (iso: string) => Date.parse(iso);
 
@@ -193,5 +194,92 @@ describe("format names", () => {
       /give --format, one of cloudfront/,
     );
     expect(FORMATS.map((f) => f.name)).toHaveLength(6);
+  });
+});
+
+describe("lines cut off after their required fields", () => {
+  const parse = (format: string, line: string) =>
+    formatNamed(format)
+      .create({ fields: {}, userField: undefined, planField: undefined })
+      .parse(line, 7);
+
+  it("combined: a user agent without its closing quote is replayed, said to be truncated", () => {
+    const line =
+      '203.0.113.9 - - [01/May/2024:10:00:00 +0000] "GET /api/search?q=1 HTTP/1.1" 200 512 "-" "Mozilla/5.0 (X11; Lin';
+    expect(parse("combined", line)).toMatchObject({
+      ip: "203.0.113.9",
+      time: at("2024-05-01T10:00:00Z"),
+      method: "GET",
+      path: "/api/search?q=1",
+      status: 200,
+      userAgent: "Mozilla/5.0 (X11; Lin",
+      truncated: "cut off: no user agent's end (no closing quote)",
+      line: 7,
+    });
+    // Cut anywhere after the request: still replayed; what is missing is said.
+    const head = '203.0.113.9 - - [01/May/2024:10:00:00 +0000] "GET / HTTP/1.1"';
+    expect(parse("combined", `${head} 200 512 "https://exa`)).toMatchObject({
+      status: 200,
+      truncated: "cut off: no referer (no closing quote), user agent",
+    });
+    expect(parse("combined", `${head} 200 512 "-"`)).toMatchObject({
+      truncated: "cut off: no user agent",
+    });
+    expect(parse("combined", `${head} 20`)).toMatchObject({
+      status: undefined,
+      truncated: "cut off: no bytes, referer, user agent",
+    });
+    expect(parse("common", head)).toMatchObject({
+      path: "/",
+      truncated: "cut off: no status, bytes",
+    });
+    // A whole line is not truncated; one cut inside the request is malformed; one that goes on
+    // with something else than the combined fields is malformed.
+    expect(parse("combined", `${head} 200 512 "-" "curl/8"`)).toMatchObject({
+      truncated: undefined,
+    });
+    expect(parse("combined", `${head.slice(0, -10)}`)).toEqual({
+      failure: "unterminated request field",
+    });
+    expect(parse("combined", `${head} 200 512 - "curl/8"`)).toEqual({
+      failure: 'expected "referer" "user agent" after status and bytes (combined)',
+    });
+  });
+
+  it("ALB: a user agent cut off is truncated; a request cut off is malformed", () => {
+    const line = readFileSync(fixture("alb.log"), "utf8").split("\n")[0] as string;
+    const agent = line.indexOf('"Mozilla');
+    expect(parse("alb", line.slice(0, agent + 12))).toMatchObject({
+      path: "/api/search?q=a%20b",
+      userAgent: "Mozilla/5.0",
+      truncated: "cut off: no user agent's end (no closing quote)",
+    });
+    expect(parse("alb", line.slice(0, agent - 1))).toMatchObject({
+      userAgent: undefined,
+      truncated: "cut off: no user agent",
+    });
+    expect(parse("alb", line.slice(0, agent - 10))).toMatchObject({
+      failure: expect.stringMatching(/expected 14 ALB fields/),
+    });
+    expect(parse("alb", line)).toMatchObject({ truncated: undefined });
+  });
+
+  it("CloudFront: a line missing columns that are read after the required ones is truncated", () => {
+    const lines = readFileSync(fixture("cloudfront.log"), "utf8").split("\n");
+    const parser = formatNamed("cloudfront").create({
+      fields: {},
+      userField: undefined,
+      planField: undefined,
+    });
+    const first = lines.findIndex((text) => !text.startsWith("#"));
+    for (const header of lines.slice(0, first)) parser.parse(header, 0);
+    const whole = lines[first] as string;
+    const cells = whole.split("\t");
+    expect(parser.parse(whole, 1)).toMatchObject({ truncated: undefined });
+    expect(parser.parse(cells.slice(0, 9).join("\t"), 2)).toMatchObject({
+      status: Number(cells[8]),
+      userAgent: undefined,
+      truncated: "cut off after 9 fields",
+    });
   });
 });

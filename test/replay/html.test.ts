@@ -5,6 +5,7 @@ import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { replayLogs } from "../../src/replay/replay.js";
 import { formatHtml } from "../../src/replay/report-html.js";
+import { formatText } from "../../src/replay/report-text.js";
 import { launchChromium, openFilePage } from "../support/chromium.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
@@ -12,6 +13,7 @@ import { combinedLine, fixture, T0 } from "./helpers.js";
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-html-"));
 let browser: BrowserContext | undefined;
 let page: string;
+let text: string;
 
 beforeAll(async () => {
   const lines: string[] = [];
@@ -24,6 +26,7 @@ beforeAll(async () => {
   const result = await replayLogs({ policy: fixture("bands.yaml"), inputs: [log] });
   page = join(dir, "report.html");
   writeFileSync(page, formatHtml(result.report, result.series));
+  text = formatText(result.report);
   browser = await launchChromium(join(dir, "profile"));
 }, 60_000);
 
@@ -67,5 +70,17 @@ describe("the --html page", () => {
 
     expect(errors).toEqual([]);
     expect(requested).toEqual([url]);
+  });
+
+  it("shows the suggested policy change as the text report does", async () => {
+    const { tab } = await openFilePage(browser as BrowserContext, page);
+    const section = text.slice(text.indexOf("Suggested policy change"));
+    const [heading, ...rest] = section.slice(0, section.indexOf("\n\n")).split("\n");
+    const lines = rest.map((line) => line.trim());
+    expect(lines.length).toBeGreaterThan(0);
+    expect(await tab.textContent("h2:has(+ #changes)")).toBe(heading?.replace(/:$/, ""));
+    expect(await tab.$$eval("#changes li", (items) => items.map((li) => li.textContent))).toEqual(
+      lines,
+    );
   });
 });

@@ -106,8 +106,14 @@ describe("a synthetic log with a known answer", () => {
       refusedSubjects: 1,
     });
     expect(rule("bucket")?.peaks.max).toBe(15);
-    // At most 0.1% of 3 subjects is none: the limit that fits is the highest peak.
-    expect(rule("fixed")?.suggestion).toMatchObject({ suggestedLimit: 12, refusedSubjects: 0 });
+    // At most 0.1% of 3 subjects is none: the limit that fits is the highest peak. Five
+    // subject-windows are no evidence for a change: none is suggested.
+    expect(rule("fixed")?.suggestion).toMatchObject({
+      fits: 12,
+      refusedSubjects: 0,
+      subjectWindows: 5,
+      suggestedLimit: null,
+    });
     expect(report.actions).toEqual({ allow: 46, block: 21, challenge: 0, unavailable: 0 });
   });
 
@@ -130,5 +136,83 @@ describe("a synthetic log with a known answer", () => {
     // Peaks 1..100, ten subjects each: 5% is 50 subjects, those with peaks 96..100.
     expect(fixed?.peaks).toMatchObject({ subjects: 1000, p50: 50, p90: 90, p99: 99, max: 100 });
     expect(fixed?.suggestion).toMatchObject({ suggestedLimit: 95, refusedSubjects: 50 });
+  });
+
+  /** A log of /fixed (5 a minute): `[requests in the minute, minutes]` per subject. */
+  async function tuned(
+    subjects: readonly [number, number][],
+    refuseAtMost: number,
+    tighten = false,
+  ) {
+    const lines: { at: number; line: string }[] = [];
+    subjects.forEach(([perMinute, minutes], i) => {
+      const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+      for (let minute = 0; minute < minutes; minute++) {
+        for (let n = 0; n < perMinute; n++) {
+          const at = T0 + minute * 60_000 + n * 500 + (i % 400);
+          lines.push({ at, line: combinedLine(ip, at, "/fixed") });
+        }
+      }
+    });
+    lines.sort((a, b) => a.at - b.at);
+    const log = join(dir, `tuned-${subjects.length}-${refuseAtMost}.log`);
+    writeFileSync(log, `${lines.map((entry) => entry.line).join("\n")}\n`);
+    const { report } = await replayLogs({
+      policy: fixture("algorithms.yaml"),
+      inputs: [log],
+      refuseAtMost,
+      tighten,
+    });
+    return report.rules.find((r) => r.id === "fixed")?.suggestion;
+  }
+
+  it("suggests no change from fewer than 1,000 subject-windows", async () => {
+    // 200 clients, one request each: the limit that fits is 1, but that is no evidence for it.
+    const few = await tuned(
+      Array.from({ length: 200 }, () => [1, 1]),
+      0.001,
+    );
+    expect(few).toMatchObject({ fits: 1, subjectWindows: 200, suggestedLimit: null });
+    expect(few?.withheld).toMatch(/200 subject-windows seen; a suggestion needs 1,000/);
+    // The same clients over five minutes are 1,000 subject-windows: 5 -> 1 admits them all.
+    const enough = await tuned(
+      Array.from({ length: 200 }, () => [1, 5]),
+      0.001,
+    );
+    expect(enough).toMatchObject({ fits: 1, subjectWindows: 1000, suggestedLimit: 1 });
+  });
+
+  it("never suggests a limit below the peak of the subjects it admits today, unless asked", async () => {
+    // 990 clients at 1 a minute and 10 at 4 (under the limit of 5): refusing 1% of them fits 1,
+    // which would start refusing the ten clients who pass today.
+    const subjects: [number, number][] = [
+      ...Array.from({ length: 990 }, (): [number, number] => [1, 1]),
+      ...Array.from({ length: 10 }, (): [number, number] => [4, 1]),
+    ];
+    expect(await tuned(subjects, 0.01)).toMatchObject({
+      fits: 1,
+      admittedPeak: 4,
+      suggestedLimit: 4,
+      refusedSubjects: 0,
+    });
+    expect(await tuned(subjects, 0.01, true)).toMatchObject({
+      fits: 1,
+      suggestedLimit: 1,
+      refusedSubjects: 10,
+    });
+  });
+
+  it("does not raise a limit to admit the one scraper it refuses when the share can refuse no one", async () => {
+    // 100 clients at 1 a minute for 12 minutes and one scraper at 30 a minute: 0.1% of 101
+    // subjects is none, so what fits is the scraper's peak; raising 5 to 30 is not suggested.
+    const subjects: [number, number][] = [
+      ...Array.from({ length: 100 }, (): [number, number] => [1, 12]),
+      [30, 12],
+    ];
+    const scraped = await tuned(subjects, 0.001);
+    expect(scraped).toMatchObject({ fits: 30, suggestedLimit: null, subjectWindows: 1212 });
+    expect(scraped?.withheld).toMatch(
+      /refuses none: a higher limit would admit the heaviest subject \(peak 30\)/,
+    );
   });
 });

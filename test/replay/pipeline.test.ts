@@ -7,6 +7,8 @@ import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { ReplayError } from "../../src/replay/errors.js";
 import { type ReplayOptions, replayLogs } from "../../src/replay/replay.js";
+import { formatText } from "../../src/replay/report-text.js";
+import { onTerminal } from "../support/terminal.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-"));
@@ -184,6 +186,26 @@ describe("edgelimit replay --json", () => {
     expect(report.start).toBe("2024-05-01T10:00:00.000Z");
   });
 
+  it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
+    // Long enough to run past the first half second: 300,000 lines.
+    const many: string[] = [];
+    for (let i = 0; i < 300_000; i++) {
+      many.push(combinedLine(`198.51.100.${i % 200}`, T0 + Math.floor(i / 50) * 1000, "/"));
+    }
+    const big = write("progress.log", many);
+    const main = join(import.meta.dirname, "../../src/cli/main.ts");
+    const args = ["--import", "tsx", main, "replay", "--policy", fixture("bands.yaml"), big];
+    const { code, output } = onTerminal([process.execPath, ...args]);
+    expect(code).toBe(0);
+    expect(output).toMatch(
+      /\r[\d,]+ lines, [\d,]+ lines\/s, [\d.]+ MB of [\d.]+ MB read(, ETA \d+ s)?/,
+    );
+    expect(output).toContain("\r\u001b[Kedgelimit replay:");
+    expect(onTerminal([process.execPath, ...args, "--no-progress"]).output).not.toContain(
+      "lines/s",
+    );
+  }, 120_000);
+
   it("--compare shows a second policy on the same traffic", () => {
     const { code, stdout } = cli(
       "--policy",
@@ -222,5 +244,110 @@ describe("edgelimit replay --json", () => {
     );
     expect(seed.code).toBe(0);
     expect(JSON.parse(seed.stdout).requests).toBe(13);
+  });
+});
+
+describe("bounded input", () => {
+  const two = `${combinedLine("203.0.113.1", T0, "/")}\n${combinedLine("203.0.113.1", T0 + 1, "/")}\n`;
+
+  it("stops at a line longer than 1 MiB, naming it, without reading the rest of the input", async () => {
+    let pulled = 0;
+    // 64 MiB with no newline after two good lines, made as it is read: the old reader held it
+    // all and searched all of it again for each 1 MiB that came (3.3 s, 0.69 GB).
+    async function* input(): AsyncGenerator<Buffer> {
+      yield Buffer.from(two);
+      const mebibyte = Buffer.alloc(1 << 20, 0x61);
+      for (let i = 0; i < 64; i++) {
+        pulled++;
+        yield mebibyte;
+      }
+    }
+    await expect(
+      replayLogs({
+        policy: fixture("bands.yaml"),
+        inputs: ["-"],
+        stdin: input() as unknown as NodeJS.ReadableStream,
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_REPLAY_INPUT",
+      message: expect.stringMatching(/^stdin:3: a line longer than 1,048,576 characters/),
+    });
+    expect(pulled).toBeLessThanOrEqual(2);
+  });
+
+  it("names an over-long line that arrives whole, between others", async () => {
+    const text = `${two}${"b".repeat((1 << 20) + 1)}\n${two}`;
+    await expect(
+      replayLogs({
+        policy: fixture("bands.yaml"),
+        inputs: [write("long-line.log", Buffer.from(text))],
+      }),
+    ).rejects.toMatchObject({
+      code: "EL_REPLAY_INPUT",
+      message: expect.stringMatching(/long-line\.log:3: a line longer than/),
+    });
+    // A line of exactly 1 MiB is read (and is malformed, being no log line).
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("mebibyte-line.log", Buffer.from(`${two}${"b".repeat(1 << 20)}\n${two}`))],
+    });
+    expect(report).toMatchObject({ requests: 4, malformed: 1 });
+  });
+});
+
+describe("what a line may not say", () => {
+  it("reports a JSON time beyond any date as a malformed line, with its number", async () => {
+    // It used to end the run with `Invalid time value` and no line number.
+    const lines = [
+      JSON.stringify({ ip: "203.0.113.1", time: T0, path: "/" }),
+      JSON.stringify({ ip: "203.0.113.1", time: 1e300, path: "/" }),
+      JSON.stringify({ ip: "203.0.113.1", time: T0 + 1000, path: "/" }),
+    ];
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("far-future.jsonl", lines)],
+    });
+    expect(report).toMatchObject({ requests: 2, malformed: 1 });
+    expect(report.errors[0]).toMatchObject({ line: 2, reason: "no usable time (1e+300)" });
+  });
+
+  it("counts an address the limiter cannot read as a malformed line, not as ip:unknown", async () => {
+    const lines = [
+      combinedLine("999.1.2.3", T0, "/"),
+      combinedLine("crawl-66-249-66-1.googlebot.com", T0 + 1, "/"),
+      combinedLine("203.0.113.1", T0 + 2, "/"),
+      combinedLine("2001:db8::1", T0 + 3, "/"),
+      combinedLine("2001:db8::g", T0 + 4, "/"),
+      combinedLine("-", T0 + 5, "/"),
+    ];
+    const { report } = await replayLogs({
+      policy: fixture("bands.yaml"),
+      inputs: [write("addresses.log", lines)],
+    });
+    expect(report.malformed).toBe(3);
+    expect(report.errors.map((error) => [error.line, error.reason])).toEqual([
+      [1, '"999.1.2.3" is not an IP address'],
+      [2, '"crawl-66-249-66-1.googlebot.com" is not an IP address'],
+      [5, '"2001:db8::g" is not an IP address'],
+    ]);
+    // The line with no address at all ("-") is replayed, as anonymous traffic without one.
+    expect(report.requests).toBe(3);
+  });
+
+  it("replays an Apache line cut off in its user agent, and reports it as truncated", async () => {
+    const whole = combinedLine("203.0.113.5", T0, "/", "Mozilla/5.0 (X11; Linux x86_64)");
+    const cut = combinedLine("203.0.113.5", T0 + 1000, "/", "Mozilla/5.0 (X11; Linux x86_64)");
+    const log = write("cut.log", [whole, cut.slice(0, -12)]);
+    const { report } = await replayLogs({ policy: fixture("bands.yaml"), inputs: [log] });
+    expect(report).toMatchObject({ requests: 2, malformed: 0, truncated: 1 });
+    expect(report.truncatedLines[0]).toMatchObject({
+      line: 2,
+      reason: "cut off: no user agent's end (no closing quote)",
+    });
+    const text = formatText(report);
+    expect(text).toContain(
+      "1 truncated lines replayed (cut off after their address, time and request)",
+    );
+    expect(text).toMatch(/Truncated lines \(first 1 of 1\):\n {2}.*cut\.log:2: cut off/);
   });
 });

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { onTerminal } from "../support/terminal.js";
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-simulate-cli-"));
@@ -33,7 +34,9 @@ describe("edgelimit simulate (the command)", () => {
   it("prints the modes side by side, and with --json the report the expectation file holds", async () => {
     const text = await edgelimit(CI);
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/^\s+seed\s+exact\s+hybrid$/m);
+    // Not a terminal: no progress line.
+    expect(text.stderr).toBe("");
+    expect(text.stdout).toMatch(/^\s+two-writes\s+exact\s+hybrid$/m);
     expect(text.stdout).toContain("lost increments");
     const json = await edgelimit(CI, "--json");
     expect(json.stdout).toBe(readFileSync("test/simulate/expected/ci.json", "utf8"));
@@ -44,8 +47,20 @@ describe("edgelimit simulate (the command)", () => {
     const result = await edgelimit(CI, "--seed", "9", "--html", page);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("(seed 9)");
-    expect(readFileSync(page, "utf8")).toContain("<svg");
+    expect(readFileSync(page, "utf8")).toContain("edgelimitChart(chart.target, chart.spec)");
   }, 60_000);
+
+  it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
+    const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", CI];
+    const { code, output } = onTerminal(command);
+    expect(code).toBe(0);
+    // At most twice a second: how many lines appear depends on the machine's pace.
+    expect(output).toMatch(
+      /\rsimulating (two-writes|exact|hybrid) \(mode [123] of 3\): \d+:\d\d of 2:00 simulated, ETA \d+ s/,
+    );
+    expect(output).toContain("\r\u001b[Kedgelimit simulate: ci (seed 7)");
+    expect(onTerminal([...command, "--no-progress"]).output).not.toContain("simulating");
+  }, 120_000);
 
   it("exits 2 with a clear message on bad input", async () => {
     const bad = join(dir, "bad.yaml");
@@ -60,6 +75,18 @@ describe("edgelimit simulate (the command)", () => {
     expect((await edgelimit()).code).toBe(2);
     expect((await edgelimit(CI, "--seed", "x")).stderr).toContain(
       "--seed x: expected a whole number",
+    );
+    const huge = join(dir, "huge.yaml");
+    writeFileSync(
+      huge,
+      readFileSync(CI, "utf8")
+        .replace("- clients: 40", "- clients: 200000000")
+        .replace("policy: ../../../examples", `policy: ${resolve("examples")}`),
+    );
+    const tooLarge = await edgelimit(huge);
+    expect(tooLarge.code).toBe(2);
+    expect(tooLarge.stderr).toContain(
+      'huge.yaml is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  traffic.legitimate: 200,000,010 clients in all',
     );
     const missing = await edgelimit(join(dir, "none.yaml"));
     expect(missing.code).toBe(2);

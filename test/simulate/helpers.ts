@@ -8,17 +8,17 @@ export function fixtureScenario(name: string): Scenario {
   return loadScenario(resolve(FIXTURES, name));
 }
 
-/** A scenario from an object, its policy the seed's. */
+/** A scenario from an object, its policy seed document 000's (examples/policies/cloudfront.yaml). */
 export function scenarioOf(input: Record<string, unknown>): Scenario {
   return parseScenario({ policy: POLICY, ...input }, FIXTURES, "test scenario");
 }
 
-/** Two regions, a global table of two replicas, the seed's policy, Lambda@Edge. */
+/** Two regions, a global table of two replicas, seed document 000's policy, Lambda@Edge. */
 export function twoRegions(overrides: Record<string, unknown> = {}): Scenario {
   return scenarioOf({
     name: "two-regions",
     duration: "60s",
-    modes: ["seed", "exact"],
+    modes: ["two-writes", "exact"],
     regions: { "us-east-1": {}, "eu-west-1": {} },
     store: {
       kind: "dynamodb",

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { parseCondition, parseUpdate } from "../../src/simulate/dynamodb-model/expressions.js";
+import { TableModel } from "../../src/simulate/dynamodb-model/model.js";
 import { EventLoop } from "../../src/simulate/event-loop.js";
-import { parseCondition, parseUpdate } from "../../src/simulate/expressions.js";
 import { Random } from "../../src/simulate/random.js";
-import { TableModel } from "../../src/simulate/table-model.js";
 import { DynamoDbError } from "../../src/stores/dynamodb/client.js";
 
 describe("the event loop", () => {

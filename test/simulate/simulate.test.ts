@@ -12,7 +12,7 @@ describe("edgelimit simulate", () => {
   }, 60_000);
 
   it("reads no wall clock and no Math.random on the simulation path", async () => {
-    const scenario = twoRegions({ modes: ["seed", "exact", "hybrid"], duration: "20s" });
+    const scenario = twoRegions({ modes: ["two-writes", "exact", "hybrid"], duration: "20s" });
     const expected = JSON.stringify(await simulate(scenario));
     const forbidden = () => {
       throw new Error("the simulation read the wall clock or Math.random");
@@ -31,22 +31,22 @@ describe("edgelimit simulate", () => {
     expect(report).toBe(expected);
   }, 60_000);
 
-  it("loses the seed design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {
+  it("loses the two-writes design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {
     const report = await simulate(twoRegions());
-    const [seed, exact] = report.modes;
+    const [twoWrites, exact] = report.modes;
     // Both regions ADD to one shared item: about half the increments are overwritten.
-    expect(seed?.lostIncrements.share).toBeGreaterThan(0.3);
+    expect(twoWrites?.lostIncrements.share).toBeGreaterThan(0.3);
     expect(exact?.lostIncrements.lost).toBe(0);
     expect(exact?.lostIncrements.counted).toBeGreaterThan(0);
-    // The seed writes on for every blocked request; the block cache answers them instead.
-    expect(seed?.store.subjects.busy.maxOperationsPerRequest).toBeGreaterThanOrEqual(1);
+    // Two-writes writes on for every blocked request; the block cache answers them instead.
+    expect(twoWrites?.store.subjects.busy.maxOperationsPerRequest).toBeGreaterThanOrEqual(1);
     expect(exact?.store.subjects.busy.maxOperationsPerRequest).toBeLessThan(0.1);
   }, 60_000);
 
-  it("runs the seed's design as written: two sequential writes, the global rule skipped after a path refusal", async () => {
+  it("runs the two-writes design as written: two sequential writes, the global rule skipped after a path refusal", async () => {
     const scenario = scenarioOf({
       duration: "60s",
-      modes: ["seed"],
+      modes: ["two-writes"],
       regions: { "us-east-1": {} },
       store: {
         kind: "dynamodb",
@@ -64,10 +64,10 @@ describe("edgelimit simulate", () => {
     const report = await simulate(scenario, {
       onDecision: (_mode, _arrival, decision) => latencies.push(decision.durationMs),
     });
-    const [seed] = report.modes;
+    const [twoWrites] = report.modes;
     // /api/reports allows 5 a minute: five requests write both rules, five only the path rule.
-    expect(seed?.admitted).toBe(5);
-    expect(seed?.store.writeUnits).toBe(5 * 2 + 5);
+    expect(twoWrites?.admitted).toBe(5);
+    expect(twoWrites?.store.writeUnits).toBe(5 * 2 + 5);
     // One round trip after another, for the admitted: 12 ms; 6 ms for the refused.
     expect(latencies).toEqual([12, 12, 12, 12, 12, 6, 6, 6, 6, 6]);
   }, 60_000);
@@ -130,13 +130,47 @@ describe("edgelimit simulate", () => {
     ).toThrow(/store\.rttMs\.eu-west-1\.us-east-1: give the round trip/);
     expect(() =>
       twoRegions({ store: { kind: "redis", rttMs: { "us-east-1": 1, "eu-west-1": 70 } } }),
-    ).toThrow(/modes: "seed" is the seed's DynamoDB design/);
+    ).toThrow(/modes: "two-writes" is a DynamoDB design/);
     expect(() =>
       twoRegions({
         traffic: { attackers: [{ kind: "flood", requestsPerSecond: 1, regions: ["x"] }] },
       }),
     ).toThrow(/traffic\.attackers\.0\.kind/);
     expect(() => twoRegions({ colour: "blue" })).toThrow(/colour/);
+  });
+
+  it("refuses a scenario beyond its documented size, at once, naming the bound", () => {
+    // 200,000,000 clients used to grow to 2 GB and die with signal 11 and no message.
+    const started = performance.now();
+    expect(() =>
+      twoRegions({ traffic: { legitimate: [{ clients: 200_000_000, requestsPerMinute: 1 }] } }),
+    ).toThrow(
+      /200,000,000 clients in all; simulate holds every client from the start and takes at most 1,000,000/,
+    );
+    expect(performance.now() - started).toBeLessThan(1000);
+    const rotation = {
+      attackers: [{ kind: "ipv6-rotation", requestsPerSecond: 800, regions: ["us-east-1"] }],
+    };
+    expect(() => twoRegions({ duration: "1h", traffic: rotation })).toThrow(
+      /about 2,880,000 subject-windows .* takes at most 1,000,000/,
+    );
+    expect(() =>
+      twoRegions({
+        duration: "2000h",
+        traffic: {
+          attackers: [{ kind: "scraper", requestsPerSecond: 800, regions: ["us-east-1"] }],
+        },
+      }),
+    ).toThrow(/about 5,760,000,000 requests per mode .* at most 100,000,000/);
+    let thrown: unknown;
+    try {
+      twoRegions({ duration: "1h", traffic: rotation });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: "EL_SCENARIO_TOO_LARGE" });
+    // Just under the bounds is a scenario like any other.
+    expect(() => twoRegions({ duration: "20m", traffic: rotation })).not.toThrow();
   });
 
   it("simulates a Redis primary and per-process memory stores with the same engine", async () => {

@@ -15,24 +15,30 @@ const TYPES = new Set(["http", "https", "h2", "grpcs", "ws", "wss"]);
 const FIELD = { time: 1, client: 3, status: 8, request: 12, userAgent: 13 } as const;
 const NEEDED = FIELD.userAgent + 1;
 
-/** The first `count` fields of a line, quoted ones without their quotes. */
-function fields(line: string, count: number): string[] | undefined {
-  const out: string[] = [];
+/**
+ * The first `count` fields of a line, quoted ones without their quotes, or as many as the line
+ * has; `open` when the line ends inside the last one's quotes (cut off mid-field).
+ */
+function fields(line: string, count: number): { cells: string[]; open: boolean } {
+  const cells: string[] = [];
   let i = 0;
-  while (out.length < count && i < line.length) {
+  while (cells.length < count && i < line.length) {
     if (line.charCodeAt(i) === 34) {
       const close = line.indexOf('"', i + 1);
-      if (close === -1) return undefined;
-      out.push(line.slice(i + 1, close));
+      if (close === -1) {
+        cells.push(line.slice(i + 1));
+        return { cells, open: true };
+      }
+      cells.push(line.slice(i + 1, close));
       i = close + 2;
     } else {
       let end = line.indexOf(" ", i);
       if (end === -1) end = line.length;
-      out.push(line.slice(i, end));
+      cells.push(line.slice(i, end));
       i = end + 1;
     }
   }
-  return out.length === count ? out : undefined;
+  return { cells, open: false };
 }
 
 class AlbParser implements LineParser {
@@ -43,8 +49,16 @@ class AlbParser implements LineParser {
   }
 
   parse(line: string, lineNumber: number): ParseResult {
-    const cells = fields(line, NEEDED);
-    if (cells === undefined) return failure(`expected ${NEEDED} ALB fields up to "user_agent"`);
+    const { cells, open } = fields(line, NEEDED);
+    // Up to the request, every field is needed whole; the user agent may be cut off.
+    const requestWhole = cells.length > FIELD.request + 1 || (cells.length === NEEDED - 1 && !open);
+    if (!requestWhole) return failure(`expected ${NEEDED} ALB fields up to "user_agent"`);
+    const truncated =
+      cells.length < NEEDED
+        ? "cut off: no user agent"
+        : open
+          ? "cut off: no user agent's end (no closing quote)"
+          : undefined;
     const time = parseIsoTime(cells[FIELD.time] as string);
     if (Number.isNaN(time)) return failure(`bad time "${cells[FIELD.time]}"`);
     const request = cells[FIELD.request] as string;
@@ -66,6 +80,7 @@ class AlbParser implements LineParser {
       undefined,
       undefined,
       lineNumber,
+      truncated,
     );
   }
 }

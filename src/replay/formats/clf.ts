@@ -35,6 +35,9 @@ class ClfParser implements LineParser {
   readonly #withUser: boolean;
   #lastTimeText = "";
   #lastTime = 0;
+  #status: number | undefined;
+  #userAgent: string | undefined;
+  #truncated: string | undefined;
 
   constructor(combined: boolean, options: FormatOptions) {
     this.#combined = combined;
@@ -70,19 +73,8 @@ class ClfParser implements LineParser {
     if (methodEnd <= 0) return failure(`request "${request}" is not METHOD TARGET PROTOCOL`);
     const target = request.slice(methodEnd + 1, targetEnd === -1 ? request.length : targetEnd);
     if (target === "") return failure(`request "${request}" has no target`);
-    const statusStart = requestEnd + 2;
-    const statusEnd = line.indexOf(" ", statusStart);
-    const status = Number(line.slice(statusStart, statusEnd === -1 ? line.length : statusEnd));
-    let userAgent: string | undefined;
-    if (this.#combined) {
-      const bytesEnd = statusEnd === -1 ? -1 : line.indexOf(" ", statusEnd + 1);
-      const refererEnd = bytesEnd === -1 ? -1 : closingQuote(line, bytesEnd + 2);
-      const agentEnd = refererEnd === -1 ? -1 : closingQuote(line, refererEnd + 3);
-      if (agentEnd === -1 || line.charCodeAt(bytesEnd + 1) !== 34) {
-        return failure('expected "referer" "user agent" after status and bytes (combined)');
-      }
-      userAgent = orUndefined(unescapeQuoted(line.slice(refererEnd + 3, agentEnd)));
-    }
+    const problem = this.#tail(line, requestEnd);
+    if (problem !== undefined) return failure(problem);
     let user: string | undefined;
     if (this.#withUser) {
       const identEnd = line.indexOf(" ", hostEnd + 1);
@@ -93,13 +85,65 @@ class ClfParser implements LineParser {
       orUndefined(line.slice(0, hostEnd)),
       request.slice(0, methodEnd),
       pathOfTarget(unescapeQuoted(target)),
-      userAgent,
-      Number.isNaN(status) ? undefined : status,
+      this.#userAgent,
+      this.#status,
       user,
       undefined,
       lineNumber,
+      this.#truncated,
     );
   }
+
+  /**
+   * What follows the request: status and bytes, then for combined `"referer" "user agent"`, read
+   * into #status, #userAgent and #truncated (fields, not a new object per line). A line that ends
+   * early (a log cut off mid-line, the last field without its closing quote) keeps what it has
+   * and says in #truncated what is missing; a line that goes on with something else is
+   * malformed: the reason is returned.
+   */
+  #tail(line: string, requestEnd: number): string | undefined {
+    const end = line.length;
+    this.#status = undefined;
+    this.#userAgent = undefined;
+    this.#truncated = undefined;
+    const statusEnd = line.indexOf(" ", requestEnd + 2);
+    if (statusEnd === -1) {
+      // The status may itself be cut short: it is not trusted.
+      const missing = requestEnd + 2 >= end ? "status, bytes" : "bytes";
+      this.#truncated = cut(this.#combined ? `${missing}, referer, user agent` : missing);
+      return undefined;
+    }
+    const status = Number(line.slice(requestEnd + 2, statusEnd));
+    this.#status = Number.isNaN(status) ? undefined : status;
+    if (!this.#combined) return undefined;
+    const bytesEnd = line.indexOf(" ", statusEnd + 1);
+    if (bytesEnd === -1 || bytesEnd + 1 === end) {
+      this.#truncated = cut("referer, user agent");
+      return undefined;
+    }
+    if (line.charCodeAt(bytesEnd + 1) !== 34) return COMBINED_TAIL_EXPECTED;
+    const refererEnd = closingQuote(line, bytesEnd + 2);
+    if (refererEnd === -1 || refererEnd + 2 >= end) {
+      this.#truncated = cut(
+        refererEnd === -1 ? "referer (no closing quote), user agent" : "user agent",
+      );
+      return undefined;
+    }
+    if (line.charCodeAt(refererEnd + 1) !== 32 || line.charCodeAt(refererEnd + 2) !== 34) {
+      return COMBINED_TAIL_EXPECTED;
+    }
+    const agentEnd = closingQuote(line, refererEnd + 3);
+    const agent = line.slice(refererEnd + 3, agentEnd === -1 ? end : agentEnd);
+    this.#userAgent = orUndefined(unescapeQuoted(agent));
+    if (agentEnd === -1) this.#truncated = cut("user agent's end (no closing quote)");
+    return undefined;
+  }
+}
+
+const COMBINED_TAIL_EXPECTED = 'expected "referer" "user agent" after status and bytes (combined)';
+
+function cut(missing: string): string {
+  return `cut off: no ${missing}`;
 }
 
 export const combined: LogFormat = {

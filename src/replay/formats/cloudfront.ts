@@ -61,6 +61,8 @@ interface Columns {
   readonly plan: number;
   /** The highest index needed: a line with fewer columns is malformed. */
   readonly needed: number;
+  /** The highest index read: a line with fewer columns (but all needed) was cut off. */
+  readonly read: number;
 }
 
 function columnsOf(names: readonly string[], options: FormatOptions): Columns | string {
@@ -85,7 +87,8 @@ function columnsOf(names: readonly string[], options: FormatOptions): Columns | 
     return `--user-field ${options.userField}: no such column in #Fields`;
   }
   const needed = Math.max(columns.date, columns.time, columns.ip, columns.stem);
-  return { ...columns, needed };
+  const read = Math.max(needed, ...Object.values(columns));
+  return { ...columns, needed, read };
 }
 
 class CloudFrontParser implements LineParser {
@@ -140,6 +143,7 @@ class CloudFrontParser implements LineParser {
       columns.user === -1 ? undefined : orUndefined(cells[columns.user]),
       columns.plan === -1 ? undefined : orUndefined(cells[columns.plan]),
       lineNumber,
+      cells.length > columns.read ? undefined : `cut off after ${cells.length} fields`,
     );
   }
 }

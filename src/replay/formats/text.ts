@@ -84,16 +84,20 @@ export function parseIsoTime(text: string): number {
   return Date.parse(text);
 }
 
+/** The latest time a JavaScript date can hold, epoch ms (year 275760). */
+const LAST_DATE_MS = 8.64e15;
+
 /**
  * A timestamp written as a number: seconds, milliseconds, microseconds or nanoseconds since the
- * epoch, told apart by size (any date between 2001 and 2286 is unambiguous).
+ * epoch, told apart by size (any date between 2001 and 2286 is unambiguous). NaN beyond what a
+ * date can hold (`1e300`), so that such a line is malformed rather than a date no report can
+ * print.
  */
 export function epochToMs(value: number): number {
   if (!Number.isFinite(value) || value <= 0) return Number.NaN;
-  if (value < 1e11) return value * 1000;
-  if (value < 1e14) return value;
-  if (value < 1e17) return value / 1000;
-  return value / 1e6;
+  const ms =
+    value < 1e11 ? value * 1000 : value < 1e14 ? value : value < 1e17 ? value / 1000 : value / 1e6;
+  return ms > LAST_DATE_MS ? Number.NaN : ms;
 }
 
 /** A time field of a JSON log: a number (see `epochToMs`), a numeric string or an ISO string. */

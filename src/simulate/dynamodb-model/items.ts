@@ -1,6 +1,6 @@
 /** The table model's items: their versions in each replica, and the helpers that read them. */
-import type { AttributeValue } from "../stores/dynamodb/client.js";
-import { DynamoDbError } from "../stores/dynamodb/client.js";
+import type { AttributeValue } from "../../stores/dynamodb/client.js";
+import { DynamoDbError } from "../../stores/dynamodb/client.js";
 import { type Attributes, type Bindings, type Condition, evaluate } from "./expressions.js";
 
 export interface Version {

@@ -1,6 +1,6 @@
 /**
  * An in-process model of DynamoDB tables, single-region or Global Tables, that the real
- * `DynamoDbStore` (and the seed's design) talk to through the simulator's transport.
+ * `DynamoDbStore` (and the two-writes design's store) talk to through the simulator's transport.
  *
  * Each replica holds its own copy of each item. A write changes the local copy at once (reads
  * in that replica see it, strongly consistent or not). The new version of the whole item
@@ -16,8 +16,8 @@
  * consistent read 1 read unit, an eventually consistent one 0.5 (items under 4 KB).
  */
 
-import type { AttributeValue } from "../stores/dynamodb/client.js";
-import { DynamoDbError } from "../stores/dynamodb/client.js";
+import type { AttributeValue } from "../../stores/dynamodb/client.js";
+import { DynamoDbError } from "../../stores/dynamodb/client.js";
 import {
   type Attributes,
   attributeName,
@@ -36,7 +36,7 @@ import {
   text,
   type Version,
   VersionQueue,
-} from "./table-items.js";
+} from "./items.js";
 
 /** What each call cost, for the simulator's accounting. */
 export interface OperationCost {

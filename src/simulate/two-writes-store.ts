@@ -1,12 +1,13 @@
 /**
- * Seed 000's design as written, behind the `Store` contract so the real engine can drive it:
- * one shared item per counter and window (no per-region items: `PK` the counter, `SK` the
+ * The two-writes design (docs/accuracy.md defines it: the original CloudFront + DynamoDB design
+ * of seed document 000, as written), behind the `Store` contract so the real engine can drive
+ * it: one shared item per counter and window (no per-region items: `PK` the counter, `SK` the
  * window), one `UpdateItem` per rule, *sequential* (the path rule first, then the global rule,
  * which is not counted when the path rule refused), each region writing its nearest replica,
- * and a failed call counted as allowed (the seed's `catch`: fail open). The engine runs it with
- * no block cache and no time budget (the seed has neither), so blocked clients keep writing.
- * The calls are real DynamoDB JSON operations through the same transport and table model as the
- * real store's.
+ * and a failed call counted as allowed (the design's `catch`: fail open). The engine runs it
+ * with no block cache and no time budget (the design has neither), so blocked clients keep
+ * writing. The calls are real DynamoDB JSON operations through the same transport and table
+ * model as the real store's.
  */
 import type { CounterSpec, CounterState, Store } from "../core/types.js";
 import { windowAt } from "../core/windows.js";
@@ -15,14 +16,14 @@ import type { DynamoDbHttpClient } from "../stores/dynamodb/client.js";
 const UPDATE = "ADD #c :one SET #t = if_not_exists(#t, :ttl)";
 const NAMES = Object.freeze({ "#c": "count", "#t": "ttl" });
 
-export class SeedStore implements Store {
-  readonly name = "seed-dynamodb";
+export class TwoWritesStore implements Store {
+  readonly name = "two-writes-dynamodb";
   readonly local = false;
   readonly #client: DynamoDbHttpClient;
   readonly #table: string;
   readonly #pathRules: ReadonlySet<string>;
 
-  /** `pathRules`: the ids of the per-path rules, which the seed checks first. */
+  /** `pathRules`: the ids of the per-path rules, which the design checks first. */
   constructor(client: DynamoDbHttpClient, table: string, pathRules: ReadonlySet<string>) {
     this.#client = client;
     this.#table = table;
@@ -40,7 +41,7 @@ export class SeedStore implements Store {
       const spec = counters[i] as CounterSpec;
       const { index, end } = windowAt(spec.window, now);
       if (refused) {
-        // The seed returned at the first refusal: this counter was never incremented.
+        // The design returned at the first refusal: this counter was never incremented.
         states[i] = {
           allowed: true,
           count: 0,
@@ -70,7 +71,7 @@ export class SeedStore implements Store {
         count = Number(answer.Attributes?.count?.N ?? 1);
         allowed = count <= spec.limit;
       } catch {
-        // "Si DynamoDB falla, dejamos pasar": the seed's fail open, per call.
+        // "Si DynamoDB falla, dejamos pasar" (seed 000): fail open, per call.
       }
       states[i] = {
         allowed,

@@ -6,7 +6,7 @@
  * expression is parsed once and cached by its text (`ExpressionCache`): the names and values
  * it refers to are looked up on each call.
  */
-import type { AttributeValue } from "../stores/dynamodb/client.js";
+import type { AttributeValue } from "../../stores/dynamodb/client.js";
 
 export type Attributes = Record<string, AttributeValue>;
 
