@@ -16,6 +16,7 @@ import { type CountedDecision, cachedBlock, decideFromCounts, failMode } from ".
 import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
+  CounterSpec,
   CounterState,
   PassVerifier,
   RequestDescription,
@@ -218,8 +219,60 @@ export class DecisionEngine {
     passVerified: boolean | undefined,
   ): Decision | Promise<Decision> {
     const verified = passVerified === true;
+    const counters = prepared.counters.countersFor(
+      match.compiled,
+      identity,
+      request.cost,
+      verified,
+    );
+    return this.#apply(prepared, request, identity, path, started, match, counters, verified);
+  }
+
+  /**
+   * Decides for counters its caller matched itself rather than for a request: the rate limit
+   * service (src/rls/) matches Envoy's descriptors against its own configuration, then the
+   * counters go to the store exactly as `decide`'s do, in one call under the policy's budget,
+   * with the block cache and the rules' fail modes. `rules[i]` is the rule `counters[i]`
+   * counts for; `subject` and `path` are what the decision reports.
+   */
+  decideCounters(
+    rules: readonly ResolvedRule[],
+    counters: readonly CounterSpec[],
+    subject: string,
+    path: string,
+  ): Decision | Promise<Decision> {
+    const started = this.#clock();
+    const identity: Identity = {
+      tier: "anonymous",
+      plan: undefined,
+      ipSubject: subject,
+      userSubject: undefined,
+      address: undefined,
+    };
+    const match: Match = {
+      compiled: rules.map((rule) => ({
+        rule,
+        ordinal: -1,
+        keySuffix: "",
+        methods: undefined,
+        plans: undefined,
+      })),
+      rules,
+    };
+    return this.#apply(this.#prepared, { path }, identity, path, started, match, counters, false);
+  }
+
+  #apply(
+    prepared: Prepared,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    started: number,
+    match: Match,
+    counters: readonly CounterSpec[],
+    verified: boolean,
+  ): Decision | Promise<Decision> {
     const { compiled, rules } = match;
-    const counters = prepared.counters.countersFor(compiled, identity, request.cost, verified);
     const blocked = this.#blockCache?.blockedUntil(counters, started);
     if (blocked !== undefined) {
       const at = counters.findIndex((counter) => counter.key === blocked.key);
