@@ -45,6 +45,31 @@ const ALLOWED: Record<string, readonly string[]> = {
   core: [],
   http: ["core"],
   policy: ["core", "package:yaml", "package:zod", "package:node:fs"],
+  /**
+   * The rate limit service, a server beside the gateway: it decides through the core and the
+   * limiter, reads policies and its own YAML, and shares the gateway's admin listener. It never
+   * reaches into stores (the CLI opens them) or other runtimes' adapters beyond node's.
+   */
+  rls: [
+    "core",
+    "http",
+    "policy",
+    "limiter",
+    "metrics",
+    "challenge",
+    "adapters",
+    "gateway",
+    "package:@grpc/grpc-js",
+    "package:pino",
+    "package:prom-client",
+    "package:yaml",
+    "package:zod",
+    "package:node:crypto",
+    "package:node:fs",
+    "package:node:http",
+    "package:node:net",
+    "package:node:path",
+  ],
 };
 
 function violations(layer: string): string[] {
@@ -72,6 +97,10 @@ describe("the layers", () => {
 
   it("lets policy/ build on core/ (and its parsers) only", () => {
     expect(violations("policy")).toEqual([]);
+  });
+
+  it("lets rls/ decide through the core and the limiter, and serve beside the gateway", () => {
+    expect(violations("rls")).toEqual([]);
   });
 
   it("would see a violation: the check reads imports of every kind", () => {

@@ -105,6 +105,15 @@ describe("two rls processes on one redis-server", () => {
     expect(await admittedOfConcurrentCalls(clients, "single")).toBe(LIMIT);
   });
 
+  it("answers a descriptor it saw refused from its block cache, without a script call", async () => {
+    const client = clients[0] as RlsClient;
+    const before = await scriptCalls(redis.server.port);
+    for (let i = 0; i < 20; i++) {
+      expect((await client.shouldRateLimit(tenant("single"))).overall_code).toBe("OVER_LIMIT");
+    }
+    expect((await scriptCalls(redis.server.port)) - before).toBe(0);
+  });
+
   it("counts all of a request's descriptors in one script call", async () => {
     const client = clients[0] as RlsClient;
     const before = await scriptCalls(redis.server.port);
