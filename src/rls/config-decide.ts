@@ -19,16 +19,15 @@
  */
 import type { DecisionEngine } from "../core/engine.js";
 import { EdgelimitError } from "../core/errors.js";
-import { counterKey, escapeKeyPart } from "../core/keys.js";
+import { escapeKeyPart } from "../core/keys.js";
 import type { ResolvedRule } from "../core/model.js";
 import type { CounterSpec, CounterState } from "../core/types.js";
 import { type DecisionRecord, type RlsAnswer, retryAfterHeader } from "./answer.js";
-import { type ConfiguredLimit, descriptorRules, type RlsConfig } from "./config.js";
+import { type ConfiguredLimit, descriptorRules, type RlsConfig, reportedLimits } from "./config.js";
 import { findLimit } from "./descriptor-match.js";
 import { NO_EXTENSION } from "./extension.js";
 import {
   CODE,
-  type CurrentLimit,
   type DescriptorEntry,
   type DescriptorStatus,
   type HeaderValue,
@@ -37,7 +36,6 @@ import {
   type RateLimitResponse,
   UNIT_SECONDS,
   type Unit,
-  unitOfWindow,
 } from "./messages.js";
 
 const MAX_UINT32 = 4_294_967_295;
@@ -156,14 +154,14 @@ export function decideByConfig(
       if (binding === undefined) {
         // The store failed open, or a cached block answered for another descriptor: this one's
         // count is not known.
-        return { ...OK_NO_LIMIT, currentLimit: currentLimitOf(part.limit, undefined) };
+        return { ...OK_NO_LIMIT, currentLimit: part.limit.reported[0] };
       }
       const { state, rule } = binding;
       const over = !state.allowed && !part.limit.shadowMode;
       if (over && part.limit.quotaMode) retryAfterMs = Math.max(retryAfterMs, state.retryAfterMs);
       return {
         code: over ? CODE.OVER_LIMIT : CODE.OK,
-        currentLimit: currentLimitOf(part.limit, rules[rule]),
+        currentLimit: part.limit.reported[rule - part.first],
         limitRemaining: Math.min(MAX_UINT32, state.remaining),
         durationUntilResetMs: Math.max(0, state.resetAt - now),
       };
@@ -202,6 +200,15 @@ function limitOf(
   // Counted under the same key as the configured limit would be (the entries), in the
   // override's window: a changed override keeps its count while its window is the same.
   const fullKey = `${domain}.${descriptor.entries.map(compositeOf).join(".")}`;
+  const rules = descriptorRules(
+    `${domain}.override`,
+    override.requestsPerUnit,
+    unit,
+    NO_EXTENSION,
+    {
+      observe: false,
+    },
+  );
   return {
     limit: {
       fullKey,
@@ -212,9 +219,8 @@ function limitOf(
       replaces: [],
       shadowMode: false,
       quotaMode: false,
-      rules: descriptorRules(`${domain}.override`, override.requestsPerUnit, unit, NO_EXTENSION, {
-        observe: false,
-      }),
+      rules,
+      reported: reportedLimits("", override.requestsPerUnit, rules),
     },
     sharedValues: undefined,
   };
@@ -248,14 +254,16 @@ function counterFor(
   subject: string,
   cost: number,
 ): CounterSpec {
-  let scope = "";
+  // `<subject>|<domain>|<key>:<value>|...|<algorithm><window>`: every part escaped, so `|` and
+  // `:` appear only as separators and two counters never share a key.
+  let key = `${subject}|${escapeKeyPart(domain)}`;
   entries.forEach((entry, index) => {
-    scope += `${escapeKeyPart(entry.key)}:${escapeKeyPart(values[index] as string)}|`;
+    key += `|${escapeKeyPart(entry.key)}:${escapeKeyPart(values[index] as string)}`;
   });
   const window = rule.window;
-  scope += `${ALGORITHM_TAGS[rule.algorithm]}${"ms" in window ? `${window.ms}ms` : `${window.months}mo`}`;
+  key += `|${ALGORITHM_TAGS[rule.algorithm]}${"ms" in window ? `${window.ms}ms` : `${window.months}mo`}`;
   return {
-    key: counterKey(subject, domain, scope),
+    key,
     subject,
     algorithm: rule.algorithm,
     limit: rule.limit,
@@ -288,27 +296,6 @@ function binds(candidate: CounterState, current: CounterState): boolean {
   if (candidate.allowed !== current.allowed) return !candidate.allowed;
   if (!candidate.allowed) return candidate.retryAfterMs > current.retryAfterMs;
   return candidate.remaining < current.remaining;
-}
-
-/**
- * The limit a status reports: the descriptor's `rate_limit` as configured, or the extension's
- * limit that binds. A window that is not exactly a unit long reports unit UNKNOWN.
- */
-function currentLimitOf(limit: ConfiguredLimit, rule: ResolvedRule | undefined): CurrentLimit {
-  const main = limit.rules[0];
-  const reported = rule ?? main;
-  if (reported === undefined || reported === main) {
-    return {
-      name: limit.name,
-      requestsPerUnit: limit.requestsPerUnit,
-      unit: main === undefined ? limit.unit : unitOfWindow(main.window),
-    };
-  }
-  return {
-    name: reported.id,
-    requestsPerUnit: reported.limit,
-    unit: unitOfWindow(reported.window),
-  };
 }
 
 function noRuleRecord(domain: string): DecisionRecord {

@@ -49,12 +49,11 @@ export function loadRlsConfig(path: string, options: BuildOptions): LoadedConfig
     warnings.push(...parsed.warnings);
     if (parsed.file !== undefined) files.push(parsed.file);
   }
-  if (issues.length === 0) {
-    const built = buildConfig(files, options);
-    issues.push(...built.issues);
-    if (built.config !== undefined && issues.length === 0) {
-      return { config: built.config, warnings, fingerprint: hash.digest("hex") };
-    }
+  // The files that parsed are checked together even when others did not: every problem at once.
+  const built = buildConfig(files, options);
+  issues.push(...built.issues);
+  if (built.config !== undefined && issues.length === 0) {
+    return { config: built.config, warnings, fingerprint: hash.digest("hex") };
   }
   throw configError(path, issues);
 }

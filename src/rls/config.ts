@@ -12,7 +12,14 @@ import type { ResolvedRule } from "../core/model.js";
 import type { WindowSpec } from "../core/types.js";
 import type { YamlDescriptor, YamlFile } from "./config-yaml.js";
 import { type DescriptorExtension, readExtension } from "./extension.js";
-import { UNIT, UNIT_SECONDS, type Unit, type UnitName } from "./messages.js";
+import {
+  type CurrentLimit,
+  UNIT,
+  UNIT_SECONDS,
+  type Unit,
+  type UnitName,
+  unitOfWindow,
+} from "./messages.js";
 
 /** What one configured descriptor sets, and the counters it is counted on. */
 export interface ConfiguredLimit {
@@ -28,6 +35,8 @@ export interface ConfiguredLimit {
   readonly quotaMode: boolean;
   /** Its `rate_limit` as a core rule, then the extension's further limits (none when unlimited). */
   readonly rules: readonly ResolvedRule[];
+  /** What a status reports when `rules[i]` binds (see `reportedLimits`). */
+  readonly reported: readonly CurrentLimit[];
 }
 
 export interface Wildcard {
@@ -191,6 +200,14 @@ function configuredLimit(
     path,
   });
   loader.issues.push(...issues);
+  const rules =
+    rateLimit.unlimited || unit === undefined
+      ? []
+      : descriptorRules(fullKey, rateLimit.requestsPerUnit, unit, extension, {
+          // A quota's counters count and never refuse on their own: the response decides
+          // (over only when every quota of the request is over).
+          observe: descriptor.shadowMode || descriptor.quotaMode || loader.options.globalShadow,
+        });
   const limit: ConfiguredLimit = {
     fullKey,
     requestsPerUnit: rateLimit.requestsPerUnit,
@@ -200,14 +217,8 @@ function configuredLimit(
     replaces: rateLimit.replaces.map((replaces) => replaces.name),
     shadowMode: descriptor.shadowMode,
     quotaMode: descriptor.quotaMode,
-    rules:
-      rateLimit.unlimited || unit === undefined
-        ? []
-        : descriptorRules(fullKey, rateLimit.requestsPerUnit, unit, extension, {
-            // A quota's counters count and never refuse on their own: the response decides
-            // (over only when every quota of the request is over).
-            observe: descriptor.shadowMode || descriptor.quotaMode || loader.options.globalShadow,
-          }),
+    rules,
+    reported: reportedLimits(rateLimit.name, rateLimit.requestsPerUnit, rules),
   };
   const counted = new Set<string>();
   for (const rule of limit.rules) {
@@ -242,6 +253,23 @@ export function descriptorRules(
     ruleFor(`${id}.limits[${index}]`, extra.limit, extra.window, { ...extension, ...extra }, mode),
   );
   return [first, ...more];
+}
+
+/**
+ * What a status reports when each rule binds: the `rate_limit` as configured (its name, its
+ * requests per unit), or an extension's limit (its id); the unit the rule's window is exactly,
+ * UNKNOWN for another length.
+ */
+export function reportedLimits(
+  name: string,
+  requestsPerUnit: number,
+  rules: readonly ResolvedRule[],
+): CurrentLimit[] {
+  return rules.map((rule, index) =>
+    index === 0
+      ? { name, requestsPerUnit, unit: unitOfWindow(rule.window) }
+      : { name: rule.id, requestsPerUnit: rule.limit, unit: unitOfWindow(rule.window) },
+  );
 }
 
 function ruleFor(

@@ -92,7 +92,8 @@ export class ProtoReader {
 
 /** Writes one message; nested messages are written by a writer of their own and added as bytes. */
 export class ProtoWriter {
-  readonly #chunks: number[] = [];
+  #bytes = Buffer.allocUnsafe(64);
+  #length = 0;
 
   /** A varint field; proto3 leaves out zero, so callers skip it for defaults. */
   varintField(field: number, value: number): this {
@@ -102,27 +103,43 @@ export class ProtoWriter {
   }
 
   stringField(field: number, value: string): this {
-    return this.bytesField(field, Buffer.from(value, "utf8"));
+    const length = Buffer.byteLength(value, "utf8");
+    this.#varint(field * 8 + WIRE.LENGTH);
+    this.#varint(length);
+    this.#reserve(length);
+    this.#length += this.#bytes.write(value, this.#length, "utf8");
+    return this;
   }
 
   bytesField(field: number, value: Uint8Array): this {
     this.#varint(field * 8 + WIRE.LENGTH);
     this.#varint(value.length);
-    for (const byte of value) this.#chunks.push(byte);
+    this.#reserve(value.length);
+    this.#bytes.set(value, this.#length);
+    this.#length += value.length;
     return this;
   }
 
   finish(): Buffer {
-    return Buffer.from(this.#chunks);
+    return this.#bytes.subarray(0, this.#length);
   }
 
   #varint(value: number): void {
+    this.#reserve(10);
+    const bytes = this.#bytes;
     let rest = value;
     while (rest >= 0x80) {
-      this.#chunks.push((rest % 128) | 0x80);
+      bytes[this.#length++] = (rest % 128) | 0x80;
       rest = Math.floor(rest / 128);
     }
-    this.#chunks.push(rest);
+    bytes[this.#length++] = rest;
+  }
+
+  #reserve(count: number): void {
+    if (this.#length + count <= this.#bytes.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.#bytes.length * 2, this.#length + count));
+    this.#bytes.copy(grown, 0, 0, this.#length);
+    this.#bytes = grown;
   }
 }
 
