@@ -20,7 +20,7 @@
  * Rounds interleave the cases; figures are medians. Knobs: RLS_BENCH_SECONDS (each saturation
  * run, default 2), RLS_BENCH_ROUNDS (default 3), RLS_BENCH_RATES (default "1000,5000").
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, tmpdir } from "node:os";
@@ -513,14 +513,13 @@ async function main(): Promise<void> {
     `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; load average at the end ${load}`,
   );
   redis.disconnect();
-  void redisServer;
+  process.kill(redisServer.pid, "SIGTERM");
 }
 
 async function startRedis(port: number): Promise<Server> {
   const redisDir = join(dir, "redis");
   mkdirSync(redisDir);
   const argv = [
-    "redis-server",
     "--port",
     String(port),
     "--bind",
@@ -532,23 +531,22 @@ async function startRedis(port: number): Promise<Server> {
     "--dir",
     redisDir,
   ];
-  const child = await import("node:child_process").then(({ spawn }) =>
-    spawn(argv[0] as string, argv.slice(1), { stdio: "ignore" }),
-  );
-  const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => 50 });
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      break;
-    } catch {
-      if (attempt > 100) throw new Error("redis-server did not start");
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-  probe.disconnect();
+  const child = spawn("redis-server", argv, { stdio: "ignore" });
   process.once("exit", () => child.kill("SIGTERM"));
-  return { port, pid: child.pid as number };
+  for (let attempt = 0; attempt < 200; attempt++) {
+    try {
+      if (
+        execFileSync("redis-cli", ["-p", String(port), "ping"], { encoding: "utf8" }).trim() ===
+        "PONG"
+      ) {
+        return { port, pid: child.pid as number };
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error("redis-server did not answer PING within 10 s");
 }
 
 main()

@@ -90,8 +90,9 @@ export function decideByConfig(
   const unlimited: boolean[] = new Array(descriptors.length).fill(false);
   const rules: ResolvedRule[] = [];
   const counters: CounterSpec[] = [];
+  // A descriptor without entries names nothing to count (Envoy never sends one).
   const matched = descriptors.map((descriptor) =>
-    known ? limitOf(config, domain, descriptor) : undefined,
+    known && descriptor.entries.length > 0 ? limitOf(config, domain, descriptor) : undefined,
   );
   const replaced = new Set<string>();
   for (const found of matched) for (const name of found?.limit.replaces ?? []) replaced.add(name);
@@ -122,7 +123,8 @@ export function decideByConfig(
     const statuses = descriptors.map((_, index) => (unlimited[index] ? OK_UNLIMITED : OK_NO_LIMIT));
     return respond(statuses, noRuleRecord(domain), 0);
   }
-  const decided = engine.decideCounters(rules, counters, subject, `/${domain}`);
+  // Reported as `rls:<domain>`: never a path, so no `failClosed` prefix of a policy matches it.
+  const decided = engine.decideCounters(rules, counters, subject, `rls:${domain}`);
   const conclude = (decision: Awaited<typeof decided>): RlsAnswer => {
     const record: DecisionRecord = {
       action: decision.action,

@@ -10,6 +10,11 @@ import { DecisionMetrics } from "../metrics/prometheus.js";
  */
 export class RlsMetrics extends DecisionMetrics {
   readonly #calls: Counter<"api" | "code">;
+  /**
+   * The calls counter's children by API and outcome: prom-client hashes a label object on every
+   * `inc`, a child is looked up once. Bounded: both labels come from fixed sets.
+   */
+  readonly #callChildren = new Map<string, Map<string | number, { inc(): void }>>();
   readonly #reloads: Counter<"source" | "result">;
 
   constructor(policy: ResolvedPolicy, blockCacheHits: () => number) {
@@ -30,7 +35,17 @@ export class RlsMetrics extends DecisionMetrics {
   }
 
   recordCall(api: string, code: string | number): void {
-    this.#calls.inc({ api, code: String(code) });
+    let byCode = this.#callChildren.get(api);
+    if (byCode === undefined) {
+      byCode = new Map();
+      this.#callChildren.set(api, byCode);
+    }
+    let child = byCode.get(code);
+    if (child === undefined) {
+      child = this.#calls.labels({ api, code: String(code) });
+      byCode.set(code, child);
+    }
+    child.inc();
   }
 
   recordReload(source: "config" | "policy", result: "applied" | "refused"): void {

@@ -349,6 +349,15 @@ const STEPS: readonly Step[] = [
     statuses: [["OVER_LIMIT", 2, "HOUR", 0]],
   },
   {
+    what: "a descriptor without entries counts nothing, whatever its limit",
+    request: {
+      domain: "features",
+      descriptors: [{ entries: [], limit: { requests_per_unit: 1, unit: "DAY" } }],
+    },
+    overall: "OK",
+    statuses: [["OK"]],
+  },
+  {
     what: "no domain",
     request: { domain: "", descriptors: [{ entries: [entry("a", "b")] }] },
     error: "INVALID_ARGUMENT",
