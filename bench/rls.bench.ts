@@ -20,14 +20,16 @@
  * Rounds interleave the cases; figures are medians. Knobs: RLS_BENCH_SECONDS (each saturation
  * run, default 2), RLS_BENCH_ROUNDS (default 3), RLS_BENCH_RATES (default "1000,5000").
  */
-import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { Redis } from "ioredis";
-import protobuf from "protobufjs";
+import { startRedis } from "../test/redis/redis-server.js";
+import { upstreamRoot } from "../test/rls/harness.js";
+import { median } from "./support/median.js";
+import { limitReqHttp, startNginx } from "./support/nginx.js";
 import {
   cpuSeconds,
   freePort,
@@ -51,7 +53,6 @@ const SECRETS = {
 };
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-rls-bench-"));
-const require = createRequire(import.meta.url);
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
 // ---- the calls ------------------------------------------------------------------------------
@@ -72,16 +73,7 @@ function clientAddress(index: number): string {
 
 /** Every client's call, encoded once by protobufjs from Envoy's rls.proto. */
 function encodedCalls(): Buffer[] {
-  const xds = dirname(require.resolve("@grpc/grpc-js-xds/package.json"));
-  const includes = ["envoy-api", "googleapis", "protoc-gen-validate", "xds"].map((name) =>
-    join(xds, "deps", name),
-  );
-  includes.push(dirname(require.resolve("protobufjs/package.json")));
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) =>
-    includes.map((base) => join(base, target)).find((path) => existsFile(path)) ?? target;
-  root.loadSync("envoy/service/ratelimit/v3/rls.proto", { keepCase: true });
-  const Request = root.lookupType("envoy.service.ratelimit.v3.RateLimitRequest");
+  const Request = upstreamRoot().lookupType("envoy.service.ratelimit.v3.RateLimitRequest");
   return Array.from({ length: POPULATION }, (_, index) => {
     const address = { key: "remote_address", value: clientAddress(index) };
     const message = Request.fromObject({
@@ -90,15 +82,6 @@ function encodedCalls(): Buffer[] {
     });
     return Buffer.from(Request.encode(message).finish());
   });
-}
-
-function existsFile(path: string): boolean {
-  try {
-    readFileSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 type Unary = (request: Buffer, callback: (error: grpc.ServiceError | null) => void) => void;
@@ -250,26 +233,6 @@ async function startUpstream(): Promise<Server> {
   return startServer(port, [process.execPath, "-e", source]);
 }
 
-async function startNginx(name: string, body: string): Promise<Server> {
-  const port = await freePort();
-  const prefix = join(dir, name);
-  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"];
-  for (const kind of [...temp, "logs"]) mkdirSync(join(prefix, kind), { recursive: true });
-  const config = `daemon off;
-master_process off;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-${temp.map((kind) => `  ${kind}_temp_path ${prefix}/${kind};`).join("\n")}
-${body.replaceAll("listen 80;", `listen 127.0.0.1:${port};`)}
-}
-`;
-  writeFileSync(join(prefix, "nginx.conf"), config);
-  return startServer(port, ["/usr/sbin/nginx", "-p", prefix, "-c", join(prefix, "nginx.conf")]);
-}
-
 /** The http block of examples/rls/nginx.conf, pointed at this bench's app and rls. */
 function authRequestHttpBlock(app: Server, rlsHttpPort: number): string {
   const example = readFileSync("examples/rls/nginx.conf", "utf8");
@@ -277,22 +240,6 @@ function authRequestHttpBlock(app: Server, rlsHttpPort: number): string {
   return http
     .replaceAll("127.0.0.1:3000", `127.0.0.1:${app.port}`)
     .replaceAll("127.0.0.1:8080", `127.0.0.1:${rlsHttpPort}`);
-}
-
-function limitReqHttpBlock(app: Server): string {
-  return `  limit_req_zone $http_x_forwarded_for zone=perclient:64m rate=60r/m;
-  upstream app { server 127.0.0.1:${app.port}; keepalive 32; }
-  server {
-    listen 80;
-    location / {
-      limit_req zone=perclient burst=60 nodelay;
-      limit_req_status 429;
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
-  }`;
 }
 
 const WRK_SCRIPT = `local n = 0
@@ -329,19 +276,11 @@ function wrk(
 
 // ---- figures --------------------------------------------------------------------------------
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] as number)
-    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-}
-
 async function main(): Promise<void> {
   execFileSync("npm", ["run", "build"], { stdio: "ignore" });
   writeFileSync(join(dir, "config.yaml"), CONFIG);
-  const redisPort = await freePort();
-  const redisServer = await startRedis(redisPort);
+  const redisServer = await startRedis();
+  const redisPort = redisServer.server.port;
   const redis = new Redis({ port: redisPort, host: "127.0.0.1" });
   const calls = encodedCalls();
   const config = ["--config", join(dir, "config.yaml")];
@@ -446,8 +385,11 @@ async function main(): Promise<void> {
     ],
     { ...process.env, ...SECRETS },
   );
-  const authRequest = await startNginx("auth-request", authRequestHttpBlock(app, policyRlsHttp));
-  const limitReq = await startNginx("limit-req", limitReqHttpBlock(app));
+  const authRequest = await startNginx(
+    join(dir, "auth-request"),
+    authRequestHttpBlock(app, policyRlsHttp),
+  );
+  const limitReq = await startNginx(join(dir, "limit-req"), limitReqHttp(app.port));
   const servePort = await freePort();
   const serve = await startServer(
     servePort,
@@ -513,40 +455,7 @@ async function main(): Promise<void> {
     `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; load average at the end ${load}`,
   );
   redis.disconnect();
-  process.kill(redisServer.pid, "SIGTERM");
-}
-
-async function startRedis(port: number): Promise<Server> {
-  const redisDir = join(dir, "redis");
-  mkdirSync(redisDir);
-  const argv = [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    redisDir,
-  ];
-  const child = spawn("redis-server", argv, { stdio: "ignore" });
-  process.once("exit", () => child.kill("SIGTERM"));
-  for (let attempt = 0; attempt < 200; attempt++) {
-    try {
-      if (
-        execFileSync("redis-cli", ["-p", String(port), "ping"], { encoding: "utf8" }).trim() ===
-        "PONG"
-      ) {
-        return { port, pid: child.pid as number };
-      }
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error("redis-server did not answer PING within 10 s");
+  await redisServer.cleanup();
 }
 
 main()

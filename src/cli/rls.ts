@@ -1,5 +1,4 @@
-import { type FSWatcher, readFileSync, statSync, watch } from "node:fs";
-import { basename, dirname, resolve } from "node:path";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { type Logger, pino } from "pino";
 import { createChallenge } from "../challenge/index.js";
@@ -13,10 +12,8 @@ import { type RlsEnvironment, readEnvironment } from "../rls/environment.js";
 import { RlsServer } from "../rls/server.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
 import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
+import { untilStopped, watchPath } from "./lifecycle.js";
 import { RLS_USAGE } from "./usage.js";
-
-/** Changes to a watched file or directory within this long are one reload. */
-const RELOAD_DEBOUNCE_MS = 200;
 
 /** `edgelimit rls`: runs until SIGTERM or SIGINT, then drains and resolves to the exit code. */
 export async function run(argv: string[]): Promise<number> {
@@ -217,24 +214,12 @@ export async function run(argv: string[]): Promise<number> {
   };
   process.on("SIGHUP", onHangup);
 
-  return new Promise<number>((resolveExit) => {
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ msg: "draining", signal });
-      for (const watcher of watchers) watcher?.close();
-      process.off("SIGHUP", onHangup);
-      void (async () => {
-        await server.close();
-        lists?.close();
-        await store?.close?.();
-        logger.info({ msg: "stopped" });
-        resolveExit(0);
-      })();
-    };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+  return untilStopped(logger, async () => {
+    for (const watcher of watchers) watcher?.close();
+    process.off("SIGHUP", onHangup);
+    await server.close();
+    lists?.close();
+    await store?.close?.();
   });
 }
 
@@ -264,35 +249,6 @@ function warnUntrustedProxies(policy: ResolvedPolicy, logger: Logger): void {
   logger.warn({
     msg: `the policy's identity.ip.source is ${policy.identity.ip.source}: behind edgelimit rls, the socket peer is the proxy, so every client would count as the proxy's address; set identity.ip.source: x-forwarded-for and list the proxies in identity.ip.trustedProxies`,
   });
-}
-
-/**
- * Watches a file (through its directory: editors replace files, which drops a watch on the
- * file) or a directory and what is below it (a ConfigMap volume swaps its `..data` link).
- */
-function watchPath(path: string, onChange: () => void, logger: Logger): FSWatcher | undefined {
-  let timer: NodeJS.Timeout | undefined;
-  const changed = (): void => {
-    clearTimeout(timer);
-    timer = setTimeout(onChange, RELOAD_DEBOUNCE_MS);
-  };
-  try {
-    const directory = statSync(path).isDirectory();
-    const name = basename(path);
-    const watcher = directory
-      ? watch(path, { recursive: true }, changed)
-      : watch(dirname(resolve(path)), (_event, file) => {
-          if (file === null || file === name) changed();
-        });
-    watcher.on("error", (error) =>
-      logger.warn({ msg: `watching ${path} stopped; SIGHUP still reloads`, err: error }),
-    );
-    watcher.unref();
-    return watcher;
-  } catch (error) {
-    logger.warn({ msg: `cannot watch ${path}; SIGHUP still reloads`, err: error });
-    return undefined;
-  }
 }
 
 function portFlag(value: string | undefined, flag: string, fallback: number): number {
