@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -47,6 +47,8 @@ writeFileSync(
     "",
   ].join("\n"),
 );
+mkdirSync(join(dir, "runtime", "ratelimit", "config"), { recursive: true });
+copyFileSync(configFile, join(dir, "runtime", "ratelimit", "config", "config.yaml"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const root = upstreamRoot();
@@ -96,7 +98,7 @@ describe("two rls processes on one redis-server", () => {
   let redis: { server: RedisServer; cleanup: () => Promise<void> };
   let processes: RlsProcess[] = [];
   let clients: RlsClient[] = [];
-  /** A third process with the default budget (50 ms), for the stall. */
+  /** A third process with the default budget (50 ms), for the stall, set up by variables alone. */
   let budgeted: RlsClient;
 
   beforeAll(async () => {
@@ -104,7 +106,15 @@ describe("two rls processes on one redis-server", () => {
     processes = await Promise.all([
       startRls([...EXACT, "--store", redis.server.url]),
       startRls([...EXACT, "--store", redis.server.url]),
-      startRls(["--config", configFile, "--store", redis.server.url]),
+      // A manifest written for envoyproxy/ratelimit: the configuration and Redis from its variables.
+      startRls([], {
+        env: {
+          RUNTIME_ROOT: join(dir, "runtime"),
+          RUNTIME_SUBDIRECTORY: "ratelimit",
+          REDIS_SOCKET_TYPE: "tcp",
+          REDIS_URL: `127.0.0.1:${redis.server.port}`,
+        },
+      }),
     ]);
     clients = processes.map((rls) => grpcJsClient(rls.grpcPort, root));
     budgeted = clients.pop() as RlsClient;
