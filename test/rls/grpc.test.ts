@@ -418,7 +418,7 @@ let client: RlsClient;
 
 beforeAll(async () => {
   // Hour and day windows: the calls must not straddle the end of an hour.
-  await withinOneWindow(3_600_000, 40_000);
+  await withinOneWindow(3_600_000, 15_000);
   [forGrpcJs, forPython] = await Promise.all([startRls(FEATURES), startRls(FEATURES)]);
   client = grpcJsClient(forGrpcJs.grpcPort);
 });
