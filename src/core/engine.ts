@@ -225,7 +225,16 @@ export class DecisionEngine {
       request.cost,
       verified,
     );
-    return this.#apply(prepared, request, identity, path, started, match, counters, verified);
+    return this.#applyCounters(
+      prepared,
+      request,
+      identity,
+      path,
+      started,
+      match,
+      counters,
+      verified,
+    );
   }
 
   /**
@@ -259,10 +268,20 @@ export class DecisionEngine {
       })),
       rules,
     };
-    return this.#apply(this.#prepared, { path }, identity, path, started, match, counters, false);
+    return this.#applyCounters(
+      this.#prepared,
+      { path },
+      identity,
+      path,
+      started,
+      match,
+      counters,
+      false,
+    );
   }
 
-  #apply(
+  /** One store call for a request's counters (or the block cache, or the fail mode): the decision. */
+  #applyCounters(
     prepared: Prepared,
     request: RequestDescription,
     identity: Identity,
