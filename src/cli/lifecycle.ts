@@ -11,8 +11,8 @@ const RELOAD_DEBOUNCE_MS = 200;
 
 /**
  * Calls `onChange` after `path` changes: a file is watched through its directory (editors
- * replace files, which drops a watch on the file itself), a directory with what is below it (a
- * Kubernetes ConfigMap volume swaps its `..data` link). Undefined when it cannot be watched,
+ * replace files, which drops a watch on the file itself), a directory with what is below it; in
+ * a Kubernetes ConfigMap volume, either sees the kubelet swap its `..data` link. Undefined when it cannot be watched,
  * which is logged: SIGHUP still reloads.
  */
 export function watchPath(
@@ -30,7 +30,8 @@ export function watchPath(
     const watcher = statSync(path).isDirectory()
       ? watch(path, { recursive: true }, changed)
       : watch(dirname(resolve(path)), (_event, file) => {
-          if (file === null || file === name) changed();
+          // A file in a ConfigMap volume is a link through `..data`, which the kubelet swaps.
+          if (file === null || file === name || file.startsWith("..")) changed();
         });
     watcher.on("error", (error) =>
       logger.warn({ msg: `watching ${path} stopped; SIGHUP still reloads`, err: error }),

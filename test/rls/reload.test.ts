@@ -29,33 +29,41 @@ const limit = (requests: number) =>
 
 let rls: RlsProcess;
 let client: RlsClient;
+/** Another process given the volume's file (a link through `..data`) rather than its directory. */
+let byFile: RlsProcess;
+let byFileClient: RlsClient;
 
 beforeAll(async () => {
   mkdirSync(volume);
   publish(limit(5));
   symlinkSync("..data/config.yaml", join(volume, "config.yaml"));
-  rls = await startRls(["--config", volume]);
+  [rls, byFile] = await Promise.all([
+    startRls(["--config", volume]),
+    startRls(["--config", join(volume, "config.yaml")]),
+  ]);
   client = grpcJsClient(rls.grpcPort);
+  byFileClient = grpcJsClient(byFile.grpcPort);
 });
 
 afterAll(async () => {
   client?.close();
-  await rls?.stop();
+  byFileClient?.close();
+  await Promise.all([rls?.stop(), byFile?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function remaining(): Promise<number | undefined> {
-  const result = await client.shouldRateLimit({
+async function remaining(through = client): Promise<number | undefined> {
+  const result = await through.shouldRateLimit({
     domain: "reload",
     descriptors: [{ entries: [{ key: "client", value: "c1" }] }],
   });
   return result.statuses?.[0]?.limit_remaining;
 }
 
-async function logged(message: string, count: number): Promise<void> {
+async function logged(message: string, count: number, process = rls): Promise<void> {
   const deadline = Date.now() + 10_000;
-  while (rls.logLines().filter((line) => line.msg === message).length < count) {
-    if (Date.now() > deadline) throw new Error(`no "${message}" logged:\n${rls.output()}`);
+  while (process.logLines().filter((line) => line.msg === message).length < count) {
+    if (Date.now() > deadline) throw new Error(`no "${message}" logged:\n${process.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
@@ -65,10 +73,13 @@ describe("a ConfigMap volume that changes", () => {
     await withinOneWindow(3_600_000, 30_000);
     expect(await remaining()).toBe(4);
     expect(await remaining()).toBe(3);
+    expect(await remaining(byFileClient)).toBe(4);
     publish(limit(10));
     await logged("configuration reloaded; counters kept", 1);
+    await logged("configuration reloaded; counters kept", 1, byFile);
     // Two counted before, this one the third, under a limit of 10 now.
     expect(await remaining()).toBe(7);
+    expect(await remaining(byFileClient)).toBe(8);
   });
 
   it("keeps the running configuration when the new one does not load", async () => {
