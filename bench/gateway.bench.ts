@@ -30,9 +30,11 @@
  * with this tree's).
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
+import { median } from "./support/median.js";
+import { limitReqHttp, startNginx as startNginxProcess } from "./support/nginx.js";
 import { type OpenLoopResult, openLoop } from "./support/open-loop.js";
 import {
   cpuSeconds,
@@ -97,36 +99,10 @@ async function startGateway(
 }
 
 async function startNginx(upstream: Target): Promise<Target> {
-  const port = await freePort();
-  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"];
-  for (const kind of [...temp, "logs"]) mkdirSync(join(dir, kind));
-  const config = `daemon off;
-master_process off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-${temp.map((kind) => `  ${kind}_temp_path ${dir}/${kind};`).join("\n")}
-  # The same shape as the example policy's anonymous global rule: 60 a minute with a burst.
-  limit_req_zone $http_x_forwarded_for zone=perclient:64m rate=60r/m;
-  upstream origin { server 127.0.0.1:${upstream.port}; keepalive 64; }
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      limit_req zone=perclient burst=60 nodelay;
-      limit_req_status 429;
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
-  }
-}
-`;
-  writeFileSync(join(dir, "nginx.conf"), config);
-  const argv = ["/usr/sbin/nginx", "-p", dir, "-c", join(dir, "nginx.conf")];
-  return { name: "nginx", ...(await startServer(port, [...argv, "-e", `${dir}/logs/error.log`])) };
+  return {
+    name: "nginx",
+    ...(await startNginxProcess(join(dir, "nginx"), limitReqHttp(upstream.port))),
+  };
 }
 
 // ---- load: wrk at saturation ------------------------------------------------------------------
@@ -216,14 +192,6 @@ async function interleaved<Result>(cases: readonly Case<Result>[]) {
     }
   }
   return (label: string): Result[] => results.get(label) ?? [];
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] as number)
-    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 /** The median over paired rounds of `figure(a) - figure(b)`, or of `/` with `ratio`. */

@@ -8,6 +8,7 @@ import { topLevelUsage } from "./usage.js";
 const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {
   check: () => import("./check.js"),
   serve: () => import("./serve.js"),
+  rls: () => import("./rls.js"),
   build: () => import("./build.js"),
   replay: () => import("./replay.js"),
   simulate: () => import("./simulate.js"),
@@ -53,6 +54,7 @@ async function main(argv: string[]): Promise<number> {
 /** What each command needs beyond edgelimit's own dependencies (peerDependencies, optional). */
 const OPTIONAL_PACKAGES: Record<string, readonly string[]> = {
   serve: ["pino", "undici", "uplot"],
+  rls: ["@grpc/grpc-js", "pino", "uplot"],
   build: ["esbuild"],
 };
 

@@ -1,6 +1,5 @@
-import { type FSWatcher, readFileSync, watch } from "node:fs";
+import { readFileSync } from "node:fs";
 import { BlockList, isIPv6 } from "node:net";
-import { basename, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type Logger, pino } from "pino";
@@ -15,6 +14,7 @@ import { formatIssue, loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
 import { writeEdgelimitError } from "./errors.js";
+import { untilStopped, watchPath } from "./lifecycle.js";
 import { SERVE_USAGE } from "./usage.js";
 
 const USAGE = SERVE_USAGE;
@@ -228,29 +228,21 @@ export async function run(argv: string[]): Promise<number> {
       });
     }
   };
-  const watcher = watchPolicy(policyFile, () => reload("file-change"), logger);
+  const watcher = watchPath(policyFile, () => reload("file-change"), logger);
   const onHangup = () => reload("SIGHUP");
   process.on("SIGHUP", onHangup);
 
-  return new Promise<number>((resolveExit) => {
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ msg: "draining", signal, inFlight: gateway.inFlight });
+  return untilStopped(
+    logger,
+    async () => {
       watcher?.close();
       process.off("SIGHUP", onHangup);
-      void (async () => {
-        await gateway.close();
-        await demoOrigin?.close();
-        await store?.close?.();
-        logger.info({ msg: "stopped" });
-        resolveExit(0);
-      })();
-    };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
-  });
+      await gateway.close();
+      await demoOrigin?.close();
+      await store?.close?.();
+    },
+    () => ({ inFlight: gateway.inFlight }),
+  );
 }
 
 /**
@@ -263,27 +255,6 @@ function warnUnsharedChallenge(policy: ResolvedPolicy, logger: Logger): void {
   logger.warn({
     msg: "challenge.secret is not set: challenges and passes are signed with a random key of this process, refused by any other instance and after a restart; set challenge.secret (for example { env: EDGELIMIT_CHALLENGE_SECRET }) when more than one instance serves the same clients",
   });
-}
-
-/** Watches the policy's directory (editors replace files, which drops a watch on the file). */
-function watchPolicy(file: string, onChange: () => void, logger: Logger): FSWatcher | undefined {
-  const name = basename(file);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const watcher = watch(dirname(resolve(file)), (_event, changed) => {
-      if (changed !== null && changed !== name) return;
-      clearTimeout(timer);
-      timer = setTimeout(onChange, 200);
-    });
-    watcher.on("error", (error) =>
-      logger.warn({ msg: "policy watch stopped; SIGHUP still reloads", err: error }),
-    );
-    watcher.unref();
-    return watcher;
-  } catch (error) {
-    logger.warn({ msg: "cannot watch the policy file; SIGHUP still reloads", err: error });
-    return undefined;
-  }
 }
 
 /** Who can reach the demo, which hands out tokens for any plan to whoever asks. */

@@ -40,6 +40,27 @@ Runs the gateway in front of an origin until SIGTERM or SIGINT, then drains.
   -h, --help             this text
 `;
 
+export const RLS_USAGE = `Usage: edgelimit rls [--config PATH] [--policy FILE] [options]
+
+A decision-only rate limit service, a drop-in for envoyproxy/ratelimit: Envoy's gRPC
+ShouldRateLimit and grpc.health.v1, POST /json and GET /healthcheck, and forward-auth at /check
+for nginx auth_request, Caddy forward_auth, Traefik ForwardAuth and HAProxy (docs/proxies.md).
+Runs until SIGTERM or SIGINT, then drains.
+
+  --config PATH          envoyproxy/ratelimit's YAML configuration: a file or a directory of
+                         them (default: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY);
+                         reloaded on change and on SIGHUP, counters kept
+  --policy FILE          an edgelimit policy, for /check and for the gRPC domains the
+                         configuration does not name; reloaded as --config is
+  --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
+                         dynamodb://TABLE?region=R&endpoint=URL (default: REDIS_URL, else memory)
+  --grpc-port N          gRPC port (default GRPC_PORT, else 8081; 0 picks a free port)
+  --http-port N          HTTP port (default PORT, else 8080)
+  --admin-port N         admin port on 127.0.0.1: dashboard, /metrics, /healthz (default 9090)
+  --host ADDR            address of the gRPC and HTTP listeners (default HOST / GRPC_HOST, else 0.0.0.0)
+  -h, --help             this text
+`;
+
 export const BUILD_USAGE = `Usage: edgelimit build lambda-edge --policy FILE --store URL --out DIR [options]
 
 Bundles the policy and store settings into the two Lambda@Edge zips (viewer request and
@@ -110,6 +131,10 @@ export const ENVIRONMENT = `Environment:
   AWS_REGION             read by the Lambda@Edge bundle that build writes (Lambda sets it)
   EDGELIMIT_REDIS_REST_TOKEN
                          the token for serve --store redis+https://HOST when the URL has none
+  RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, REDIS_URL, REDIS_TYPE,
+  REDIS_AUTH, REDIS_TLS, PORT, GRPC_PORT, HOST, GRPC_HOST, SHADOW_MODE,
+  MERGE_DOMAIN_CONFIG, LIMIT_RESPONSE_HEADERS_ENABLED
+                         envoyproxy/ratelimit's variables, read by rls (docs/proxies.md)
 `;
 
 export const SCHEMA_USAGE = `Usage: edgelimit schema
@@ -125,6 +150,7 @@ or a "$schema" key in a JSON policy. \`edgelimit check\` still checks what a sch
 export const COMMAND_USAGES = {
   check: CHECK_USAGE,
   serve: SERVE_USAGE,
+  rls: RLS_USAGE,
   build: BUILD_USAGE,
   replay: REPLAY_USAGE,
   simulate: SIMULATE_USAGE,

@@ -12,11 +12,13 @@ export const MAX_COST = 1_000_000_000;
  * (`limiter.check`, a middleware's `cost` option, the gateway). A negative cost would admit
  * beyond the limit; `NaN` or a huge one would block the subject for the rest of the window.
  */
-export function checkCost(cost: number | undefined, what = "a request's cost"): void {
+export function checkCost(cost: number | undefined, what = "a request's cost", least = 1): void {
   if (cost === undefined) return;
-  if (typeof cost === "number" && Number.isInteger(cost) && cost >= 1 && cost <= MAX_COST) return;
+  if (typeof cost === "number" && Number.isInteger(cost) && cost >= least && cost <= MAX_COST) {
+    return;
+  }
   throw new EdgelimitError(
     "EL_BAD_COST",
-    `${what} must be a whole number from 1 to ${MAX_COST} (or undefined for the rules' own); got ${String(cost)}`,
+    `${what} must be a whole number from ${least} to ${MAX_COST} (or undefined for the rules' own); got ${String(cost)}`,
   );
 }

@@ -17,6 +17,7 @@ import { type CountedDecision, cachedBlock, decideFromCounts, failMode } from ".
 import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
+  CounterSpec,
   CounterState,
   PassVerifier,
   RequestDescription,
@@ -250,11 +251,90 @@ export class DecisionEngine {
     passVerified: boolean | undefined,
   ): Decision | Promise<Decision> {
     const verified = passVerified === true;
-    const { compiled, rules } = match;
+    const counters = prepared.counters.countersFor(
+      match.compiled,
+      identity,
+      request.cost,
+      verified,
+    );
     // Counted at the time it reaches the store, not when it started: a token or pass check may
     // have taken a while (a late request costs the counter's newest window, see countedAt).
     const now = waited ? this.#clock() : started;
-    const counters = prepared.counters.countersFor(compiled, identity, request.cost, verified);
+    return this.#applyCounters(
+      prepared,
+      request,
+      identity,
+      path,
+      started,
+      now,
+      match,
+      counters,
+      verified,
+    );
+  }
+
+  /**
+   * Decides for counters its caller matched itself rather than for a request: the rate limit
+   * service (src/rls/) matches Envoy's descriptors against its own configuration, then the
+   * counters go to the store exactly as `decide`'s do, in one call under the policy's budget,
+   * with the block cache and the rules' fail modes. `rules[i]` is the rule `counters[i]`
+   * counts for; `subject` and `path` are what the decision reports.
+   */
+  decideCounters(
+    rules: readonly ResolvedRule[],
+    counters: readonly CounterSpec[],
+    subject: string,
+    path: string,
+  ): Decision | Promise<Decision> {
+    // A cost of 0 checks without counting (Envoy's `hits_addend: 0`).
+    for (const counter of counters) checkCost(counter.cost, "a counter's cost", 0);
+    const started = this.#clock();
+    const identity: Identity = {
+      tier: "anonymous",
+      plan: undefined,
+      ipSubject: subject,
+      userSubject: undefined,
+      address: undefined,
+    };
+    const match: Match = {
+      compiled: rules.map((rule) => ({
+        rule,
+        ordinal: -1,
+        keySuffix: "",
+        methods: undefined,
+        plans: undefined,
+      })),
+      rules,
+    };
+    return this.#applyCounters(
+      this.#prepared,
+      { path },
+      identity,
+      path,
+      started,
+      started,
+      match,
+      counters,
+      false,
+    );
+  }
+
+  /**
+   * One store call for a request's counters (or the block cache, or the fail mode): the
+   * decision. `now` is the time they are counted at; `started`, when the decision began.
+   */
+  #applyCounters(
+    prepared: Prepared,
+    request: RequestDescription,
+    identity: Identity,
+    path: string,
+    started: number,
+    now: number,
+    match: Match,
+    counters: readonly CounterSpec[],
+    verified: boolean,
+  ): Decision | Promise<Decision> {
+    const { compiled, rules } = match;
     const blocked = this.#blockCache?.blockedUntil(counters, now);
     if (blocked !== undefined) {
       const at = counters.findIndex((counter) => counter.key === blocked.key);

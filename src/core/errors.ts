@@ -16,10 +16,14 @@ export type ErrorCode =
   /** An application user (the middleware's `user` option) whose id or plan is not a string. */
   | "EL_BAD_USER"
   | "EL_LIST_SOURCE"
+  /** An envoyproxy/ratelimit configuration (`edgelimit rls --config`) that cannot be loaded. */
+  | "EL_RLS_CONFIG"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 
 export interface PolicyIssue {
+  /** The file the issue is in, where a configuration spans several (`edgelimit rls --config DIR`). */
+  readonly file?: string;
   /** Dotted path of the field (`tiers.anonymous.paths./api/reports.limit`). */
   readonly path: string;
   readonly message: string;

@@ -1,8 +1,19 @@
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
+import type { Logger } from "pino";
 import { dashboardPage, dashboardScript } from "./dashboard-page.js";
-import type { Gateway, StoreHealth } from "./server.js";
+import type { GatewaySnapshot } from "./snapshot.js";
+import type { StoreHealth } from "./store-health.js";
+
+/** What the admin listener shows: the gateway, or the rate limit service (`edgelimit rls`). */
+export interface AdminSource {
+  storeHealth(): StoreHealth;
+  readonly inFlight: number;
+  readonly metrics: { readonly contentType: string; text(): Promise<string> };
+  snapshot(): GatewaySnapshot;
+  readonly logger: Logger;
+}
 
 /** Files served under /assets/, from node_modules: the dashboard loads nothing from a CDN. */
 const ASSETS: Record<string, { module: string; type: string }> = {
@@ -22,7 +33,7 @@ const MAX_STREAMS = 32;
  * `/events` (server-sent events, one snapshot a second) and `/api/snapshot` for scripts.
  * Bound to loopback by default; it never shares the public port.
  */
-export function startAdmin(gateway: Gateway, port: number, host: string): Promise<Server> {
+export function startAdmin(gateway: AdminSource, port: number, host: string): Promise<Server> {
   const require = createRequire(import.meta.url);
   const assetCache = new Map<string, Buffer>();
   let streams = 0;

@@ -17,7 +17,7 @@ export class DecisionStats {
   #recorded = 0;
   #failedOpen = 0;
 
-  record(verdict: Verdict): void {
+  record(verdict: Pick<Verdict, "durationMs" | "reason">): void {
     this.#times[this.#recorded % RECENT_DECISIONS] = verdict.durationMs;
     this.#recorded++;
     if (verdict.reason === "store-failed-open") this.#failedOpen++;

@@ -167,14 +167,11 @@ export class Guard<Req, Ctx, OnRefused, Answer> {
 
   #decide(request: Req, context: Ctx): GuardAction<Answer> | Promise<GuardAction<Answer>> {
     const description = this.#describe(request, context);
-    const challenge = this.#options.challenge;
-    if (challenge !== undefined && matchesPrefix(normalizePath(description.path), challenge.path)) {
-      // The page is served to the client as the limiter sees it (its trusted address and its
-      // subject), and the request for it is not counted.
-      return this.#limiter
-        .clientOf(description)
-        .then((client) => challenge.handle(this.#translation.webRequest(request, context), client))
-        .then((response): ChallengePage => ({ kind: "page", response }));
+    const page = challengePage(this.#options.challenge, this.#limiter, description, () =>
+      this.#translation.webRequest(request, context),
+    );
+    if (page !== undefined) {
+      return page.then((response): ChallengePage => ({ kind: "page", response }));
     }
     const decided = this.#limiter.decide(description);
     if (decided instanceof Promise) {
@@ -236,6 +233,24 @@ export function checkGuardOptions(
     "EL_BAD_ARGUMENT",
     `${name}: the user option counts requests as the users your application verified, which the policy does not allow; set identity.user.application: true in the policy`,
   );
+}
+
+/**
+ * The challenge page's answer when `description` asks for it (its path, normalised: so
+ * `//captcha/../captcha` is the page too), or undefined when the request is for anything else.
+ * The page is served to the client as the limiter sees it (its trusted address and its
+ * subject), and the request for it is not counted. `toRequest` builds the Web `Request` the
+ * page reads, only when it is needed. The guard and the rate limit service's `/check` use it.
+ */
+export function challengePage(
+  challenge: ChallengeHandler | undefined,
+  limiter: Pick<GuardLimiter, "clientOf">,
+  description: RequestDescription,
+  toRequest: () => Request,
+): Promise<Response> | undefined {
+  if (challenge === undefined) return undefined;
+  if (!matchesPrefix(normalizePath(description.path), challenge.path)) return undefined;
+  return limiter.clientOf(description).then((client) => challenge.handle(toRequest(), client));
 }
 
 /** A cost the `cost` option returned, checked as the engine checks every cost. */

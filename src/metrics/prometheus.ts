@@ -30,6 +30,9 @@ function branch<Value>(map: Map<string, Map<string, Value>>, key: string): Map<s
   return found;
 }
 
+/** What a decision's metrics read of its verdict (the rate limit service records no more). */
+export type RecordedDecision = Pick<Verdict, "rule" | "tier" | "reason" | "action" | "durationMs">;
+
 /** Label for decisions that no rule decided (allowlisted, no rule matched). */
 const NO_RULE = "none";
 
@@ -125,7 +128,7 @@ export class DecisionMetrics {
     this.#last = undefined;
   }
 
-  recordDecision(verdict: Verdict): void {
+  recordDecision(verdict: RecordedDecision): void {
     const rule = verdict.rule ?? NO_RULE;
     const last = this.#last;
     let leaf: DecisionLeaf;
@@ -158,7 +161,7 @@ export class DecisionMetrics {
     }
   }
 
-  #decisionLeaf(rule: string, verdict: Verdict): DecisionLeaf {
+  #decisionLeaf(rule: string, verdict: RecordedDecision): DecisionLeaf {
     // prom-client hashes a label object on every `inc`; the labelled child is looked up once
     // per (action, reason, tier, rule) instead. Bounded: label values come from enums and the
     // policy, and the tree is rebuilt with each policy.

@@ -123,10 +123,12 @@ function policyError(source: string, issues: PolicyIssue[]): EdgelimitError {
   );
 }
 
-/** `line 12: tiers.anonymous.paths./api/reports: must be ...` */
+/** `line 12: tiers.anonymous.paths./api/reports: must be ...` (`FILE, line 12: ...` with a file). */
 export function formatIssue(issue: PolicyIssue): string {
   const column = issue.column === undefined ? "" : `, column ${issue.column}`;
-  const where = issue.line === undefined ? "" : `line ${issue.line}${column}: `;
+  const line = issue.line === undefined ? "" : `line ${issue.line}${column}`;
+  const place = [issue.file ?? "", line].filter((part) => part !== "").join(", ");
+  const where = place === "" ? "" : `${place}: `;
   const field = issue.path === "" ? "" : `${issue.path}: `;
   return `${where}${field}${issue.message}`;
 }

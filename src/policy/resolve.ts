@@ -13,7 +13,8 @@ export interface RawIssue {
   readonly code: ErrorCode;
 }
 
-const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
+/** A rule's options where neither it nor its tier, namespace or `defaults` set them. */
+export const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
   window: "60s",
   counting: "exact",
   algorithm: "fixed-window",

@@ -47,8 +47,11 @@ export const limitNumber = z
   .int({ error: "must be a whole number of requests" })
   .nonnegative({ error: "must be 0 or more (0 refuses every request)" });
 
-/** Options that a rule has and that tiers, namespaces and `defaults` may set for their rules. */
-const ruleOptions = {
+/**
+ * Options that a rule has and that tiers, namespaces and `defaults` may set for their rules
+ * (`edgelimit rls` takes some of them in an envoyproxy/ratelimit descriptor's metadata).
+ */
+export const ruleOptions = {
   window: window.optional(),
   algorithm: z.enum(["fixed-window", "sliding-window", "token-bucket"]).optional(),
   action: z.enum(["block", "challenge"]).optional(),

@@ -61,6 +61,31 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:stream",
     "package:node:zlib",
   ],
+  /**
+   * The rate limit service, a server beside the gateway: it decides through the core and the
+   * limiter, reads policies and its own YAML, and shares the gateway's admin listener. It never
+   * reaches into stores (the CLI opens them) or other runtimes' adapters beyond node's.
+   */
+  rls: [
+    "core",
+    "http",
+    "policy",
+    "limiter",
+    "metrics",
+    "challenge",
+    "adapters",
+    "gateway",
+    "package:@grpc/grpc-js",
+    "package:pino",
+    "package:prom-client",
+    "package:yaml",
+    "package:zod",
+    "package:node:crypto",
+    "package:node:fs",
+    "package:node:http",
+    "package:node:net",
+    "package:node:path",
+  ],
 };
 
 /** Single files allowed one more layer, each with its reason. */
@@ -99,6 +124,10 @@ describe("the layers", () => {
 
   it("lets adapters/ translate runtimes onto http/ and the challenge, lists and metrics", () => {
     expect(violations("adapters")).toEqual([]);
+  });
+
+  it("lets rls/ decide through the core and the limiter, and serve beside the gateway", () => {
+    expect(violations("rls")).toEqual([]);
   });
 
   it("would see a violation: the check reads imports of every kind", () => {

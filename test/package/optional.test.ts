@@ -1,6 +1,7 @@
 /**
  * What only one edition needs is not installed for everyone: esbuild (build), ioredis (the
- * Redis store), pino, undici and uplot (the gateway, replay's HTML charts) are optional peers.
+ * Redis store), pino, undici and uplot (the gateway, replay's HTML charts), @grpc/grpc-js (the
+ * rate limit service) are optional peers.
  * Installed without them, the core, the memory store and the fetch, node, lambda-edge and
  * cloudflare entries work, and each command that needs one names it.
  */
@@ -36,7 +37,7 @@ describe("an install without the optional peers", () => {
       dependencies: Record<string, string>;
       peerDependenciesMeta: Record<string, { optional: boolean }>;
     };
-    for (const name of ["esbuild", "ioredis", "pino", "undici", "uplot"]) {
+    for (const name of ["@grpc/grpc-js", "esbuild", "ioredis", "pino", "undici", "uplot"]) {
       expect(manifest.dependencies[name]).toBeUndefined();
       expect(manifest.peerDependenciesMeta[name]?.optional).toBe(true);
     }
@@ -60,7 +61,7 @@ describe("an install without the optional peers", () => {
     expect(result.stdout.trim()).toBe("allow block");
   });
 
-  it("checks policies, and names the package serve, build and --store redis need", () => {
+  it("checks policies, and names the package serve, rls, build and --store redis need", () => {
     writeFileSync(
       join(project, "policy.yaml"),
       "version: 1\ntiers: { anonymous: { global: 5 } }\n",
@@ -71,6 +72,10 @@ describe("an install without the optional peers", () => {
     expect(serve.status).toBe(1);
     expect(serve.stderr).toMatch(/edgelimit serve needs the package (pino|undici|uplot)/);
     expect(serve.stderr).toContain("npm install pino undici uplot");
+
+    const rls = cli("rls", "--policy", "policy.yaml");
+    expect(rls.status).toBe(1);
+    expect(rls.stderr).toContain("npm install @grpc/grpc-js pino uplot");
 
     const build = cli(
       "build",

@@ -1,0 +1,258 @@
+/**
+ * The HTTP listener: `POST /json` (a `RateLimitRequest` in JSON: 200 when OK, 429 when over the
+ * limit, as envoyproxy/ratelimit answers), `GET /healthcheck`, forward-auth at `/check` (see
+ * forward-auth.ts), and the policy's challenge page, for a proxy that routes its path here.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { toWebRequest, writeWebResponse } from "../adapters/node.js";
+import { EdgelimitError } from "../core/errors.js";
+import type { ChallengeHandler, RequestDescription } from "../core/types.js";
+import { challengePage } from "../http/guard.js";
+import { unavailableBody } from "../http/headers.js";
+import type { Verdict } from "../http/respond.js";
+import type { Limiter } from "../limiter.js";
+import type { RlsAnswer } from "./answer.js";
+import { describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
+import { CODE, type RateLimitRequest } from "./messages.js";
+import { requestFromJson, responseToJson } from "./protojson.js";
+
+/** A `/json` body larger than this is refused (Envoy's requests are a few hundred bytes). */
+const MAX_BODY_BYTES = 64 * 1024;
+const JSON_TYPE = "application/json";
+
+export interface HttpHandlers {
+  shouldRateLimit(
+    request: RateLimitRequest,
+    peer: string | undefined,
+  ): RlsAnswer | Promise<RlsAnswer>;
+  /** Undefined when there is no `--policy` (then `/check` answers 404). */
+  check(request: RequestDescription): Verdict | Promise<Verdict> | undefined;
+  healthy(): boolean;
+  /** The policy's challenge page and the limiter it resolves clients with, when it has one. */
+  challenge(): { readonly handler: ChallengeHandler; readonly limiter: Limiter } | undefined;
+  /** Called after each request with its endpoint and status, for metrics. Must not throw. */
+  onRequest?(
+    endpoint: "json" | "check" | "healthcheck" | "challenge" | "other",
+    status: number,
+  ): void;
+  onError(error: unknown): void;
+}
+
+export interface HttpListener {
+  readonly server: Server;
+  readonly port: number;
+  readonly inFlight: number;
+  /** Stops accepting, lets requests in flight finish (at most `graceMs`), then closes. */
+  close(graceMs: number): Promise<void>;
+}
+
+export async function startHttp(
+  handlers: HttpHandlers,
+  host: string,
+  port: number,
+): Promise<HttpListener> {
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
+    inFlight++;
+    res.once("close", () => {
+      inFlight--;
+      if (inFlight === 0) drained?.();
+    });
+    req.on("error", () => undefined);
+    handle(handlers, req, res).catch((error: unknown) => {
+      handlers.onError(error);
+      if (!res.headersSent) send(res, 500, "text/plain", "Internal Server Error\n");
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    get inFlight() {
+      return inFlight;
+    },
+    close: async (graceMs) => {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          new Promise<void>((resolve) => {
+            drained = resolve;
+          }),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, graceMs);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
+      server.closeAllConnections();
+      await stopped;
+    },
+  };
+}
+
+async function handle(
+  handlers: HttpHandlers,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const url = req.url ?? "/";
+  const queryAt = url.indexOf("?");
+  const path = queryAt === -1 ? url : url.slice(0, queryAt);
+  const peer = req.socket.remoteAddress;
+  const done = (endpoint: Parameters<NonNullable<HttpHandlers["onRequest"]>>[0]) => {
+    try {
+      handlers.onRequest?.(endpoint, res.statusCode);
+    } catch {
+      // Observers must never change an answer.
+    }
+  };
+  if (path === "/json") {
+    await handleJson(handlers, req, res, peer);
+    done("json");
+    return;
+  }
+  if (path === "/healthcheck") {
+    if (handlers.healthy()) send(res, 200, "text/plain", "OK");
+    else send(res, 500, "text/plain", "shutting down");
+    done("healthcheck");
+    return;
+  }
+  if (path === "/check") {
+    await handleCheck(handlers, req, res, peer, url.slice(path.length));
+    done("check");
+    return;
+  }
+  const challenge = handlers.challenge();
+  if (challenge !== undefined) {
+    const description = {
+      ip: peer,
+      method: req.method,
+      path: url,
+      headers: req.headers,
+      lowerCaseHeaders: true,
+    };
+    const page = challengePage(challenge.handler, challenge.limiter, description, () =>
+      toWebRequest(req),
+    );
+    if (page !== undefined) {
+      await writeWebResponse(res, await page);
+      done("challenge");
+      return;
+    }
+  }
+  send(
+    res,
+    404,
+    "text/plain",
+    "not found: this is edgelimit rls (POST /json, GET /healthcheck, /check)\n",
+  );
+  done("other");
+}
+
+async function handleJson(
+  handlers: HttpHandlers,
+  req: IncomingMessage,
+  res: ServerResponse,
+  peer: string | undefined,
+): Promise<void> {
+  if (req.method !== "POST") {
+    send(res, 405, "text/plain", "POST a RateLimitRequest as JSON\n", { allow: "POST" });
+    return;
+  }
+  let answer: RlsAnswer;
+  try {
+    const request = requestFromJson(await readBody(req));
+    answer = await handlers.shouldRateLimit(request, peer);
+  } catch (error) {
+    if (!(error instanceof EdgelimitError) || error.code !== "EL_BAD_ARGUMENT") throw error;
+    send(res, 400, "text/plain", `${error.message}\n`);
+    return;
+  }
+  const response = answer.response;
+  if (response === undefined) {
+    const retryAfter = answer.unavailable?.retryAfterSeconds ?? 1;
+    send(res, 503, JSON_TYPE, unavailableBody(retryAfter), { "retry-after": String(retryAfter) });
+    return;
+  }
+  send(
+    res,
+    response.overallCode === CODE.OVER_LIMIT ? 429 : 200,
+    JSON_TYPE,
+    responseToJson(response),
+  );
+}
+
+async function handleCheck(
+  handlers: HttpHandlers,
+  req: IncomingMessage,
+  res: ServerResponse,
+  peer: string | undefined,
+  query: string,
+): Promise<void> {
+  const decided = handlers.check(describeForwarded(req.headers, peer));
+  if (decided === undefined) {
+    send(
+      res,
+      404,
+      "text/plain",
+      "/check decides with a policy: start edgelimit rls with --policy FILE\n",
+    );
+    return;
+  }
+  // The body of the original request is never needed: drain whatever the proxy sent.
+  req.resume();
+  const verdict = decided instanceof Promise ? await decided : decided;
+  const denyWith403 = new URLSearchParams(query).get("deny") === "403";
+  const answer = forwardAuthAnswer(verdict, denyWith403);
+  res.writeHead(answer.status, {
+    ...answer.headers,
+    "content-length": String(Buffer.byteLength(answer.body)),
+  });
+  res.end(answer.body);
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(
+          new EdgelimitError("EL_BAD_ARGUMENT", `the body is larger than ${MAX_BODY_BYTES} bytes`),
+        );
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string,
+  extra: Record<string, string> = {},
+): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "content-length": String(Buffer.byteLength(body)),
+    ...extra,
+  });
+  res.end(body);
+}

@@ -1,0 +1,266 @@
+/**
+ * `edgelimit rls` as a library: the rate limit service (service.ts) behind its gRPC and HTTP
+ * listeners, and the admin listener (metrics, health, the dashboard) on loopback, which is
+ * never one of the public ports.
+ */
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Logger, pino } from "pino";
+import { formatWindow } from "../core/duration.js";
+import type { EngineCompanions } from "../core/engine.js";
+import type { ResolvedPolicy } from "../core/model.js";
+import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import { type AdminSource, startAdmin } from "../gateway/admin.js";
+import { DecisionStats } from "../gateway/decision-stats.js";
+import { RecentHeavyHitters } from "../gateway/heavy-hitters.js";
+import { type PolicySummary, summarize } from "../gateway/policy-summary.js";
+import { RateSeries } from "../gateway/rate-series.js";
+import type { GatewaySnapshot } from "../gateway/snapshot.js";
+import { type StoreHealth, StoreHealthTracker } from "../gateway/store-health.js";
+import type { DecisionRecord } from "./answer.js";
+import type { RlsConfig } from "./config.js";
+import type { ConfigDecideOptions } from "./config-decide.js";
+import { type GrpcListener, startGrpc } from "./grpc.js";
+import { type HttpListener, startHttp } from "./http.js";
+import { SERVING_STATUS } from "./messages.js";
+import { RlsMetrics } from "./metrics.js";
+import { RateLimitService } from "./service.js";
+
+export interface RlsServerOptions {
+  readonly store: Store;
+  /** envoyproxy/ratelimit's configuration (`--config`); a call of another domain goes to the policy. */
+  readonly config?: RlsConfig | undefined;
+  /** An edgelimit policy (`--policy`), for forward-auth and the domains the configuration lacks. */
+  readonly policy?: ResolvedPolicy | undefined;
+  readonly challenge?: ChallengeHandler | undefined;
+  readonly companions?: EngineCompanions | undefined;
+  readonly globalShadow?: boolean;
+  readonly limitHeaders?: ConfigDecideOptions["limitHeaders"];
+  /** gRPC listener (default 8081; 0 picks a free port; false: none). */
+  readonly grpcPort?: number | false;
+  readonly grpcHost?: string;
+  /** HTTP listener (default 8080; 0 picks a free port). */
+  readonly httpPort?: number;
+  readonly httpHost?: string;
+  /** Admin listener (default 9090 on 127.0.0.1; 0 picks a free port; false: none). */
+  readonly adminPort?: number | false;
+  readonly adminHost?: string;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly readFile?: (path: string) => string;
+  readonly clock?: () => number;
+  readonly logger?: Logger;
+  /** Shown on the dashboard: what the store is (`memory`, `redis://...` without credentials). */
+  readonly storeLabel?: string;
+}
+
+export interface RlsAddresses {
+  readonly grpcPort: number | undefined;
+  readonly httpPort: number;
+  readonly adminUrl: string | undefined;
+}
+
+const SERIES_SECONDS = 120;
+
+export class RlsServer implements AdminSource {
+  readonly service: RateLimitService;
+  readonly metrics: RlsMetrics;
+  readonly logger: Logger;
+  readonly #options: RlsServerOptions;
+  readonly #clock: () => number;
+  readonly #storeHealth: StoreHealthTracker;
+  readonly #decisionStats = new DecisionStats();
+  readonly #series = new RateSeries(SERIES_SECONDS);
+  readonly #offenders = new RecentHeavyHitters(100, 5 * 60_000);
+  readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
+  readonly #startedAt: number;
+  #loadedAt: number;
+  #challenge: ChallengeHandler | undefined;
+  #grpc: GrpcListener | undefined;
+  #http: HttpListener | undefined;
+  #admin: Server | undefined;
+  #stopping = false;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: RlsServerOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? Date.now;
+    this.logger = options.logger ?? pino({ base: undefined });
+    this.#storeHealth = new StoreHealthTracker(options.store.name, this.logger, this.#clock);
+    this.#challenge = options.challenge;
+    this.service = new RateLimitService({
+      store: options.store,
+      config: options.config,
+      policy: options.policy,
+      companions: { ...options.companions, passes: options.challenge?.passes },
+      globalShadow: options.globalShadow,
+      limitHeaders: options.limitHeaders,
+      env: options.env,
+      readFile: options.readFile,
+      clock: this.#clock,
+      onDecision: (record) => this.#record(record),
+      onStoreError: (error) => this.#storeHealth.failed(error),
+    });
+    this.metrics = new RlsMetrics(this.service.basePolicy, () => this.service.blockCacheHits);
+    this.#startedAt = this.#clock();
+    this.#loadedAt = this.#startedAt;
+  }
+
+  get inFlight(): number {
+    return this.#http?.inFlight ?? 0;
+  }
+
+  storeHealth(): StoreHealth {
+    return this.#storeHealth.health();
+  }
+
+  async start(): Promise<RlsAddresses> {
+    const options = this.#options;
+    try {
+      const grpcPort = options.grpcPort ?? 8081;
+      if (grpcPort !== false) {
+        this.#grpc = await startGrpc(
+          {
+            shouldRateLimit: (request, peer) => this.service.shouldRateLimit(request, peer),
+            health: () => (this.#stopping ? SERVING_STATUS.NOT_SERVING : SERVING_STATUS.SERVING),
+            onCall: (method, code) =>
+              this.metrics.recordCall(method === "Check" ? "grpc_health" : "grpc", code),
+          },
+          options.grpcHost ?? "0.0.0.0",
+          grpcPort,
+        );
+      }
+      this.#http = await startHttp(
+        {
+          shouldRateLimit: (request, peer) => this.service.shouldRateLimit(request, peer),
+          check: (request) => this.service.check(request),
+          healthy: () => !this.#stopping,
+          challenge: () => {
+            const limiter = this.service.limiter;
+            const handler = this.#challenge;
+            return handler === undefined || limiter === undefined
+              ? undefined
+              : { handler, limiter };
+          },
+          onRequest: (endpoint, status) => this.metrics.recordCall(endpoint, status),
+          onError: (error) => this.logger.error({ msg: "request failed", err: error }),
+        },
+        options.httpHost ?? "0.0.0.0",
+        options.httpPort ?? 8080,
+      );
+      const adminPort = options.adminPort ?? 9090;
+      let adminUrl: string | undefined;
+      if (adminPort !== false) {
+        const adminHost = options.adminHost ?? "127.0.0.1";
+        this.#admin = await startAdmin(this, adminPort, adminHost);
+        const bound = (this.#admin.address() as AddressInfo).port;
+        adminUrl = `http://${adminHost.includes(":") ? `[${adminHost}]` : adminHost}:${bound}/`;
+      }
+      return { grpcPort: this.#grpc?.port, httpPort: this.#http.port, adminUrl };
+    } catch (error) {
+      await this.close();
+      throw error;
+    }
+  }
+
+  /** Swaps the configuration; counters are kept. */
+  useConfig(config: RlsConfig): void {
+    this.service.useConfig(config);
+    this.metrics.recordReload("config", "applied");
+    this.#loadedAt = this.#clock();
+  }
+
+  /** Swaps the policy and what was built from it; counters are kept. Throws if it cannot. */
+  usePolicy(
+    policy: ResolvedPolicy,
+    companions: EngineCompanions & { readonly challenge?: ChallengeHandler | undefined },
+  ): void {
+    try {
+      this.service.usePolicy(policy, { ...companions, passes: companions.challenge?.passes });
+    } catch (error) {
+      this.metrics.recordReload("policy", "refused");
+      throw error;
+    }
+    this.#challenge = companions.challenge;
+    this.metrics.usePolicy(policy);
+    this.metrics.recordReload("policy", "applied");
+    this.#loadedAt = this.#clock();
+  }
+
+  /**
+   * Health checks fail first (so that the proxies stop sending), then the listeners stop and
+   * the calls in flight finish (at most `graceMs`). Safe to call twice.
+   */
+  close(graceMs = 10_000): Promise<void> {
+    this.#closing ??= this.#close(graceMs);
+    return this.#closing;
+  }
+
+  async #close(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    await Promise.all([this.#grpc?.close(graceMs), this.#http?.close(graceMs)]);
+    const admin = this.#admin;
+    if (admin !== undefined) {
+      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
+      admin.closeAllConnections();
+      await stopped;
+    }
+  }
+
+  snapshot(): GatewaySnapshot {
+    const now = this.#clock();
+    const grpc = this.#grpc === undefined ? "" : `gRPC :${this.#grpc.port}, `;
+    return {
+      now,
+      startedAt: this.#startedAt,
+      policyLoadedAt: this.#loadedAt,
+      limiting: true,
+      upstream: `rate limit service (${grpc}HTTP :${this.#http?.port ?? "-"})`,
+      store: this.#options.storeLabel ?? this.#options.store.name,
+      inFlight: this.inFlight,
+      totals: { ...this.#totals },
+      series: this.#series.samples(now),
+      topOffenders: this.#offenders.top(10, now),
+      topOffendersPeriodMs: this.#offenders.periodMs,
+      blockCacheHits: this.service.blockCacheHits,
+      lists: [],
+      policy: this.#summary(),
+      storeHealth: this.#storeHealth.health(),
+      decisions: this.#decisionStats.figures(),
+    };
+  }
+
+  #record(record: DecisionRecord): void {
+    const now = this.#clock();
+    this.#decisionStats.record(record);
+    this.#totals[record.action]++;
+    this.#series.record(record.action, now);
+    this.metrics.recordDecision(record);
+    if (record.action === "block" || record.action === "challenge") {
+      this.#offenders.offer(record.subject, now);
+    }
+  }
+
+  /** The policy's rules, then the configuration's descriptors, as the dashboard lists rules. */
+  #summary(): PolicySummary {
+    const base = summarize(this.service.basePolicy);
+    const config = this.service.config;
+    if (config === undefined) return base;
+    const descriptors = config.limits.flatMap((limit) =>
+      limit.rules.map((rule) => ({
+        id: rule.id,
+        tiers: ["descriptor"],
+        plans: undefined,
+        path: "*",
+        methods: undefined,
+        key: limit.fullKey,
+        limit: rule.limit,
+        window: formatWindow(rule.window),
+        algorithm: rule.algorithm,
+        action: limit.quotaMode ? "quota" : "block",
+        shadow: limit.shadowMode,
+        failMode: rule.failMode,
+      })),
+    );
+    return { ...base, rules: [...base.rules, ...descriptors] };
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * The rate limit service's decisions, whatever the protocol: `shouldRateLimit` for gRPC and
+ * `POST /json`, `check` for forward-auth. A call whose domain the `--config` names is decided by
+ * that configuration; any other domain by the `--policy` (when there is one). Both decide through
+ * the core on one store, so their counters live side by side, and both reload in place.
+ */
+import { DecisionEngine, type EngineCompanions } from "../core/engine.js";
+import type { ResolvedPolicy } from "../core/model.js";
+import type { RequestDescription, Store } from "../core/types.js";
+import type { Verdict } from "../http/respond.js";
+import { createLimiter, type Limiter } from "../limiter.js";
+import { definePolicy } from "../policy/load.js";
+import type { DecisionRecord, RlsAnswer } from "./answer.js";
+import type { RlsConfig } from "./config.js";
+import { type ConfigDecideOptions, decideByConfig } from "./config-decide.js";
+import type { RateLimitRequest } from "./messages.js";
+import { PolicyDecider } from "./policy-decide.js";
+
+export interface RateLimitServiceOptions {
+  readonly store: Store;
+  readonly config?: RlsConfig | undefined;
+  readonly policy?: ResolvedPolicy | undefined;
+  readonly companions?: EngineCompanions | undefined;
+  readonly globalShadow?: boolean;
+  readonly limitHeaders?: ConfigDecideOptions["limitHeaders"];
+  /** Environment for the policy's `{ env: NAME }` secrets (default process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly readFile?: (path: string) => string;
+  readonly clock?: () => number;
+  /** Called with every decision (metrics, the dashboard). Must not throw. */
+  readonly onDecision?: (record: DecisionRecord) => void;
+  /** Called with the cause each time the store fails a decision. Must not throw. */
+  readonly onStoreError?: (error: unknown) => void;
+}
+
+export class RateLimitService {
+  readonly store: Store;
+  readonly #options: RateLimitServiceOptions;
+  readonly #clock: () => number;
+  readonly #configEngine: DecisionEngine;
+  readonly #configOptions: ConfigDecideOptions;
+  #config: RlsConfig | undefined;
+  #limiter: Limiter | undefined;
+  #policyDecider: PolicyDecider | undefined;
+
+  constructor(options: RateLimitServiceOptions) {
+    this.#options = options;
+    this.store = options.store;
+    this.#clock = options.clock ?? Date.now;
+    this.#config = options.config;
+    // The configuration's counters take the policy's budget when there is one.
+    this.#configEngine = new DecisionEngine({
+      policy: options.policy ?? definePolicy({ version: 1 }),
+      store: options.store,
+      clock: this.#clock,
+      onStoreError: options.onStoreError,
+    });
+    this.#configOptions = {
+      globalShadow: options.globalShadow ?? false,
+      limitHeaders: options.limitHeaders,
+      clock: this.#clock,
+    };
+    if (options.policy !== undefined) this.#usePolicy(options.policy, options.companions);
+  }
+
+  get config(): RlsConfig | undefined {
+    return this.#config;
+  }
+
+  get policy(): ResolvedPolicy | undefined {
+    return this.#limiter?.policy;
+  }
+
+  /** The policy whose budget the configuration's counters run under: `--policy`, or an empty one. */
+  get basePolicy(): ResolvedPolicy {
+    return this.#configEngine.policy;
+  }
+
+  /** Store round trips the block caches saved since start. */
+  get blockCacheHits(): number {
+    return this.#configEngine.blockCacheHits + (this.#limiter?.blockCacheHits ?? 0);
+  }
+
+  /** Throws `EL_BAD_ARGUMENT` for a call without a domain or descriptors. */
+  shouldRateLimit(
+    request: RateLimitRequest,
+    peer: string | undefined,
+  ): RlsAnswer | Promise<RlsAnswer> {
+    const config = this.#config;
+    const decider = this.#policyDecider;
+    const byPolicy =
+      decider !== undefined && (config === undefined || !config.domains.has(request.domain));
+    const answer = byPolicy
+      ? decider.decide(request, peer)
+      : decideByConfig(this.#configEngine, config ?? EMPTY_CONFIG, request, this.#configOptions);
+    if (answer instanceof Promise) return answer.then((known) => this.#observed(known));
+    return this.#observed(answer);
+  }
+
+  /** Forward-auth: the policy's verdict for the request a proxy describes; undefined without one. */
+  check(request: RequestDescription): Verdict | Promise<Verdict> | undefined {
+    const decided = this.#limiter?.decide(request);
+    if (decided instanceof Promise) return decided.then((verdict) => this.#recorded(verdict));
+    return decided === undefined ? undefined : this.#recorded(decided);
+  }
+
+  /** The policy's limiter (challenge pages resolve their client with it). */
+  get limiter(): Limiter | undefined {
+    return this.#limiter;
+  }
+
+  /** Swaps the configuration; counters live in the store and are kept. */
+  useConfig(config: RlsConfig): void {
+    this.#config = config;
+  }
+
+  /** Swaps the policy (and what was built from it); counters are kept. Throws if it cannot. */
+  usePolicy(policy: ResolvedPolicy, companions?: EngineCompanions): void {
+    this.#configEngine.reload(policy, undefined);
+    this.#usePolicy(policy, companions);
+  }
+
+  #usePolicy(policy: ResolvedPolicy, companions: EngineCompanions | undefined): void {
+    if (this.#limiter !== undefined) {
+      this.#limiter.reload(policy, companions);
+      return;
+    }
+    const options = this.#options;
+    const onStoreError = options.onStoreError;
+    this.#limiter = createLimiter({
+      policy,
+      store: options.store,
+      clock: this.#clock,
+      env: options.env,
+      readFile: options.readFile,
+      ...companions,
+      onStoreError: onStoreError === undefined ? false : (error) => onStoreError(error),
+    });
+    this.#policyDecider = new PolicyDecider(this.#limiter, this.#clock);
+  }
+
+  #observed(answer: RlsAnswer): RlsAnswer {
+    this.#recorded(answer.record);
+    return answer;
+  }
+
+  #recorded<Record extends DecisionRecord>(record: Record): Record {
+    try {
+      this.#options.onDecision?.(record);
+    } catch {
+      // Observers must never change a decision.
+    }
+    return record;
+  }
+}
+
+const EMPTY_CONFIG: RlsConfig = { domains: new Map(), limits: [], files: [] };
