@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Verdict } from "../../src/http/respond.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
-import { CircuitBreaker } from "../../src/stores/redis/breaker.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
+import { CircuitBreaker } from "../../src/stores/remote/breaker.js";
 import { freePort, type RedisServer, startRedis } from "./redis-server.js";
 
 const BUDGET_MS = 150;

@@ -1,13 +1,23 @@
-import { Cluster } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  StoreStatus,
+} from "../../core/types.js";
+import type { CircuitBreaker, CircuitBreakerOptions } from "../remote/breaker.js";
+import { answeredInTime } from "../remote/call-timeout.js";
+import { ConnectionGate } from "../remote/connection-gate.js";
+import { RemoteGuard } from "../remote/guard.js";
+import { statusOf } from "../remote/health.js";
 import { TickBatch } from "./batch.js";
-import { CircuitBreaker, type CircuitBreakerOptions } from "./breaker.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest } from "./encoding.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
-import { answeredInTime } from "./timeout.js";
+import { keySlot } from "./slot.js";
 
 export interface RedisStoreOptions {
   /**
@@ -24,7 +34,10 @@ export interface RedisStoreOptions {
    * `caller`: the `now` the limiter passes; for simulations and tests that drive time.
    */
   readonly clock?: "server" | "caller";
-  /** Circuit breaker settings, or `false` to turn it off. */
+  /**
+   * Circuit breaker settings, or `false` to turn it off. On a Cluster each master has its own
+   * breaker, so a stopped master fails its own slots at once and no other's.
+   */
   readonly breaker?: CircuitBreakerOptions | false;
   /**
    * A call still unanswered after this long has failed, and counts as a failure for the
@@ -32,6 +45,13 @@ export interface RedisStoreOptions {
    * process, waiting behind our own work, is read before the call is declared lost.
    */
   readonly timeoutMs?: number;
+  /**
+   * How long a connection may take to become ready (default 1000 ms). A fresh store's first
+   * calls wait for its first connection at most this long after the store was made; a later
+   * connection not ready this long after its TCP connection opened (a server that accepts and
+   * stays silent) is dropped and made again. See docs/redis.md, "Failure behaviour".
+   */
+  readonly connectTimeoutMs?: number;
   /**
    * Single node only: requests that arrive in the same tick share one script call, up to this
    * many (default 64; 1 turns batching off). Each request is still applied atomically and in
@@ -43,6 +63,8 @@ export interface RedisStoreOptions {
 const DEFAULT_PREFIX = "el:";
 const DEFAULT_MAX_BATCH = 64;
 const DEFAULT_TIMEOUT_MS = 1000;
+/** Cluster masters whose breakers are kept; a Cluster larger than this shares the rest. */
+const MAX_NODE_GUARDS = 1024;
 
 /**
  * Counters in Redis. Each key is `prefix + "{" + subject + "}" + "|namespace|scope"`: the
@@ -50,21 +72,24 @@ const DEFAULT_TIMEOUT_MS = 1000;
  * request is one script call on one node. On a single node all of a request's counters go in
  * one call whatever their subjects (batched per tick, batch.ts); on a Cluster, counters of
  * different subjects go to their slots as parallel calls, each atomic on its own (cluster.ts).
+ * Every call goes through the remote-store kit (`stores/remote/`): the connection gate, a
+ * circuit breaker per node, and a PING before the call that probes an open circuit.
  */
 export class RedisStore implements Store {
   readonly name = "redis";
   readonly local = false;
   readonly client: RedisClient;
   readonly prefix: string;
-  readonly breaker: CircuitBreaker | undefined;
   readonly #ownsClient: boolean;
   readonly #serverClock: boolean;
   readonly #isCluster: boolean;
   readonly #timeoutMs: number;
+  readonly #breakerOptions: CircuitBreakerOptions | false | undefined;
   /** Undefined when batching is off (a Cluster, or `maxBatch: 1`). */
   readonly #batch: TickBatch | undefined;
-  /** Settles on the client's first connection (or its first failure); undefined after that. */
-  #firstConnection: Promise<void> | undefined;
+  readonly #gate: ConnectionGate;
+  /** The single node's guard, or one per Cluster master (by `host:port`). */
+  readonly #guards = new Map<string, RemoteGuard>();
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
   /** The last connection error of a client the store owns (for health pages). */
@@ -84,7 +109,7 @@ export class RedisStore implements Store {
     this.#isCluster = this.client instanceof Cluster;
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.#serverClock = (options.clock ?? "server") === "server";
-    this.breaker = options.breaker === false ? undefined : new CircuitBreaker(options.breaker);
+    this.#breakerOptions = options.breaker;
     const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
     if (!Number.isInteger(maxBatch) || maxBatch < 1) {
       throw new EdgelimitError(
@@ -104,15 +129,29 @@ export class RedisStore implements Store {
       );
     }
     this.#timeoutMs = timeoutMs;
-    this.#firstConnection = this.client.status === "ready" ? undefined : this.#connected();
-    // Settled here so that a first connection that fails is never an unhandled rejection.
-    const connected = (): void => {
-      this.#firstConnection = undefined;
-    };
-    this.#firstConnection?.then(connected, connected);
+    // A single node's stalled connection is made again; a Cluster's nodes are ioredis's own,
+    // which bounds their slot discovery itself (`slotsRefreshTimeout`).
+    this.#gate = new ConnectionGate({
+      name: "redis",
+      connectTimeoutMs: options.connectTimeoutMs,
+      ready: this.client.status === "ready",
+      onStalled: this.#isCluster ? undefined : () => this.client.disconnect(true),
+    });
+    if (!this.#isCluster) this.#guardFor(SINGLE_NODE);
     // After every (re)connection, cache the script before traffic asks for it: a restarted
     // server would otherwise answer NOSCRIPT to each of the first calls.
     this.client.on("ready", this.#onReady);
+    this.client.on("connect", this.#onConnect);
+    this.client.on("close", this.#onClose);
+  }
+
+  /** The single node's circuit breaker (a Cluster has one per master: see `status()`). */
+  get breaker(): CircuitBreaker | undefined {
+    return this.#guards.get(SINGLE_NODE)?.breaker;
+  }
+
+  status(): StoreStatus {
+    return statusOf(this.#guards.values(), this.#gate.state);
   }
 
   readonly #onClientError = (error: Error): void => {
@@ -120,9 +159,18 @@ export class RedisStore implements Store {
   };
 
   readonly #onReady = (): void => {
+    this.#gate.connected();
     this.#loadScript().catch(() => {
       // The first call falls back to EVAL instead.
     });
+  };
+
+  readonly #onConnect = (): void => {
+    this.#gate.attempting();
+  };
+
+  readonly #onClose = (): void => {
+    this.#gate.lost(this.lastConnectionError ?? "connection closed");
   };
 
   async #loadScript(): Promise<void> {
@@ -161,46 +209,82 @@ export class RedisStore implements Store {
     });
   }
 
-  async apply(
+  apply(
     counters: readonly CounterSpec[],
     now: number,
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
-    if (counters.length === 0) return [];
-    const first = this.#firstConnection;
-    if (first !== undefined) {
-      // A fresh process's first calls wait for its connection (the decision budget does not run
-      // meanwhile); a connection that fails makes them fail as any call would.
-      const connected = progress?.connecting();
-      try {
-        await first;
-      } catch {
-        // The call below fails at once on the unconnected client.
-      } finally {
-        connected?.();
-      }
-    }
-    const breaker = this.breaker;
-    if (breaker !== undefined && !breaker.tryAcquire()) {
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        "redis circuit breaker is open after repeated failures; retrying shortly",
-      );
-    }
+    if (counters.length === 0) return Promise.resolve([]);
     const nowArgument = this.#serverClock ? "" : String(now);
-    try {
-      const states = this.#isCluster
-        ? await applyBySubject(counters, (group) => this.#applyGroup(group, nowArgument))
-        : await this.#applyGroup(counters, nowArgument);
-      breaker?.recordSuccess();
-      return states;
-    } catch (error) {
-      breaker?.recordFailure();
-      if (error instanceof EdgelimitError) throw error;
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        `redis store failed: ${error instanceof Error ? error.message : String(error)}`,
+    if (!this.#isCluster) {
+      const guard = this.#guardFor(SINGLE_NODE);
+      return guard.run(() =>
+        this.#whenConnected(guard.progressFor(progress), () =>
+          this.#applyGroup(counters, nowArgument),
+        ),
       );
+    }
+    return applyBySubject(counters, (group) => {
+      const guard = this.#guardFor(this.#nodeOf(group[0] as CounterSpec));
+      return guard.run(() =>
+        this.#whenConnected(guard.progressFor(progress), () =>
+          this.#applyGroup(group, nowArgument),
+        ),
+      );
+    });
+  }
+
+  /** `send` now when connected, after the first connection when it is under way; else throws. */
+  #whenConnected<T>(progress: StoreCallProgress | undefined, send: () => Promise<T>): Promise<T> {
+    const waiting = this.#gate.ready(progress);
+    return waiting === undefined ? send() : waiting.then(send);
+  }
+
+  /** The Cluster master that holds a counter's slot now (`host:port`). */
+  #nodeOf(counter: CounterSpec): string {
+    const slots = (this.client as Cluster).slots;
+    return slots[keySlot(this.redisKey(counter))]?.[0] ?? "unknown";
+  }
+
+  #guardFor(node: string): RemoteGuard {
+    let guard = this.#guards.get(node);
+    if (guard !== undefined) return guard;
+    if (this.#guards.size >= MAX_NODE_GUARDS) {
+      // Masters that left the Cluster: forget the healthy ones first.
+      for (const [name, held] of this.#guards) if (held.healthy) this.#guards.delete(name);
+      if (this.#guards.size >= MAX_NODE_GUARDS) this.#guards.clear();
+    }
+    guard = new RemoteGuard({
+      name: node === SINGLE_NODE ? "redis" : `redis ${node}`,
+      owner: "redisStore",
+      breaker: this.#breakerOptions,
+      probe: () => this.#ping(node),
+    });
+    this.#guards.set(node, guard);
+    return guard;
+  }
+
+  /**
+   * The probe before a call that tests an open circuit. A PING left unanswered on a connection
+   * that says it is ready is a half-open socket (a failover that left no reset behind): the
+   * connection is made again, since nothing else would ever notice.
+   */
+  async #ping(node: string): Promise<void> {
+    const client =
+      node === SINGLE_NODE
+        ? (this.client as Redis)
+        : (this.client as Cluster)
+            .nodes("master")
+            .find((candidate) => `${candidate.options.host}:${candidate.options.port}` === node);
+    if (client === undefined) {
+      throw new EdgelimitError("EL_STORE_FAILED", `redis master ${node} is not in the Cluster`);
+    }
+    try {
+      await answeredInTime(client.ping(), this.#timeoutMs, `redis ${node}`);
+    } catch (error) {
+      const stalled = error instanceof EdgelimitError && error.code === "EL_STORE_TIMEOUT";
+      if (stalled && client.status === "ready") client.disconnect(true);
+      throw error;
     }
   }
 
@@ -211,6 +295,9 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.client.off("ready", this.#onReady);
+    this.client.off("connect", this.#onConnect);
+    this.client.off("close", this.#onClose);
+    this.#gate.close();
     if (!this.#ownsClient) return;
     this.client.off("error", this.#onClientError);
     try {
@@ -243,6 +330,7 @@ export class RedisStore implements Store {
       return await answeredInTime(
         this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args),
         this.#timeoutMs,
+        "redis",
       );
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
@@ -251,10 +339,14 @@ export class RedisStore implements Store {
       return answeredInTime(
         this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args),
         this.#timeoutMs,
+        "redis",
       );
     }
   }
 }
+
+/** The guard's key for a single node's store. */
+const SINGLE_NODE = "";
 
 /** A Redis store from options (client or URL). */
 export function redisStore(options: RedisStoreOptions): RedisStore {

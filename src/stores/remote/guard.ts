@@ -1,0 +1,128 @@
+import { EdgelimitError } from "../../core/errors.js";
+import type { StoreCallProgress } from "../../core/types.js";
+import { CircuitBreaker, type CircuitBreakerOptions, monotonicNow } from "./breaker.js";
+import { answeredInTime } from "./call-timeout.js";
+
+export interface RemoteGuardOptions {
+  /** Names the server in messages and on health pages (`redis`, `10.0.0.3:6379`). */
+  readonly name: string;
+  /** Names the store in option errors (`redisStore`). */
+  readonly owner: string;
+  /** Circuit breaker settings, or `false` for none. */
+  readonly breaker?: CircuitBreakerOptions | false | undefined;
+  /** Monotonic milliseconds for the breaker (default `performance.now`). */
+  readonly clock?: (() => number) | undefined;
+  /**
+   * Asked before the call that probes an open circuit: resolves once the server answers
+   * (Redis: PING). While it fails, the circuit stays open and the call is never sent, so a
+   * server that is only stopped never receives a request it would apply long after the
+   * decision gave up on it.
+   */
+  readonly probe?: (() => Promise<unknown>) | undefined;
+  /** Bounds every call (and the probe) when the store does not bound its own (default: none). */
+  readonly timeoutMs?: number | undefined;
+}
+
+/**
+ * One remote endpoint's calls: refused at once while its circuit breaker is open, probed
+ * before they go out again, bounded in time where the store asks, and counted for health pages.
+ * The Redis store has one per node, the DynamoDB client one per endpoint, the Cloudflare store
+ * one for its Durable Objects.
+ */
+export class RemoteGuard {
+  readonly name: string;
+  readonly breaker: CircuitBreaker | undefined;
+  readonly #probe: (() => Promise<unknown>) | undefined;
+  readonly #timeoutMs: number | undefined;
+  /** Failures since the last success, for a guard without a breaker. */
+  #consecutiveFailures = 0;
+  /** Calls that failed since start. */
+  failures = 0;
+  lastError: string | undefined;
+  /** Epoch milliseconds (for people reading health pages, not for any decision). */
+  lastErrorAt: number | undefined;
+
+  constructor(options: RemoteGuardOptions) {
+    this.name = options.name;
+    this.breaker =
+      options.breaker === false
+        ? undefined
+        : new CircuitBreaker(options.breaker, options.clock ?? monotonicNow, options.owner);
+    this.#probe = options.probe;
+    const timeoutMs = options.timeoutMs;
+    if (timeoutMs !== undefined && (!Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `${options.owner}: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
+      );
+    }
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /**
+   * True while no call failed since the last success. A store reports a connection's setup to
+   * the decision budget (`StoreCallProgress`) only then: once a failure has been seen, setting
+   * up yet another connection is not a cold start but the same failure, and waits no longer
+   * than the budget.
+   */
+  get healthy(): boolean {
+    return (this.breaker?.consecutiveFailures ?? this.#consecutiveFailures) === 0;
+  }
+
+  /** `progress` while healthy, else none (see `healthy`). */
+  progressFor(progress: StoreCallProgress | undefined): StoreCallProgress | undefined {
+    return this.healthy ? progress : undefined;
+  }
+
+  /** `closed`, `open` or `probing`; `off` without a breaker. */
+  get breakerState(): "closed" | "open" | "probing" | "off" {
+    return this.breaker?.state ?? "off";
+  }
+
+  /**
+   * Runs one call to the server: refused at once (`EL_STORE_FAILED`) while the circuit is open,
+   * preceded by the probe when it is the call that probes, and recorded as a success or a
+   * failure. Errors that are not an `EdgelimitError` come out as `EL_STORE_FAILED`.
+   */
+  async run<T>(call: () => Promise<T>): Promise<T> {
+    const breaker = this.breaker;
+    if (breaker !== undefined && !breaker.tryAcquire()) {
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `${this.name} circuit breaker is open after repeated failures; retrying shortly`,
+      );
+    }
+    try {
+      if (breaker?.state === "probing" && this.#probe !== undefined) {
+        await this.#bounded(this.#probe());
+      }
+      const answer = await this.#bounded(call());
+      this.succeeded();
+      return answer;
+    } catch (error) {
+      this.failed(error);
+      if (error instanceof EdgelimitError) throw error;
+      throw new EdgelimitError(
+        "EL_STORE_FAILED",
+        `${this.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+
+  succeeded(): void {
+    this.#consecutiveFailures = 0;
+    this.breaker?.recordSuccess();
+  }
+
+  failed(error: unknown): void {
+    this.#consecutiveFailures++;
+    this.failures++;
+    this.lastError = error instanceof Error ? error.message : String(error);
+    this.lastErrorAt = Date.now();
+    this.breaker?.recordFailure();
+  }
+
+  #bounded<T>(call: Promise<T>): Promise<T> {
+    return this.#timeoutMs === undefined ? call : answeredInTime(call, this.#timeoutMs, this.name);
+  }
+}
