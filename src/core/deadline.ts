@@ -93,15 +93,18 @@ export function timeoutAfterPendingIo(
   onTimeout: () => void,
   scheduler: Scheduler = REAL_SCHEDULER,
 ): () => void {
+  // Called unbound, as the scheduler's contract says: workerd refuses its own `setTimeout`
+  // called as a method of another object.
+  const { setTimeout: setTimer, clearTimeout: clearTimer, afterPendingIo: afterIo } = scheduler;
   let cancelled = false;
-  const timer = scheduler.setTimeout(() => {
-    scheduler.afterPendingIo(() => {
+  const timer = setTimer(() => {
+    afterIo(() => {
       if (!cancelled && !isSettled()) onTimeout();
     });
   }, ms);
   return () => {
     cancelled = true;
-    scheduler.clearTimeout(timer);
+    clearTimer(timer);
   };
 }
 
