@@ -10,9 +10,10 @@ import { EdgelimitError } from "./errors.js";
 import { HybridCounting } from "./hybrid-counting.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
+import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, cachedBlock, decideFromCounts, failMode } from "./outcome.js";
+import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
 import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
@@ -57,6 +58,8 @@ export interface EngineOptions extends EngineCompanions {
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
    */
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
+  /** Bounds the counters a `failMode: local` rule holds while the store is failed (local-fallback.ts). */
+  readonly localFallback?: { readonly maxKeys?: number } | undefined;
 }
 
 /** One policy, ready to decide with. */
@@ -91,6 +94,7 @@ export class DecisionEngine {
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
+  readonly #local: LocalFallback;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
   #prepared: Prepared;
@@ -105,6 +109,12 @@ export class DecisionEngine {
     this.#prepared = prepare(options.policy, options.tokens);
     const cache = options.blockCache ?? (options.store.local ? false : {});
     this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
+    this.#local = new LocalFallback(options.localFallback);
+  }
+
+  /** What `failMode: local` rules counted in this process while the store was failed. */
+  get localCounting(): LocalCountingStatus {
+    return this.#local.status;
   }
 
   get policy(): ResolvedPolicy {
@@ -218,6 +228,7 @@ export class DecisionEngine {
     passVerified: boolean | undefined,
   ): Decision | Promise<Decision> {
     const verified = passVerified === true;
+    const { policy } = prepared;
     const { compiled, rules } = match;
     const counters = prepared.counters.countersFor(compiled, identity, request.cost, verified);
     const blocked = this.#blockCache?.blockedUntil(counters, started);
@@ -233,8 +244,9 @@ export class DecisionEngine {
       try {
         states = store.applySync(counters, started);
       } catch (error) {
-        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
-        return this.#finish(identity, path, started, rules, failed);
+        const cause = this.#storeFailed(error, request);
+        const failed = this.#local.decide(policy, match, counters, path, verified, started, cause);
+        return this.#finish(identity, path, started, failed.rules, failed);
       }
       const counted = decideFromCounts(
         compiled,
@@ -246,9 +258,11 @@ export class DecisionEngine {
       );
       return this.#finish(identity, path, started, rules, counted);
     }
-    const { budgetMs, connectBudgetMs } = prepared.policy;
+    const { budgetMs, connectBudgetMs } = policy;
+    // What this process admitted on its own while the store was failed rides along (store-debt.ts).
+    const paying = this.#local.pay(counters, started);
     return withinBudget(
-      (progress) => store.apply(counters, started, progress),
+      (progress) => store.apply(paying?.counters ?? counters, started, progress),
       {
         budgetMs,
         connectBudgetMs,
@@ -258,17 +272,21 @@ export class DecisionEngine {
       store.name,
       this.#scheduler,
     ).then(
-      (states) =>
-        this.#finish(
+      (states) => {
+        if (paying !== undefined) this.#local.settle(paying, states);
+        return this.#finish(
           identity,
           path,
           started,
           rules,
           decideFromCounts(compiled, counters, states, verified, this.#blockCache, started),
-        ),
+        );
+      },
       (error: unknown) => {
-        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
-        return this.#finish(identity, path, started, rules, failed);
+        if (paying !== undefined) this.#local.settle(paying, undefined);
+        const cause = this.#storeFailed(error, request);
+        const failed = this.#local.decide(policy, match, counters, path, verified, started, cause);
+        return this.#finish(identity, path, started, failed.rules, failed);
       },
     );
   }

@@ -213,6 +213,8 @@ export type Reason =
   | "no-rule"
   | "store-failed-open"
   | "store-failed-closed"
+  /** The store failed; the rules whose fail mode is `local` were counted in this process. */
+  | "store-failed-local"
   | "blocked-cached";
 
 export type Tier = "anonymous" | "authenticated";

@@ -65,7 +65,7 @@ describe("a store that is down", () => {
     expect(warnings).toHaveLength(1);
     const decisions = output()
       .split("\n")
-      .filter((line) => line.includes('"reason":"store-failed-open"'));
+      .filter((line) => line.includes('"reason":"store-failed-local"'));
     expect(decisions.length).toBeGreaterThan(0);
     expect(JSON.parse(decisions[0] as string).storeError).toMatch(/\S/);
   });
@@ -90,7 +90,7 @@ describe("a store that is down", () => {
       const quiet = createLimiter({ policy, store });
       for (let i = 0; i < 3; i++) {
         expect((await observed.check({ ip: "192.0.2.1", path: "/" })).reason).toBe(
-          "store-failed-open",
+          "store-failed-local",
         );
         expect((await quiet.check({ ip: "192.0.2.1", path: "/" })).storeError).toMatch(/\S/);
       }
