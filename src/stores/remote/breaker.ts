@@ -93,8 +93,11 @@ export class CircuitBreaker {
 
   recordFailure(): void {
     this.#consecutiveFailures++;
+    // Calls sent before the circuit opened fail while it is open: the cooldown is not made
+    // longer by them, only by a probe's failure.
+    if (this.#state === "open") return;
     if (this.#state === "probing" || this.#consecutiveFailures >= this.failureThreshold) {
-      if (this.#state !== "open") this.opened++;
+      this.opened++;
       this.#state = "open";
       this.#openedAt = this.#clock();
     }
