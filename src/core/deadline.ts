@@ -27,6 +27,13 @@ export interface StoreCallProgress {
    * called: once the request has been written on the connection, or the setup has failed.
    */
   connecting(): () => void;
+  /**
+   * True once the decision has stopped waiting for this call (it failed or missed its budget).
+   * A store that has been waiting on something of its own (a probe of an open circuit) checks
+   * it before sending the request: a request no one waits for would still be counted, and what
+   * it carried for the decision (a debt, see core/store-debt.ts) would be counted twice.
+   */
+  readonly abandoned?: boolean;
 }
 
 export interface BudgetTimes {
@@ -182,6 +189,9 @@ export function withinBudget<T>(
       afterIo(() => check(clock() - timerDue));
     };
     const progress: StoreCallProgress = {
+      get abandoned() {
+        return settled;
+      },
       connecting() {
         setups++;
         let done = false;

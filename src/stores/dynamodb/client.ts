@@ -150,11 +150,9 @@ export class DynamoDbHttpClient {
     }
     const pool = this.#pool as HttpPool;
     const body = JSON.stringify(input);
-    const guard = this.#guard;
-    const progress = guard.progressFor(options?.progress);
     // Signed first: missing credentials are a mistake to fix, not the endpoint failing.
     const headers = this.#sign(operation, body, new Date());
-    const response = await guard.run(async () => {
+    const response = await this.#guard.run(async (progress) => {
       let answer: HttpResponse;
       try {
         answer = await pool.post(
@@ -178,7 +176,7 @@ export class DynamoDbHttpClient {
       // A server error is the endpoint failing; any other answer is the endpoint working.
       if (answer.status >= 500) readAnswer(answer);
       return answer;
-    });
+    }, options?.progress);
     return readAnswer<T>(response);
   }
 

@@ -217,21 +217,17 @@ export class RedisStore implements Store {
     if (counters.length === 0) return Promise.resolve([]);
     const nowArgument = this.#serverClock ? "" : String(now);
     if (!this.#isCluster) {
-      const guard = this.#guardFor(SINGLE_NODE);
-      return guard.run(() =>
-        this.#whenConnected(guard.progressFor(progress), () =>
-          this.#applyGroup(counters, nowArgument),
-        ),
+      return this.#guardFor(SINGLE_NODE).run(
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, nowArgument)),
+        progress,
       );
     }
-    return applyBySubject(counters, (group) => {
-      const guard = this.#guardFor(this.#nodeOf(group[0] as CounterSpec));
-      return guard.run(() =>
-        this.#whenConnected(guard.progressFor(progress), () =>
-          this.#applyGroup(group, nowArgument),
-        ),
-      );
-    });
+    return applyBySubject(counters, (group) =>
+      this.#guardFor(this.#nodeOf(group[0] as CounterSpec)).run(
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, nowArgument)),
+        progress,
+      ),
+    );
   }
 
   /** `send` now when connected, after the first connection when it is under way; else throws. */
@@ -265,9 +261,9 @@ export class RedisStore implements Store {
   }
 
   /**
-   * The probe before a call that tests an open circuit. A PING left unanswered on a connection
-   * that says it is ready is a half-open socket (a failover that left no reset behind): the
-   * connection is made again, since nothing else would ever notice.
+   * The probe before a call that tests an open circuit. A PING left unanswered on a single
+   * node's connection that says it is ready is a half-open socket (a failover that left no reset
+   * behind): the connection is made again, since nothing else would ever notice.
    */
   async #ping(node: string): Promise<void> {
     const client =
@@ -282,8 +278,9 @@ export class RedisStore implements Store {
     try {
       await answeredInTime(client.ping(), this.#timeoutMs, `redis ${node}`);
     } catch (error) {
+      // A Cluster's node connections are ioredis's to manage: only a single node is made again.
       const stalled = error instanceof EdgelimitError && error.code === "EL_STORE_TIMEOUT";
-      if (stalled && client.status === "ready") client.disconnect(true);
+      if (stalled && node === SINGLE_NODE && client.status === "ready") client.disconnect(true);
       throw error;
     }
   }

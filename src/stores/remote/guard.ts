@@ -60,18 +60,13 @@ export class RemoteGuard {
   }
 
   /**
-   * True while no call failed since the last success. A store reports a connection's setup to
-   * the decision budget (`StoreCallProgress`) only then: once a failure has been seen, setting
-   * up yet another connection is not a cold start but the same failure, and waits no longer
-   * than the budget.
+   * True while no call failed since the last success. A call reports a connection's setup to
+   * the decision budget (`StoreCallProgress.connecting`) only then: once a failure has been
+   * seen, setting up yet another connection is not a cold start but the same failure, and waits
+   * no longer than the budget.
    */
   get healthy(): boolean {
     return (this.breaker?.consecutiveFailures ?? this.#consecutiveFailures) === 0;
-  }
-
-  /** `progress` while healthy, else none (see `healthy`). */
-  progressFor(progress: StoreCallProgress | undefined): StoreCallProgress | undefined {
-    return this.healthy ? progress : undefined;
   }
 
   /** `closed`, `open` or `probing`; `off` without a breaker. */
@@ -82,9 +77,15 @@ export class RemoteGuard {
   /**
    * Runs one call to the server: refused at once (`EL_STORE_FAILED`) while the circuit is open,
    * preceded by the probe when it is the call that probes, and recorded as a success or a
-   * failure. Errors that are not an `EdgelimitError` come out as `EL_STORE_FAILED`.
+   * failure. `call` receives `progress` while the guard is healthy (see `healthy`). A call whose
+   * decision stopped waiting during the probe is not sent (`StoreCallProgress.abandoned`): the
+   * probe's success closes the circuit, and the call fails without reaching the server. Errors
+   * that are not an `EdgelimitError` come out as `EL_STORE_FAILED`.
    */
-  async run<T>(call: () => Promise<T>): Promise<T> {
+  async run<T>(
+    call: (progress: StoreCallProgress | undefined) => Promise<T>,
+    progress?: StoreCallProgress,
+  ): Promise<T> {
     const breaker = this.breaker;
     if (breaker !== undefined && !breaker.tryAcquire()) {
       throw new EdgelimitError(
@@ -92,14 +93,20 @@ export class RemoteGuard {
         `${this.name} circuit breaker is open after repeated failures; retrying shortly`,
       );
     }
+    const setup = this.healthy ? progress : undefined;
     try {
       if (breaker?.state === "probing" && this.#probe !== undefined) {
         await this.#bounded(this.#probe());
+        if (progress?.abandoned === true) {
+          this.succeeded();
+          throw new Abandoned(this.name);
+        }
       }
-      const answer = await this.#bounded(call());
+      const answer = await this.#bounded(call(setup));
       this.succeeded();
       return answer;
     } catch (error) {
+      if (error instanceof Abandoned) throw error;
       this.failed(error);
       if (error instanceof EdgelimitError) throw error;
       throw new EdgelimitError(
@@ -124,5 +131,12 @@ export class RemoteGuard {
 
   #bounded<T>(call: Promise<T>): Promise<T> {
     return this.#timeoutMs === undefined ? call : answeredInTime(call, this.#timeoutMs, this.name);
+  }
+}
+
+/** The probe answered after the decision had stopped waiting: the call was never sent. */
+class Abandoned extends EdgelimitError {
+  constructor(name: string) {
+    super("EL_STORE_FAILED", `${name} answered its probe after the decision had given up`);
   }
 }
