@@ -4,7 +4,7 @@
  * what was admitted each minute.
  */
 import { escapeHtml } from "../replay/report-html.js";
-import type { ModeReport, SimulationReport } from "./report.js";
+import { type ModeReport, modeLabel, type SimulationReport } from "./report.js";
 
 const COLORS = ["#c0392b", "#2471a3", "#239b56", "#b9770e", "#7d3c98"];
 
@@ -24,7 +24,7 @@ function bars(
     .map((mode, i) => {
       const width = Math.max(1, ((values[i] as number) / max) * 360);
       const y = 5 + i * rowHeight;
-      return `<text x="0" y="${y + 16}">${escapeHtml(mode.mode)}</text><rect x="70" y="${y}" width="${width.toFixed(1)}" height="20" fill="${COLORS[i % COLORS.length]}"><title>${escapeHtml(label(values[i] as number))}</title></rect><text x="${(76 + width).toFixed(1)}" y="${y + 16}">${escapeHtml(label(values[i] as number))}</text>`;
+      return `<text x="0" y="${y + 16}">${escapeHtml(modeLabel(mode))}</text><rect x="70" y="${y}" width="${width.toFixed(1)}" height="20" fill="${COLORS[i % COLORS.length]}"><title>${escapeHtml(label(values[i] as number))}</title></rect><text x="${(76 + width).toFixed(1)}" y="${y + 16}">${escapeHtml(label(values[i] as number))}</text>`;
     })
     .join("");
   return `<figure id="${id}"><figcaption>${escapeHtml(title)}</figcaption><svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 560 ${height}" width="560" height="${height}">${body}</svg></figure>`;
@@ -42,7 +42,7 @@ function timeline(mode: ModeReport, index: number): string {
     points
       .map((p, i) => `${i === 0 ? "M" : "L"}${x(i).toFixed(1)},${y(pick(p)).toFixed(1)}`)
       .join(" ");
-  return `<figure id="timeline-${index}" class="timeline"><figcaption>${escapeHtml(mode.mode)}: admitted per minute (legitimate solid, attackers dashed)</figcaption><svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}"><line x1="40" y1="${height - 20}" x2="${width - 10}" y2="${height - 20}" stroke="#888"/><text x="0" y="14">${max}</text><text x="0" y="${height - 22}">0</text><path class="legitimate" d="${path((p) => p.legitimateAdmitted)}" fill="none" stroke="${COLORS[1]}" stroke-width="2"/><path class="attackers" d="${path((p) => p.attackerAdmitted)}" fill="none" stroke="${COLORS[0]}" stroke-width="2" stroke-dasharray="5,3"/></svg></figure>`;
+  return `<figure id="timeline-${index}" class="timeline"><figcaption>${escapeHtml(modeLabel(mode))}: admitted per minute (legitimate solid, attackers dashed)</figcaption><svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}"><line x1="40" y1="${height - 20}" x2="${width - 10}" y2="${height - 20}" stroke="#888"/><text x="0" y="14">${max}</text><text x="0" y="${height - 22}">0</text><path class="legitimate" d="${path((p) => p.legitimateAdmitted)}" fill="none" stroke="${COLORS[1]}" stroke-width="2"/><path class="attackers" d="${path((p) => p.attackerAdmitted)}" fill="none" stroke="${COLORS[0]}" stroke-width="2" stroke-dasharray="5,3"/></svg></figure>`;
 }
 
 export function formatHtml(report: SimulationReport, text: string): string {

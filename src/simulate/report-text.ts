@@ -1,5 +1,5 @@
 /** The default report: one aligned table, one column per counting mode. */
-import type { ModeReport, SimulationReport } from "./report.js";
+import { type ModeReport, modeLabel, type SimulationReport } from "./report.js";
 
 type Line = readonly [label: string, value: (mode: ModeReport) => string];
 
@@ -59,7 +59,10 @@ const LINES: readonly Line[] = [
     "  legitimate requests only",
     (m) => `${fixed(m.legitimateLatencyMs.p50, 1)} / ${fixed(m.legitimateLatencyMs.p99, 1)}`,
   ],
-  ["failed open / failed closed", (m) => `${count(m.failedOpen)} / ${count(m.failedClosed)}`],
+  [
+    "failed open / counted locally / failed closed",
+    (m) => `${count(m.failedOpen)} / ${count(m.failedLocal)} / ${count(m.failedClosed)}`,
+  ],
   ["answered by the block cache", (m) => count(m.blockedCached)],
   [
     "instances created (cold starts)",
@@ -75,7 +78,7 @@ const LINES: readonly Line[] = [
 
 export function formatText(report: SimulationReport, busyAbove: number): string {
   const header = `edgelimit simulate: ${report.scenario} (seed ${report.seed}), ${report.durationSeconds} s simulated, ${report.store}${report.replicas.length > 1 ? ` (${report.replicas.length} replicas)` : ""} on ${report.deployment}; costs for ${count(report.monthlyRequests)} requests a month\n\n`;
-  const rows = [["", ...report.modes.map((m) => m.mode)]];
+  const rows = [["", ...report.modes.map(modeLabel)]];
   for (const [label, value] of LINES) {
     rows.push([label.replace("> limit", `> ${busyAbove}`), ...report.modes.map(value)]);
   }

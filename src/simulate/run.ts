@@ -53,8 +53,11 @@ export async function simulate(
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
   const modes: ModeReport[] = [];
-  for (const mode of scenario.modes)
-    modes.push(await runMode(scenario, seed, mode, policy, options));
+  for (const mode of scenario.modes) {
+    for (const failMode of scenario.failModes ?? [undefined]) {
+      modes.push(await runMode(scenario, seed, mode, policy, options, failMode));
+    }
+  }
   return {
     scenario: scenario.name,
     seed,
@@ -117,12 +120,25 @@ export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolic
   return policy;
 }
 
+/** Every rule that does not fail closed fails `failMode` (the `failClosed` paths stay closed). */
+export function policyForFailMode(
+  policy: ResolvedPolicy,
+  failMode: "local" | "open" | undefined,
+): ResolvedPolicy {
+  if (failMode === undefined) return policy;
+  return {
+    ...policy,
+    rules: policy.rules.map((rule) => (rule.failMode === "closed" ? rule : { ...rule, failMode })),
+  };
+}
+
 async function runMode(
   scenario: Scenario,
   seed: number,
   mode: Mode,
   base: ResolvedPolicy,
   options: SimulateOptions,
+  failMode: "local" | "open" | undefined,
 ): Promise<ModeReport> {
   const random = new Random(seed);
   const loop = new EventLoop({ drainEach: options.drainEach });
@@ -130,7 +146,7 @@ async function runMode(
   const world = new World(scenario, loop, random.fork("network"), (cost) =>
     accounting?.operation(cost),
   );
-  const policy = policyForMode(base, mode);
+  const policy = policyForFailMode(policyForMode(base, mode), failMode);
   accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
   const reference = new DecisionEngine({
     policy: base,
@@ -163,6 +179,7 @@ async function runMode(
   const over = tally.overAdmission();
   return {
     mode,
+    ...(failMode === undefined ? {} : { failMode }),
     requests,
     admitted: tally.admitted,
     legitimate: {
@@ -194,6 +211,7 @@ async function runMode(
     },
     failedOpen: tally.failedOpen,
     failedClosed: tally.failedClosed,
+    failedLocal: tally.failedLocal,
     blockedCached: tally.blockedCached,
     instances: { created: deployment.instancesCreated, coldStarts: tally.coldStarts },
     cost: costOf(scenario, tally, ttlReplicatedDeletes),
