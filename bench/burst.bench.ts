@@ -27,7 +27,8 @@
  *                twice: with the example policy (`failMode: local`) and with a copy of it that
  *                says `failMode: open`. Reported: admitted against the limit in total and per
  *                gateway (the most one gateway admitted in a burst, and over all bursts), and
- *                decision p99 (client and gateway, as above)
+ *                decision p99: client and gateway as above, and the failed decisions' own from
+ *                the gateways' decision logs (every failed decision is logged with its time)
  * Exits 1 when a contention or idle scenario is not exact (a correctness failure, issue 16), or
  * when a store-failed burst admitted more than the limit on one gateway with `failMode: local`
  * beyond what the store admitted before it stopped; 0 otherwise.
@@ -165,6 +166,20 @@ interface FailedRow {
   readonly failedLocal: number;
   readonly clientP99: number;
   readonly gatewayP99: number;
+  /** The decisions the store failed, from the gateways' decision logs (every one is logged). */
+  readonly failedP99: number;
+}
+
+/** `durationMs` of every failed decision in these decision logs, sorted. */
+function failedDecisionTimes(outputs: readonly string[]): number[] {
+  const times: number[] = [];
+  for (const output of outputs) {
+    for (const line of output.split("\n")) {
+      if (!line.includes('"msg":"decision"') || !line.includes('"reason":"store-failed-')) continue;
+      times.push((JSON.parse(line) as { durationMs: number }).durationMs);
+    }
+  }
+  return times.sort((a, b) => a - b);
 }
 
 /** The example policy as it is, or a copy of it that fails open. */
@@ -214,6 +229,7 @@ async function storeFailedMidBurst(mode: "local" | "open", run: number): Promise
     let burst = 0;
     for (const size of SIZES) {
       const before = await Promise.all(gateways.map((gateway) => gateway.scrape()));
+      const logged = gateways.map((gateway) => gateway.output().length);
       const perGateway = gateways.map(() => 0);
       const latencies: number[] = [];
       let mostInBurst = 0;
@@ -279,6 +295,10 @@ async function storeFailedMidBurst(mode: "local" | "open", run: number): Promise
           sum(after, "edgelimit_failed_local_total") - sum(before, "edgelimit_failed_local_total"),
         clientP99: quantile(latencies, 0.99),
         gatewayP99: histogramQuantile(before, after, 0.99),
+        failedP99: quantile(
+          failedDecisionTimes(gateways.map((gateway, g) => gateway.output().slice(logged[g]))),
+          0.99,
+        ),
       });
     }
   } finally {
@@ -341,12 +361,12 @@ if (failedRows.length > 0) {
     `\nThe store stopped (SIGSTOP) after the first ${Math.floor(LIMIT / 3)} requests of each burst, continued after the burst; limit ${LIMIT}/min per address, ${BURSTS} bursts per size\n\n`,
   );
   process.stdout.write(
-    "| failMode | burst | admitted / limit over all bursts | most admitted in a burst | most admitted by one gateway in a burst | admitted per gateway over all bursts | counted locally | client p99 ms | gateway decision p99 ms |\n",
+    "| failMode | burst | admitted / limit over all bursts | most admitted in a burst | most admitted by one gateway in a burst | admitted per gateway over all bursts | counted locally | client p99 ms | gateway decision p99 ms | failed decisions p99 ms |\n",
   );
-  process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const row of failedRows) {
     process.stdout.write(
-      `| ${row.mode} | ${row.size} | ${row.admitted} / ${row.expected} | ${row.mostInBurst} | ${row.mostByOneGateway} | ${row.perGateway.join(" + ")} | ${row.failedLocal} | ${ms(row.clientP99)} | ${bound(row.gatewayP99)} |\n`,
+      `| ${row.mode} | ${row.size} | ${row.admitted} / ${row.expected} | ${row.mostInBurst} | ${row.mostByOneGateway} | ${row.perGateway.join(" + ")} | ${row.failedLocal} | ${ms(row.clientP99)} | ${bound(row.gatewayP99)} | ${ms(row.failedP99)} |\n`,
     );
   }
 }
