@@ -94,17 +94,26 @@ function histogramQuantile(before: string[], after: string[], q: number): number
   return found === undefined ? Number.NaN : found[0] * 1000;
 }
 
-async function scenario(name: string, run: number): Promise<Row[]> {
-  const contention = name === "contention" ? await startCpuContention() : undefined;
-  const redis = await startRedis();
-  favourStore(redis.server.pid);
+/** Two gateways on one store, each with a pool that holds half of the largest burst at once. */
+async function twoGateways(
+  store: string,
+  policy?: string,
+): Promise<{ gateways: BurstGateway[]; pools: Pool[] }> {
   const gateways = await Promise.all([
-    startBurstGateway({ store: redis.server.url }),
-    startBurstGateway({ store: redis.server.url }),
+    startBurstGateway({ store, policy }),
+    startBurstGateway({ store, policy }),
   ]);
   const pools = gateways.map((gateway) =>
     burstPool(gateway.base, Math.ceil(Math.max(...SIZES) / 2)),
   );
+  return { gateways, pools };
+}
+
+async function scenario(name: string, run: number): Promise<Row[]> {
+  const contention = name === "contention" ? await startCpuContention() : undefined;
+  const redis = await startRedis();
+  favourStore(redis.server.pid);
+  const { gateways, pools } = await twoGateways(redis.server.url);
   const rows: Row[] = [];
   try {
     let burst = 0;
@@ -217,13 +226,7 @@ async function storeFailedMidBurst(mode: "local" | "open", run: number): Promise
   const policy = policyFile(mode);
   const redis = await startRedis();
   const pid = redis.server.pid as number;
-  const gateways = await Promise.all([
-    startBurstGateway({ store: redis.server.url, policy: policy.path }),
-    startBurstGateway({ store: redis.server.url, policy: policy.path }),
-  ]);
-  const pools = gateways.map((gateway) =>
-    burstPool(gateway.base, Math.ceil(Math.max(...SIZES) / 2)),
-  );
+  const { gateways, pools } = await twoGateways(redis.server.url, policy.path);
   const rows: FailedRow[] = [];
   try {
     let burst = 0;
@@ -239,34 +242,27 @@ async function storeFailedMidBurst(mode: "local" | "open", run: number): Promise
         const ip = burstAddress(run, burst++);
         // A third of the limit with the store up, the rest with it stopped: the store fails
         // mid-burst, before the address has reached its limit (once it has, the block cache
-        // answers the rest without the store).
-        const fire = (count: number, offset: number) =>
+        // answers the rest without the store). Each part is split over the gateways, every
+        // request of it in flight at once.
+        const fire = (count: number) =>
           Promise.all(
-            Array.from({ length: count }, async (_, n) => {
-              const gateway = (offset + n) % pools.length;
-              const sentAt = performance.now();
-              try {
-                const response = await (pools[gateway] as Pool).request({
-                  path: PATH,
-                  method: "GET",
-                  headers: { "x-forwarded-for": ip },
-                });
-                latencies.push(performance.now() - sentAt);
-                await response.body.dump();
-                return { gateway, status: response.statusCode };
-              } catch {
-                return { gateway, status: 0 };
-              }
-            }),
+            pools.map((pool, g) =>
+              fireBurst([pool], {
+                size: Math.floor(count / pools.length) + (g < count % pools.length ? 1 : 0),
+                path: PATH,
+                ip,
+              }),
+            ),
           );
         const first = Math.floor(LIMIT / 3);
-        const answers = await fire(first, 0);
+        const storeUp = await fire(first);
         process.kill(pid, "SIGSTOP");
-        answers.push(...(await fire(size - first, first)));
+        const storeStopped = await fire(size - first);
         process.kill(pid, "SIGCONT");
         const admitted = gateways.map(
-          (_, g) => answers.filter((a) => a.gateway === g && a.status === 200).length,
+          (_, g) => (storeUp[g]?.admitted ?? 0) + (storeStopped[g]?.admitted ?? 0),
         );
+        for (const result of [...storeUp, ...storeStopped]) latencies.push(...result.latenciesMs);
         admitted.forEach((count, g) => {
           perGateway[g] = (perGateway[g] ?? 0) + count;
         });

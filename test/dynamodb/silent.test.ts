@@ -10,17 +10,19 @@
  *   the breaker opens once calls time out, and counting returns once the endpoint answers.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLimiter, type Limiter } from "../../src/limiter.js";
-import { loadPolicy } from "../../src/policy/load.js";
-import { type DynamoDbStore, dynamodbStore } from "../../src/stores/dynamodb.js";
-import { CLOUDFRONT_POLICY } from "../support/burst.js";
+import type { Limiter } from "../../src/limiter.js";
+import { dynamodbStore } from "../../src/stores/dynamodb.js";
 import { lagMonitor } from "../support/loop-lag.js";
+import {
+  EXAMPLE_BUDGET_MS,
+  exampleLimiter,
+  timedCheck,
+  timedConcurrentChecks,
+} from "../support/store-failure.js";
 import { startSwitchboard } from "../support/switchboard.js";
 import { createRateLimitTable, startDynalite, TEST_CREDENTIALS } from "./harness.js";
 
-const BUDGET_MS = 50;
 const SLACK_MS = 100;
-const ENV = { EDGELIMIT_JWT_SECRET: "silent-dynamo-secret-0123456789abcdef" };
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -31,26 +33,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
 });
 
-function limiterOn(store: DynamoDbStore): Limiter {
-  expect(loadPolicy(CLOUDFRONT_POLICY).budgetMs).toBe(BUDGET_MS);
-  return createLimiter({
-    policy: loadPolicy(CLOUDFRONT_POLICY),
-    store,
-    env: ENV,
-    onStoreError: false,
-  });
-}
-
-/**
- * Decides one request: how long it took beyond the time this process could not run (see
- * support/loop-lag.ts), and why it came out so.
- */
-async function timed(limiter: Limiter, ip: string, path = "/api/items") {
-  const { value, ms, lagMs } = await lag.measure(() =>
-    limiter.check({ ip, path, method: "GET", headers: {} }),
-  );
-  return { ms: ms - lagMs, reason: value.reason, status: value.status };
-}
+const timed = (limiter: Limiter, ip: string, path?: string) => timedCheck(lag, limiter, ip, path);
 
 describe("a TLS endpoint that never answers its handshake", () => {
   it("costs a bounded time per decision, opens the breaker and closes the stalled sockets", async () => {
@@ -62,11 +45,11 @@ describe("a TLS endpoint that never answers its handshake", () => {
       credentials: TEST_CREDENTIALS,
     });
     cleanups.push(() => store.close());
-    const limiter = limiterOn(store);
+    const limiter = exampleLimiter(store);
 
     const first = await timed(limiter, "10.40.0.1");
     expect(first.reason).toBe("store-failed-local");
-    expect(first.ms).toBeLessThan(1000 + BUDGET_MS + SLACK_MS);
+    expect(first.ms).toBeLessThan(1000 + EXAMPLE_BUDGET_MS + SLACK_MS);
     // The socket's own bound ends it moments after the decision gave up on it.
     const seen = performance.now();
     while (store.status().failures === 0 && performance.now() - seen < 1000) await sleep(5);
@@ -78,23 +61,17 @@ describe("a TLS endpoint that never answers its handshake", () => {
     }
     expect(store.status()).toMatchObject({ state: "open" });
     expect(after.every((decision) => decision.reason === "store-failed-local")).toBe(true);
-    expect(Math.max(...after.map((decision) => decision.ms))).toBeLessThan(BUDGET_MS + SLACK_MS);
+    expect(Math.max(...after.map((decision) => decision.ms))).toBeLessThan(
+      EXAMPLE_BUDGET_MS + SLACK_MS,
+    );
 
     const admin = await timed(limiter, "10.40.2.1", "/api/admin/users");
     expect(admin).toMatchObject({ status: 503, reason: "store-failed-closed" });
 
     // 200 at once: all answered within a second, beyond the time we could not run.
-    const burst = await lag.measure(() =>
-      Promise.all(
-        Array.from({ length: 200 }, (_, i) =>
-          limiter.check({ ip: `10.40.3.${i}`, path: "/api/items", method: "GET", headers: {} }),
-        ),
-      ),
-    );
-    expect(burst.ms - burst.lagMs).toBeLessThan(1000);
-    expect(new Set(burst.value.map((verdict) => verdict.reason))).toEqual(
-      new Set(["store-failed-local"]),
-    );
+    const burst = await timedConcurrentChecks(lag, limiter, "10.40.3", 200);
+    expect(burst.ms).toBeLessThan(1000);
+    expect(burst.reasons).toEqual(new Set(["store-failed-local"]));
 
     // Every stalled handshake is given up after its bound: none is left open for ever, and the
     // pool never held more than its sockets.
@@ -118,7 +95,7 @@ describe("an endpoint that accepts requests and never answers", () => {
       credentials: TEST_CREDENTIALS,
     });
     cleanups.push(() => store.close());
-    const limiter = limiterOn(store);
+    const limiter = exampleLimiter(store);
 
     const decisions: { ms: number; reason: string }[] = [];
     const started = performance.now();
@@ -131,7 +108,7 @@ describe("an endpoint that accepts requests and never answers", () => {
     expect(decisions.every((decision) => decision.reason === "store-failed-local")).toBe(true);
     // The very first may wait for its socket's TCP handshake; none waits for an answer.
     expect(Math.max(...decisions.slice(1).map((decision) => decision.ms))).toBeLessThan(
-      BUDGET_MS + SLACK_MS,
+      EXAMPLE_BUDGET_MS + SLACK_MS,
     );
 
     board.forwardTo(Number(new URL(dynamo.endpoint).port));

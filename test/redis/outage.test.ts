@@ -17,24 +17,13 @@
  * twice (see docs/redis.md). Real processes: redis-server, a 3-master Cluster, `edgelimit serve`
  * from the build (`npm run build` first), and Express with edgelimit/node in this process.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import express from "express";
 import { Redis } from "ioredis";
 import type { Pool } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { nodeRateLimit } from "../../src/adapters/node.js";
-import { createLimiter } from "../../src/limiter.js";
-import { loadPolicy } from "../../src/policy/load.js";
 import { keySlot } from "../../src/stores/redis/slot.js";
 import { redisStoreFromUrl } from "../../src/stores/redis.js";
-import {
-  type BurstGateway,
-  burstPool,
-  CLOUDFRONT_POLICY,
-  metricValue,
-  startBurstGateway,
-} from "../support/burst.js";
+import { type BurstGateway, burstPool, metricValue, startBurstGateway } from "../support/burst.js";
+import { exampleLimiter, listenExpress } from "../support/store-failure.js";
 import { withinOneWindow } from "../support/windows.js";
 import { startCluster, startRedis } from "./redis-server.js";
 
@@ -151,6 +140,15 @@ async function payBack(fronts: readonly Front[], attacker: string): Promise<void
   }
 }
 
+/** A redis-server, and a client of its own to read what is stored. */
+async function redisWithDirect() {
+  const redis = await startRedis();
+  cleanups.push(redis.cleanup);
+  const direct = new Redis({ port: redis.server.port, host: "127.0.0.1" });
+  cleanups.push(async () => direct.disconnect());
+  return { redis, direct };
+}
+
 function addresses(prefix: string): () => string {
   let next = 0;
   return () => {
@@ -162,10 +160,7 @@ function addresses(prefix: string): () => string {
 describe("redis-server stopped with SIGSTOP", () => {
   it("two gateways: at most the limit per process, 503 on /api/admin/, and Redis holds what they admitted after SIGCONT", async () => {
     await withinOneWindow(60_000, NEEDS_MS);
-    const redis = await startRedis();
-    cleanups.push(redis.cleanup);
-    const direct = new Redis({ port: redis.server.port, host: "127.0.0.1" });
-    cleanups.push(async () => direct.disconnect());
+    const { redis, direct } = await redisWithDirect();
     const gateways = await Promise.all([
       startBurstGateway({ store: redis.server.url }),
       startBurstGateway({ store: redis.server.url }),
@@ -219,34 +214,14 @@ describe("redis-server stopped with SIGSTOP", () => {
 
   it("Express with edgelimit/node: the same in one process", async () => {
     await withinOneWindow(60_000, NEEDS_MS);
-    const redis = await startRedis();
-    cleanups.push(redis.cleanup);
-    const direct = new Redis({ port: redis.server.port, host: "127.0.0.1" });
-    cleanups.push(async () => direct.disconnect());
+    const { redis, direct } = await redisWithDirect();
     const store = redisStoreFromUrl(redis.server.url);
     cleanups.push(() => store.close());
     await store.ready();
-    const limiter = createLimiter({
-      policy: loadPolicy(CLOUDFRONT_POLICY),
-      store,
-      env: { EDGELIMIT_JWT_SECRET: "outage-test-secret-0123456789abcdef" },
-      onStoreError: false,
-    });
-    const app = express();
-    app.use(nodeRateLimit({ limiter }));
-    app.get("/{*path}", (_request, response) => {
-      response.json({ ok: true });
-    });
-    const server: Server = createServer(app);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    cleanups.push(
-      () =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    );
-    const pool = burstPool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 100);
+    const limiter = exampleLimiter(store);
+    const app = await listenExpress(limiter);
+    cleanups.push(() => app.close());
+    const pool = burstPool(app.base, 100);
     cleanups.push(() => pool.destroy());
     const front: Front = {
       pool,

@@ -12,18 +12,20 @@
  */
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLimiter, type Limiter } from "../../src/limiter.js";
-import { loadPolicy } from "../../src/policy/load.js";
-import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
-import { CLOUDFRONT_POLICY } from "../support/burst.js";
+import type { Limiter } from "../../src/limiter.js";
+import { redisStoreFromUrl } from "../../src/stores/redis.js";
 import { lagMonitor } from "../support/loop-lag.js";
+import {
+  EXAMPLE_BUDGET_MS,
+  exampleLimiter,
+  timedCheck,
+  timedConcurrentChecks,
+} from "../support/store-failure.js";
 import { type Switchboard, startSwitchboard } from "../support/switchboard.js";
 import { startRedis } from "./redis-server.js";
 
-const BUDGET_MS = 50;
 /** Timers on a machine shared by several suites fire late; the budget is what is checked. */
 const SLACK_MS = 100;
-const ENV = { EDGELIMIT_JWT_SECRET: "silent-test-secret-0123456789abcdef" };
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -33,31 +35,8 @@ afterAll(() => lag.stop());
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
 });
-afterAll(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
-});
 
-function limiterOn(store: RedisStore): Limiter {
-  expect(loadPolicy(CLOUDFRONT_POLICY).budgetMs).toBe(BUDGET_MS);
-  return createLimiter({
-    policy: loadPolicy(CLOUDFRONT_POLICY),
-    store,
-    env: ENV,
-    onStoreError: false,
-  });
-}
-
-/** Decides one request and says how long it took and why it came out so. */
-/**
- * Decides one request: how long it took beyond the time this process could not run (see
- * support/loop-lag.ts), and why it came out so.
- */
-async function timed(limiter: Limiter, ip: string, path = "/api/items") {
-  const { value, ms, lagMs } = await lag.measure(() =>
-    limiter.check({ ip, path, method: "GET", headers: {} }),
-  );
-  return { ms: ms - lagMs, reason: value.reason, status: value.status };
-}
+const timed = (limiter: Limiter, ip: string, path?: string) => timedCheck(lag, limiter, ip, path);
 
 async function waitFor(predicate: () => Promise<boolean> | boolean, ms: number): Promise<number> {
   const started = performance.now();
@@ -76,12 +55,12 @@ describe("a Redis that accepts and never answers", () => {
     cleanups.push(() => board.close());
     const store = redisStoreFromUrl(`redis://127.0.0.1:${board.port}`);
     cleanups.push(() => store.close());
-    const limiter = limiterOn(store);
+    const limiter = exampleLimiter(store);
 
     // The first decision waits for the first connection, at most its bound (1 s by default).
     const first = await timed(limiter, "10.30.0.1");
     expect(first.reason).toBe("store-failed-local");
-    expect(first.ms).toBeLessThan(1000 + BUDGET_MS + SLACK_MS);
+    expect(first.ms).toBeLessThan(1000 + EXAMPLE_BUDGET_MS + SLACK_MS);
     expect(store.status().failures).toBeGreaterThan(0);
 
     // From then on no decision waits for the connection: within the budget, until the breaker
@@ -89,7 +68,9 @@ describe("a Redis that accepts and never answers", () => {
     const after: { ms: number; reason: string }[] = [];
     for (let i = 0; i < 20; i++) after.push(await timed(limiter, `10.30.1.${i}`));
     expect(after.every((decision) => decision.reason === "store-failed-local")).toBe(true);
-    expect(Math.max(...after.map((decision) => decision.ms))).toBeLessThan(BUDGET_MS + SLACK_MS);
+    expect(Math.max(...after.map((decision) => decision.ms))).toBeLessThan(
+      EXAMPLE_BUDGET_MS + SLACK_MS,
+    );
     expect(store.breaker?.state).toBe("open");
     expect(store.status()).toMatchObject({ state: "open", openParts: ["redis"] });
 
@@ -97,17 +78,9 @@ describe("a Redis that accepts and never answers", () => {
     expect(admin).toMatchObject({ status: 503, reason: "store-failed-closed" });
 
     // 200 at once: all answered within a second, beyond the time we could not run.
-    const burst = await lag.measure(() =>
-      Promise.all(
-        Array.from({ length: 200 }, (_, i) =>
-          limiter.check({ ip: `10.30.3.${i}`, path: "/api/items", method: "GET", headers: {} }),
-        ),
-      ),
-    );
-    expect(burst.ms - burst.lagMs).toBeLessThan(1000);
-    expect(new Set(burst.value.map((verdict) => verdict.reason))).toEqual(
-      new Set(["store-failed-local"]),
-    );
+    const burst = await timedConcurrentChecks(lag, limiter, "10.30.3", 200);
+    expect(burst.ms).toBeLessThan(1000);
+    expect(burst.reasons).toEqual(new Set(["store-failed-local"]));
 
     // A connection that never became ready is dropped and made again: the listener sees new
     // ones (a few, not one per decision).
@@ -142,7 +115,7 @@ describe("a half-open socket after a failover", () => {
     const store = redisStoreFromUrl(`redis://127.0.0.1:${board.port}`);
     cleanups.push(() => store.close());
     await store.ready();
-    const limiter = limiterOn(store);
+    const limiter = exampleLimiter(store);
     expect((await timed(limiter, "10.31.0.1")).reason).toBe("within-limit");
 
     // The failover: the old connection goes silent without a reset; new ones reach the new
@@ -160,7 +133,7 @@ describe("a half-open socket after a failover", () => {
     }
     expect(decisions.some((decision) => decision.reason === "store-failed-local")).toBe(true);
     expect(Math.max(...decisions.map((decision) => decision.ms))).toBeLessThan(
-      BUDGET_MS + SLACK_MS,
+      EXAMPLE_BUDGET_MS + SLACK_MS,
     );
     expect(store.breaker?.opened).toBeGreaterThanOrEqual(1);
     // Calls time out after 1 s and open the breaker; its first probe's PING times out after
