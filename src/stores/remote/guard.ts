@@ -27,7 +27,7 @@ export interface RemoteGuardOptions {
  * One remote endpoint's calls: refused at once while its circuit breaker is open, probed
  * before they go out again, bounded in time where the store asks, and counted for health pages.
  * The Redis store has one per node, the DynamoDB client one per endpoint, the Cloudflare store
- * one for its Durable Objects.
+ * one per counter object.
  */
 export class RemoteGuard {
   readonly name: string;
