@@ -10,6 +10,7 @@ import {
   type EngineOptions,
 } from "./core/engine.js";
 import type { TokenVerifier } from "./core/identify.js";
+import type { LocalCountingStatus } from "./core/local-fallback.js";
 import type { ResolvedPolicy } from "./core/model.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
@@ -17,7 +18,7 @@ import { Responder, type Verdict } from "./http/respond.js";
 import { JwtVerifier } from "./tokens/jwt.js";
 import { causeOf, RateLimitedWarning } from "./warnings.js";
 
-export type { AddressList, Verdict };
+export type { AddressList, LocalCountingStatus, Verdict };
 
 /** What the limiter consults beside the policy, built from it (see `Limiter.reload`). */
 export type LimiterCompanions = EngineCompanions;
@@ -73,6 +74,11 @@ export class Limiter {
   /** Round trips the block cache saved since start. */
   get blockCacheHits(): number {
     return this.#engine.blockCacheHits;
+  }
+
+  /** What `failMode: local` rules counted in this process while the store was failed. */
+  get localCounting(): LocalCountingStatus {
+    return this.#engine.localCounting;
   }
 
   /**
@@ -164,7 +170,7 @@ function storeErrorObserver(
   );
   return (error) =>
     warning.warn(
-      `edgelimit: the ${name} store failed a decision, so the rule's fail mode applied: ${causeOf(error)}`,
+      `edgelimit: the ${name} store failed a decision, so the rules' fail modes applied (local, open or closed): ${causeOf(error)}`,
     );
 }
 

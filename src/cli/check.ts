@@ -202,7 +202,10 @@ function action(rule: ResolvedRule): string {
   return extras.length > 0 ? `${base} (${extras.join(", ")})` : base;
 }
 
-/** What a rule's requests get while the store is down: `closed` (503), `open`, or both by path. */
+/**
+ * What a rule's requests get while the store is down: `closed` (503), `local` (counted in each
+ * process), `open` (unlimited), or one of the latter two and `closed` by path.
+ */
 function storeDown(rule: ResolvedRule, policy: ResolvedPolicy): string {
   if (rule.failMode === "closed") return "closed";
   const prefix = rule.pathPrefix;
@@ -212,7 +215,8 @@ function storeDown(rule: ResolvedRule, policy: ResolvedPolicy): string {
   const closedUnder = policy.failClosedPaths.filter(
     (path) => prefix === undefined || matchesPrefix(path, prefix),
   );
-  return closedUnder.length === 0 ? "open" : `open; closed under ${closedUnder.join(", ")}`;
+  const mode = rule.failMode === "local" ? "local" : "open";
+  return closedUnder.length === 0 ? mode : `${mode}; closed under ${closedUnder.join(", ")}`;
 }
 
 function users(policy: ResolvedPolicy): string {

@@ -32,6 +32,6 @@ export interface Decision {
   readonly path: string;
   /** Milliseconds the decision took. */
   readonly durationMs: number;
-  /** Why the store failed, for `store-failed-open` and `store-failed-closed` decisions. */
+  /** Why the store failed, for `store-failed-open`, `-closed` and `-local` decisions. */
   readonly storeError?: string | undefined;
 }

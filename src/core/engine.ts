@@ -11,9 +11,10 @@ import { EdgelimitError } from "./errors.js";
 import { HybridCounting } from "./hybrid-counting.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
+import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, cachedBlock, decideFromCounts, failMode } from "./outcome.js";
+import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
 import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
@@ -61,6 +62,8 @@ export interface EngineOptions extends EngineCompanions {
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
    */
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
+  /** Bounds the counters a `failMode: local` rule holds while the store is failed (local-fallback.ts). */
+  readonly localFallback?: { readonly maxKeys?: number } | undefined;
 }
 
 export interface HybridSettings {
@@ -105,6 +108,7 @@ export class DecisionEngine {
   readonly #scheduler: Scheduler;
   readonly #hybridOptions: HybridSettings;
   readonly #blockCache: BlockCache | undefined;
+  readonly #local: LocalFallback;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
   #prepared: Prepared;
@@ -120,6 +124,12 @@ export class DecisionEngine {
     this.#prepared = prepare(options.policy, options.tokens);
     const cache = options.blockCache ?? (options.store.local ? false : {});
     this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
+    this.#local = new LocalFallback(options.localFallback);
+  }
+
+  /** What `failMode: local` rules counted in this process while the store was failed. */
+  get localCounting(): LocalCountingStatus {
+    return this.#local.status;
   }
 
   get policy(): ResolvedPolicy {
@@ -334,6 +344,7 @@ export class DecisionEngine {
     counters: readonly CounterSpec[],
     verified: boolean,
   ): Decision | Promise<Decision> {
+    const { policy } = prepared;
     const { compiled, rules } = match;
     const blocked = this.#blockCache?.blockedUntil(counters, now);
     if (blocked !== undefined) {
@@ -348,15 +359,18 @@ export class DecisionEngine {
       try {
         states = store.applySync(counters, now);
       } catch (error) {
-        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
-        return this.#finish(identity, path, started, rules, failed);
+        const cause = this.#storeFailed(error, request);
+        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        return this.#finish(identity, path, started, failed.rules, failed);
       }
       const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
       return this.#finish(identity, path, started, rules, counted);
     }
-    const { budgetMs, connectBudgetMs } = prepared.policy;
+    const { budgetMs, connectBudgetMs } = policy;
+    // What this process admitted on its own while the store was failed rides along (store-debt.ts).
+    const paying = this.#local.pay(counters, now);
     return withinBudget(
-      (progress) => store.apply(counters, now, progress),
+      (progress) => store.apply(paying?.counters ?? counters, now, progress),
       {
         budgetMs,
         connectBudgetMs,
@@ -366,17 +380,21 @@ export class DecisionEngine {
       store.name,
       this.#scheduler,
     ).then(
-      (states) =>
-        this.#finish(
+      (states) => {
+        if (paying !== undefined) this.#local.settle(paying, states);
+        return this.#finish(
           identity,
           path,
           started,
           rules,
           decideFromCounts(compiled, counters, states, verified, this.#blockCache, now),
-        ),
+        );
+      },
       (error: unknown) => {
-        const failed = failMode(prepared.policy, match, path, this.#storeFailed(error, request));
-        return this.#finish(identity, path, started, rules, failed);
+        if (paying !== undefined) this.#local.settle(paying, undefined);
+        const cause = this.#storeFailed(error, request);
+        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        return this.#finish(identity, path, started, failed.rules, failed);
       },
     );
   }

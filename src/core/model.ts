@@ -70,7 +70,11 @@ export interface ResolvedRule {
   /** Challenge while count < limit * band (the seed: under 2x); block beyond. */
   readonly challengeBand: number;
   readonly shadow: boolean;
-  readonly failMode: "open" | "closed";
+  /**
+   * When the store has failed: `local` counts the rule in this process against its limit (see
+   * core/local-fallback.ts), `open` admits, `closed` answers 503.
+   */
+  readonly failMode: "local" | "open" | "closed";
   readonly disclose: boolean;
   /** Cloudflare: `approximate` runs on the native binding, `exact` on the Durable Object. */
   readonly backend: "approximate" | "exact" | undefined;

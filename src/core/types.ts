@@ -121,7 +121,33 @@ export interface Store {
    * sends hybrid reservations to one region, which may be farther). Default `expectedRoundTripMs`.
    */
   expectedRoundTripMsFor?(counters: readonly CounterSpec[]): number;
+  /** How the store's own calls are going, for health pages (remote stores; optional). */
+  status?(): StoreStatus;
   close?(): Promise<void>;
+}
+
+/**
+ * A remote store's view of itself: what its calls saw, apart from the decisions (which the
+ * limiter reports). Shown by `/healthz` and the dashboard.
+ */
+export interface StoreStatus {
+  /**
+   * `ok`: answering. `connecting`: the first connection is under way. `failing`: calls failed
+   * since the last success. `open`: the circuit breaker is open (on a Cluster: for at least one
+   * node, see `openParts`), so calls fail at once without waiting.
+   */
+  readonly state: "ok" | "connecting" | "failing" | "open";
+  /** Calls that failed since start (errors, timeouts, refused by an open breaker excluded). */
+  readonly failures: number;
+  readonly lastError: string | undefined;
+  /** Epoch milliseconds of the last failure. */
+  readonly lastErrorAt: number | undefined;
+  /** Times a circuit breaker opened since start. */
+  readonly breakerOpened: number;
+  /** Calls an open breaker refused without reaching the server since start. */
+  readonly breakerRejected: number;
+  /** What has its breaker open now: the endpoint, or a Cluster's nodes (`10.0.0.3:6379`). */
+  readonly openParts: readonly string[];
 }
 
 /**
@@ -187,6 +213,8 @@ export type Reason =
   | "no-rule"
   | "store-failed-open"
   | "store-failed-closed"
+  /** The store failed; the rules whose fail mode is `local` were counted in this process. */
+  | "store-failed-local"
   | "blocked-cached";
 
 export type Tier = "anonymous" | "authenticated";

@@ -44,7 +44,8 @@ export function dashboardPage(): string {
   <div class="figure challenge"><div>challenged</div><div class="value" id="total-challenge">0</div><div class="rate"><span id="rate-challenge">0</span>/s</div></div>
   <div class="figure unavailable"><div>failed closed</div><div class="value" id="total-unavailable">0</div><div class="rate"><span id="rate-unavailable">0</span>/s</div></div>
   <div class="figure failed-open"><div>failed open</div><div class="value" id="total-failed-open">0</div><div class="rate">store failed, let through</div></div>
-  <div class="figure store"><div>store</div><div class="value" id="store-state">-</div><div class="rate" id="store-error">no failure</div></div>
+  <div class="figure failed-local"><div>counted locally</div><div class="value" id="total-failed-local">0</div><div class="rate" id="local-state">store failed, counted here</div></div>
+  <div class="figure store"><div>store</div><div class="value" id="store-state">-</div><div class="rate" id="store-error">no failure</div><div class="rate" id="store-calls"></div></div>
   <div class="figure latency"><div>decision time</div><div class="value"><span id="decision-p50">0</span> ms</div><div class="rate">p99 <span id="decision-p99">0</span> ms (last <span id="decision-count">0</span>)</div></div>
 </div>
 <h2>Decisions per second (last two minutes)</h2>
@@ -115,6 +116,15 @@ ${CHART_SCRIPT}
     text("in-flight", snapshot.inFlight);
     text("block-cache-hits", snapshot.blockCacheHits);
     text("total-failed-open", snapshot.decisions.failedOpen);
+    text("total-failed-local", snapshot.decisions.failedLocal);
+    var local = snapshot.storeHealth.local;
+    text("local-state", local.counting
+      ? "counting here now; " + local.owedKeys + " counters owed to the store"
+      : local.owedKeys > 0 ? local.owedKeys + " counters owed to the store" : "store failed, counted here");
+    var calls = snapshot.storeHealth.calls;
+    text("store-calls", calls
+      ? "calls: " + calls.state + (calls.openParts.length > 0 ? " (breaker open: " + calls.openParts.join(", ") + ")" : "")
+      : "");
     text("store-state", snapshot.storeHealth.state);
     document.getElementById("store-state").className = snapshot.storeHealth.state === "ok" ? "" : "down";
     text("store-error", snapshot.storeHealth.lastError

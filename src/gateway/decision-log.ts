@@ -2,8 +2,8 @@ import type { Logger } from "pino";
 import type { Verdict } from "../http/respond.js";
 
 /**
- * One JSON line per refused, challenged or failed-open decision, and one per `1 / sampleRate`
- * allowed ones (deterministically, every Nth: no randomness to reason about in an incident).
+ * One JSON line per refused, challenged or failed (open or counted locally) decision, and one
+ * per `1 / sampleRate` allowed ones (deterministically, every Nth: no randomness to reason about in an incident).
  */
 export class DecisionLog {
   readonly #logger: Logger;
@@ -19,8 +19,9 @@ export class DecisionLog {
   }
 
   record(verdict: Verdict, method: string | undefined): void {
-    const failedOpen = verdict.reason === "store-failed-open";
-    if (verdict.action === "allow" && !failedOpen) {
+    const failed =
+      verdict.reason === "store-failed-open" || verdict.reason === "store-failed-local";
+    if (verdict.action === "allow" && !failed) {
       this.#allowedSeen++;
       if (this.#allowedSeen % this.#allowEvery !== 0) return;
     }
@@ -42,7 +43,7 @@ export class DecisionLog {
       durationMs: Math.round(verdict.durationMs * 1000) / 1000,
       storeError: verdict.storeError,
     };
-    if (verdict.action === "allow" && !failedOpen) this.#logger.info(entry);
+    if (verdict.action === "allow" && !failed) this.#logger.info(entry);
     else this.#logger.warn(entry);
   }
 }

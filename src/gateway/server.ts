@@ -117,7 +117,10 @@ export class Gateway {
     this.#limiting = options.limit !== false;
     this.#logger = options.logger ?? pino({ base: undefined });
     this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
-    this.#storeHealth = new StoreHealthTracker(options.store.name, this.#logger, this.#clock);
+    this.#storeHealth = new StoreHealthTracker(options.store.name, this.#logger, this.#clock, {
+      status: () => options.store.status?.(),
+      local: () => this.#limiter.localCounting,
+    });
     this.#offenders = new RecentHeavyHitters(
       options.topKeysCapacity ?? 100,
       options.topKeysPeriodMs ?? 5 * 60_000,

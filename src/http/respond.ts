@@ -50,7 +50,7 @@ export interface Verdict {
   readonly location: string | undefined;
   /** Time the decision took, milliseconds. */
   readonly durationMs: number;
-  /** Why the store failed, for `store-failed-open` and `store-failed-closed` verdicts. */
+  /** Why the store failed, for `store-failed-open`, `-closed` and `-local` verdicts. */
   readonly storeError?: string | undefined;
 }
 
@@ -100,7 +100,10 @@ export class Responder {
 
   #allowed(decision: Decision, now: number): Verdict {
     const { rule, outcome } = decision;
-    if (decision.reason !== "within-limit") return verdictOf(decision, {});
+    // A local count (the store failed) is told like the store's: it is what this process holds to.
+    if (decision.reason !== "within-limit" && decision.reason !== "store-failed-local") {
+      return verdictOf(decision, {});
+    }
     if (rule === undefined || outcome === undefined) {
       // Only approximate rules matched: the quotas can be told, the counts cannot.
       const disclosed = disclosedOf(decision);

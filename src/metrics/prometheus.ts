@@ -45,10 +45,10 @@ export interface DecisionMetricsOptions {
 
 /**
  * The limiter's decisions as Prometheus metrics (prom-client): decisions by action, reason,
- * tier, deciding rule and the rule's path prefix; decision time; store failures, failed-open and
- * failed-closed counts. Label values come only from the policy (rule ids and their path
- * prefixes) and from fixed enums, never from the request, so cardinality is bounded by the
- * policy's size. The gateway and `edgelimit/node` share it.
+ * tier, deciding rule and the rule's path prefix; decision time; store failures, failed-open,
+ * failed-closed and failed-local (counted in this process) counts. Label values come only from
+ * the policy (rule ids and their path prefixes) and from fixed enums, never from the request,
+ * so cardinality is bounded by the policy's size. The gateway and `edgelimit/node` share it.
  */
 export class DecisionMetrics {
   readonly registry: Registry;
@@ -57,6 +57,7 @@ export class DecisionMetrics {
   readonly #storeErrors: Counter;
   readonly #failedOpen: Counter;
   readonly #failedClosed: Counter;
+  readonly #failedLocal: Counter;
   /** Rule id -> the path label its decisions carry. */
   #rulePaths = new Map<string, string>();
   /**
@@ -100,6 +101,11 @@ export class DecisionMetrics {
     this.#failedClosed = new Counter({
       name: "edgelimit_failed_closed_total",
       help: "Requests refused with 503 because the store failed on a fail-closed rule or path.",
+      registers,
+    });
+    this.#failedLocal = new Counter({
+      name: "edgelimit_failed_local_total",
+      help: "Decisions counted in this process because the store failed on a failMode: local rule (admitted or refused: see edgelimit_decisions_total).",
       registers,
     });
     const blockCacheHits = options.blockCacheHits;
@@ -158,6 +164,9 @@ export class DecisionMetrics {
     } else if (verdict.reason === "store-failed-closed") {
       this.#storeErrors.inc();
       this.#failedClosed.inc();
+    } else if (verdict.reason === "store-failed-local") {
+      this.#storeErrors.inc();
+      this.#failedLocal.inc();
     }
   }
 

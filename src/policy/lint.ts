@@ -74,6 +74,15 @@ export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
     }
   }
 
+  for (const rule of policy.rules) {
+    if (rule.failMode !== "open" || rule.shadow) continue;
+    warnings.push({
+      path: [...pathOf(rule), "failMode"],
+      code: "EL_POLICY_UNLIMITED",
+      message: `rule ${rule.id} fails open: while the store is down its requests are not limited at all; failMode: local (the default) counts them in each process instead`,
+    });
+  }
+
   policy.failClosedPaths.forEach((prefix, index) => {
     for (const tier of tiers) {
       const covered = forTier(tier).some(

@@ -20,7 +20,7 @@ export const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {
   algorithm: "fixed-window",
   action: "block",
   challengeBand: 2,
-  failMode: "open",
+  failMode: "local",
   disclose: true,
   shadow: false,
   cost: 1,

@@ -59,7 +59,7 @@ export const ruleOptions = {
     .number()
     .min(1, { error: "must be 1 or more (2 challenges up to twice the limit)" })
     .optional(),
-  failMode: z.enum(["open", "closed"]).optional(),
+  failMode: z.enum(["local", "open", "closed"]).optional(),
   disclose: z.boolean().optional(),
   shadow: z.boolean().optional(),
   cost: z.number().int().positive().optional(),

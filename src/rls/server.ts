@@ -85,7 +85,10 @@ export class RlsServer implements AdminSource {
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
     this.logger = options.logger ?? pino({ base: undefined });
-    this.#storeHealth = new StoreHealthTracker(options.store.name, this.logger, this.#clock);
+    this.#storeHealth = new StoreHealthTracker(options.store.name, this.logger, this.#clock, {
+      status: () => options.store.status?.(),
+      local: () => this.service.localCounting,
+    });
     this.#challenge = options.challenge;
     this.service = new RateLimitService({
       store: options.store,

@@ -5,6 +5,7 @@
  * the core on one store, so their counters live side by side, and both reload in place.
  */
 import { DecisionEngine, type EngineCompanions } from "../core/engine.js";
+import type { LocalCountingStatus } from "../core/local-fallback.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { RequestDescription, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
@@ -42,6 +43,17 @@ export class RateLimitService {
   #config: RlsConfig | undefined;
   #limiter: Limiter | undefined;
   #policyDecider: PolicyDecider | undefined;
+
+  /**
+   * What the rules count in this process while the store is failed (`failMode: local`): the
+   * configuration's engine and the policy's limiter together, for /healthz and the dashboard.
+   */
+  get localCounting(): LocalCountingStatus {
+    const config = this.#configEngine.localCounting;
+    const policy = this.#limiter?.localCounting;
+    if (policy === undefined) return config;
+    return mergeLocalCounting(config, policy);
+  }
 
   constructor(options: RateLimitServiceOptions) {
     this.#options = options;
@@ -155,3 +167,20 @@ export class RateLimitService {
 }
 
 const EMPTY_CONFIG: RlsConfig = { domains: new Map(), limits: [], files: [] };
+
+/** Two engines' local counting as one. */
+function mergeLocalCounting(a: LocalCountingStatus, b: LocalCountingStatus): LocalCountingStatus {
+  const lastAt =
+    a.lastAt === undefined
+      ? b.lastAt
+      : b.lastAt === undefined
+        ? a.lastAt
+        : Math.max(a.lastAt, b.lastAt);
+  return {
+    decisions: a.decisions + b.decisions,
+    lastAt,
+    keys: a.keys + b.keys,
+    owedKeys: a.owedKeys + b.owedKeys,
+    droppedDebts: a.droppedDebts + b.droppedDebts,
+  };
+}

@@ -77,6 +77,7 @@ export class Accounting {
   attackerAdmitted = 0;
   failedOpen = 0;
   failedClosed = 0;
+  failedLocal = 0;
   blockedCached = 0;
   coldStarts = 0;
   readUnits = 0;
@@ -122,6 +123,7 @@ export class Accounting {
     }
     if (decision.reason === "store-failed-open") this.failedOpen++;
     else if (decision.reason === "store-failed-closed") this.failedClosed++;
+    else if (decision.reason === "store-failed-local") this.failedLocal++;
     else if (decision.reason === "blocked-cached") this.blockedCached++;
     if (served.coldStart) this.coldStarts++;
     this.busyMs += served.latencyMs;

@@ -1,6 +1,6 @@
 /** The figures of a report, one row per figure and one column per mode: the text and HTML tables. */
 import { count } from "../offline/text.js";
-import type { ModeReport, SimulationReport } from "./report.js";
+import { type ModeReport, modeLabel, type SimulationReport } from "./report.js";
 
 type Line = readonly [label: string, value: (mode: ModeReport) => string];
 
@@ -59,7 +59,10 @@ const LINES: readonly Line[] = [
     "  legitimate requests only",
     (m) => `${fixed(m.legitimateLatencyMs.p50, 1)} / ${fixed(m.legitimateLatencyMs.p99, 1)}`,
   ],
-  ["failed open / failed closed", (m) => `${count(m.failedOpen)} / ${count(m.failedClosed)}`],
+  [
+    "failed open / counted locally / failed closed",
+    (m) => `${count(m.failedOpen)} / ${count(m.failedLocal)} / ${count(m.failedClosed)}`,
+  ],
   ["answered by the block cache", (m) => count(m.blockedCached)],
   [
     "instances created (cold starts)",
@@ -75,7 +78,7 @@ const LINES: readonly Line[] = [
 
 /** The header row (the modes) and a row per figure; `busyAbove` names the busy subjects. */
 export function figureRows(report: SimulationReport, busyAbove: number): string[][] {
-  const rows = [["", ...report.modes.map((m) => m.mode)]];
+  const rows = [["", ...report.modes.map(modeLabel)]];
   for (const [label, value] of LINES) {
     rows.push([label.replace("> limit", `> ${busyAbove}`), ...report.modes.map(value)]);
   }

@@ -7,7 +7,7 @@ import { type ChartFiles, type ChartSpec, uplotFiles } from "../charts/uplot.js"
 import { chartPlace, escapeHtml, htmlTable, type PageChart, reportPage } from "../offline/html.js";
 import type { Timeline } from "./accounting.js";
 import { figureRows } from "./figures.js";
-import type { ModeReport, SimulationReport } from "./report.js";
+import { type ModeReport, modeLabel, type SimulationReport } from "./report.js";
 
 const COLORS = ["#c0392b", "#2471a3", "#239b56", "#b9770e", "#7d3c98"];
 
@@ -26,12 +26,12 @@ function bars(
     title,
     x: modes.map((_, i) => i),
     axis: "categories",
-    categories: modes.map((mode) => mode.mode),
+    categories: modes.map(modeLabel),
     yLabel,
     width: 420,
     height: 240,
     series: modes.map((mode, i) => ({
-      label: mode.mode,
+      label: modeLabel(mode),
       color: color(i),
       values: modes.map((_, j) => (i === j ? value(mode) : null)),
     })),
@@ -58,7 +58,7 @@ function perMinute(
     series: modes.map((mode, i) => {
       const byMinute = new Map(mode.timeline.map((m) => [m.minute, value(m)]));
       return {
-        label: mode.mode,
+        label: modeLabel(mode),
         color: color(i),
         values: minutes.map((minute) => byMinute.get(minute) ?? null),
       };

@@ -5,6 +5,8 @@ import type { Mode } from "./world.js";
 
 export interface ModeReport {
   readonly mode: Mode;
+  /** The fail mode every rule that does not fail closed ran with (scenario `failModes` only). */
+  readonly failMode?: "local" | "open";
   readonly requests: number;
   readonly admitted: number;
   readonly legitimate: {
@@ -42,11 +44,18 @@ export interface ModeReport {
   readonly legitimateLatencyMs: { readonly p50: number; readonly p99: number };
   readonly failedOpen: number;
   readonly failedClosed: number;
+  /** Decisions counted in the instance because the store failed (`failMode: local`). */
+  readonly failedLocal: number;
   readonly blockedCached: number;
   readonly instances: { readonly created: number; readonly coldStarts: number };
   readonly cost: MonthlyCost;
   readonly timeline: readonly Timeline[];
   readonly loop: { readonly events: number; readonly drains: number };
+}
+
+/** A mode's name in reports: `exact`, or `exact, fail local` when fail modes are compared. */
+export function modeLabel(mode: ModeReport): string {
+  return mode.failMode === undefined ? mode.mode : `${mode.mode}, fail ${mode.failMode}`;
 }
 
 export interface MonthlyCost {

@@ -65,7 +65,9 @@ export async function simulate(
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
   const modes: ModeReport[] = [];
-  for (const [modeIndex, mode] of scenario.modes.entries()) {
+  const failModes = scenario.failModes ?? [undefined];
+  const runs = scenario.modes.flatMap((mode) => failModes.map((failMode) => ({ mode, failMode })));
+  for (const [modeIndex, { mode, failMode }] of runs.entries()) {
     const onProgress = options.onProgress;
     const progress =
       onProgress === undefined
@@ -74,11 +76,11 @@ export async function simulate(
             onProgress({
               mode,
               modeIndex,
-              modes: scenario.modes.length,
+              modes: runs.length,
               simulatedMs,
               totalMs: scenario.duration + SETTLE_MS,
             });
-    modes.push(await runMode(scenario, seed, mode, policy, options, progress));
+    modes.push(await runMode(scenario, seed, mode, policy, options, progress, failMode));
   }
   return {
     scenario: scenario.name,
@@ -133,6 +135,18 @@ export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolic
   return policy;
 }
 
+/** Every rule that does not fail closed fails `failMode` (the `failClosed` paths stay closed). */
+export function policyForFailMode(
+  policy: ResolvedPolicy,
+  failMode: "local" | "open" | undefined,
+): ResolvedPolicy {
+  if (failMode === undefined) return policy;
+  return {
+    ...policy,
+    rules: policy.rules.map((rule) => (rule.failMode === "closed" ? rule : { ...rule, failMode })),
+  };
+}
+
 async function runMode(
   scenario: Scenario,
   seed: number,
@@ -140,6 +154,7 @@ async function runMode(
   base: ResolvedPolicy,
   options: SimulateOptions,
   progress: ((simulatedMs: number) => void) | undefined,
+  failMode: "local" | "open" | undefined,
 ): Promise<ModeReport> {
   const random = new Random(seed);
   const loop = new EventLoop({ drainEach: options.drainEach });
@@ -147,7 +162,7 @@ async function runMode(
   const world = new World(scenario, loop, random.fork("network"), (cost) =>
     accounting?.operation(cost),
   );
-  const policy = policyForMode(base, mode);
+  const policy = policyForFailMode(policyForMode(base, mode), failMode);
   accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
   const reference = new ReferenceEngine(base);
   const verdicts = new Map<Arrival, ReturnType<ReferenceEngine["decide"]>>();
@@ -176,6 +191,7 @@ async function runMode(
   const over = tally.overAdmission();
   return {
     mode,
+    ...(failMode === undefined ? {} : { failMode }),
     requests,
     admitted: tally.admitted,
     legitimate: {
@@ -207,6 +223,7 @@ async function runMode(
     },
     failedOpen: tally.failedOpen,
     failedClosed: tally.failedClosed,
+    failedLocal: tally.failedLocal,
     blockedCached: tally.blockedCached,
     instances: { created: deployment.instancesCreated, coldStarts: tally.coldStarts },
     cost: costOf(scenario, tally, ttlReplicatedDeletes),

@@ -147,6 +147,15 @@ export const SCENARIO_SCHEMA = z.strictObject({
     .array(z.enum(["two-writes", "exact", "hybrid"]))
     .min(1)
     .default(["exact"]),
+  /**
+   * Runs each mode once per fail mode listed, with every rule that does not fail closed set to
+   * it (`failClosed` paths stay closed): `open` and `local` side by side for a store outage.
+   * Default: the policy's own.
+   */
+  failModes: z
+    .array(z.enum(["local", "open"]))
+    .min(1)
+    .optional(),
   regions: z.record(z.string(), z.strictObject({ weight: z.number().min(0).default(1) })),
   store,
   deployment,

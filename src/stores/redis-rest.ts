@@ -7,7 +7,6 @@
 import { RedisRestStore } from "./redis-rest/store.js";
 import { redisRestOptionsFromUrl } from "./redis-rest/url.js";
 
-export { CircuitBreaker, type CircuitBreakerOptions } from "./redis/breaker.js";
 export {
   type PipelineReply,
   RedisReplyError,
@@ -16,6 +15,7 @@ export {
 } from "./redis-rest/client.js";
 export { RedisRestStore, type RedisRestStoreOptions, redisRestStore } from "./redis-rest/store.js";
 export { REDIS_REST_TOKEN_VARIABLE, redisRestOptionsFromUrl } from "./redis-rest/url.js";
+export { CircuitBreaker, type CircuitBreakerOptions } from "./remote/breaker.js";
 
 /**
  * A store from a `redis+https://[:TOKEN@]HOST[/PATH]` URL (`edgelimit serve --store`); without a

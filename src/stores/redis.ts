@@ -3,7 +3,7 @@
  * all of a request's counters (and, on a single node, all requests of the same tick). The
  * implementation is in `redis/`; this file is the package entry point.
  */
-export { CircuitBreaker, type CircuitBreakerOptions } from "./redis/breaker.js";
+
 export {
   createRedisClient,
   type RedisClient,
@@ -17,3 +17,4 @@ export {
   redisStore,
   redisStoreFromUrl,
 } from "./redis/store.js";
+export { CircuitBreaker, type CircuitBreakerOptions } from "./remote/breaker.js";

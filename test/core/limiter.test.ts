@@ -236,11 +236,12 @@ describe("failure of the store", () => {
       ),
   };
 
-  it("fails open on ordinary paths and closed (503) on critical ones", async () => {
+  it("counts locally on ordinary paths (the default) and fails closed (503) on critical ones", async () => {
     const limiter = createLimiter({ policy: seedPolicy(), store: failing, env });
-    const open = await limiter.check({ ip: "198.51.100.9", path: "/api/search" });
-    expect(open.action).toBe("allow");
-    expect(open.reason).toBe("store-failed-open");
+    const local = await limiter.check({ ip: "198.51.100.9", path: "/api/search" });
+    expect(local.action).toBe("allow");
+    expect(local.reason).toBe("store-failed-local");
+    expect(local.storeError).toMatch(/connection refused/);
     const closed = await limiter.check({ ip: "198.51.100.9", path: "/api/billing/invoices" });
     expect(closed.action).toBe("unavailable");
     expect(closed.status).toBe(503);
@@ -256,8 +257,36 @@ describe("failure of the store", () => {
       limiter.check({ ip: "198.51.100.10", path: "/api/admin/users" }),
     ]);
     expect(performance.now() - started).toBeLessThan(500);
-    expect(open.reason).toBe("store-failed-open");
+    expect(open.reason).toBe("store-failed-local");
     expect(closed.status).toBe(503);
+  });
+
+  it("fails open where the policy asks for it, closed where it asks for that", async () => {
+    const { limiter } = limiterFor(
+      {
+        defaults: { failMode: "open" },
+        tiers: {
+          anonymous: { global: 1, paths: { "/api/tight": { limit: 1, failMode: "local" } } },
+        },
+      },
+      failing,
+    );
+    const reasons: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      reasons.push((await limiter.check({ ip: "198.51.100.13", path: "/" })).reason);
+    }
+    expect(reasons).toEqual(["store-failed-open", "store-failed-open", "store-failed-open"]);
+    // The path rule counts locally; the global rule, open, is not counted at all.
+    const tight: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const verdict = await limiter.check({ ip: "198.51.100.13", path: "/api/tight" });
+      tight.push(`${verdict.status} ${verdict.reason} ${verdict.rule}`);
+    }
+    expect(tight).toEqual([
+      "200 store-failed-local anonymous.path./api/tight",
+      "429 store-failed-local anonymous.path./api/tight",
+      "429 store-failed-local anonymous.path./api/tight",
+    ]);
   });
 
   it("honours a rule's own failMode", async () => {

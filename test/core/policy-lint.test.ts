@@ -45,6 +45,13 @@ describe("check's warnings: valid policies that leave traffic unlimited", () => 
     expect(warnings.some((warning) => warning.includes("/api/billing/ match no rule"))).toBe(false);
   });
 
+  it("names a rule that fails open, whose requests are unlimited while the store is down", () => {
+    const text = `version: 1\n${JWT}tiers:\n  anonymous:\n    global: 60\n    paths:\n      /api/x: { limit: 5, failMode: open }\n  authenticated: { global: 300 }\n`;
+    expect(warningsOf(text)).toEqual([
+      "line 13: tiers.anonymous.paths./api/x.failMode: rule anonymous.path./api/x fails open: while the store is down its requests are not limited at all; failMode: local (the default) counts them in each process instead",
+    ]);
+  });
+
   it("names a plan filter for a plan the policy does not define", () => {
     const text = `version: 1\n${JWT}tiers:\n  anonymous: { global: 60 }\n  authenticated:\n    global: 300\n    plans: { free: 100 }\nnamespaces:\n  exports:\n    match: { path: /api/export }\n    limit: 10\n    plans: [gold]\n`;
     expect(

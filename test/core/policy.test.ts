@@ -52,6 +52,8 @@ describe("policy validation", () => {
     expect(byId.get("authenticated.path./api/search")?.limit).toBe(120);
     expect(byId.get("authenticated.plan.pro")?.limit).toBe(1000);
     expect(cloudfront.failClosedPaths).toEqual(["/api/admin/", "/api/billing/"]);
+    // Store down: every rule counts locally; the two prefixes fail closed.
+    expect(new Set(cloudfront.rules.map((rule) => rule.failMode))).toEqual(new Set(["local"]));
     const workers = loadPolicy("examples/policies/workers.yaml");
     expect(workers.rules.map((rule) => [rule.id, rule.limit, rule.key, rule.backend])).toEqual([
       ["login", 5, "ip", "approximate"],
@@ -59,6 +61,8 @@ describe("policy validation", () => {
       ["api.free-daily", 50, "user", "exact"],
     ]);
     expect(workers.rules[0]?.disclose).toBe(false);
+    // The default fail mode, which workers.yaml does not set.
+    expect(new Set(workers.rules.map((rule) => rule.failMode))).toEqual(new Set(["local"]));
   });
 
   it("names an unknown field, its line, and the fields allowed there", () => {
@@ -175,6 +179,9 @@ describe("edgelimit check", () => {
     expect(result.stdout).toContain("anonymous.path./api/export");
     expect(result.stdout).toContain("challenge < 2x, then block");
     expect(result.stdout).toContain("fail closed (503) on: /api/admin/, /api/billing/");
+    // The "store down" column: counted locally, closed under the fail-closed prefixes.
+    expect(result.stdout).toMatch(/anonymous\.path\.\/api\/export .* local\n/);
+    expect(result.stdout).toContain("local; closed under /api/admin/, /api/billing/");
   });
 
   it("exits non-zero and names the field and line for each error", () => {

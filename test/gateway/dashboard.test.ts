@@ -70,6 +70,9 @@ describe("the live dashboard", () => {
     // The store's health, the failed-open count and the decision time, from the same feed.
     expect(await page.textContent("#store-state")).toBe("ok");
     expect(await page.textContent("#total-failed-open")).toBe("0");
+    expect(await page.textContent("#total-failed-local")).toBe("0");
+    // The rules' "store down" column: the example policy counts locally.
+    expect(await page.textContent("#rules")).toContain("local");
     await page.waitForFunction(
       () => document.querySelector("#decision-count")?.textContent === "9",
       undefined,

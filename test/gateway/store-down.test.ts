@@ -1,7 +1,8 @@
 /**
  * A store that is down must be visible: said at start, in a rate-limited log line with its
- * cause, in the decision log, on `/healthz` (degraded, not down), and to library users through
- * `onStoreError`. A URL with no host is refused before anything starts.
+ * cause, in the decision log, on `/healthz` (degraded, not down, with the store's breaker and
+ * what is counted in the gateway meanwhile), and to library users through `onStoreError`. A URL
+ * with no host is refused before anything starts.
  */
 import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
@@ -57,6 +58,12 @@ describe("a store that is down", () => {
     expect(state.status).toBe("degraded");
     expect(state.store.failures).toBe(6);
     expect(String(state.store.lastError)).toMatch(/redis|connect|ECONNREFUSED|writeable/i);
+    // The store's own view (its calls failed, its breaker opened after five) and what was
+    // counted in the gateway meanwhile: the five /api/search requests, owed to the store.
+    expect(state.store).toMatchObject({
+      calls: { state: "open", openParts: ["redis"], breakerOpened: 1 },
+      local: { counting: true, decisions: 5, owedKeys: 2 },
+    });
 
     await waitFor(() => output().includes("the store failed a decision"), "the warning");
     const warnings = output()
@@ -65,7 +72,7 @@ describe("a store that is down", () => {
     expect(warnings).toHaveLength(1);
     const decisions = output()
       .split("\n")
-      .filter((line) => line.includes('"reason":"store-failed-open"'));
+      .filter((line) => line.includes('"reason":"store-failed-local"'));
     expect(decisions.length).toBeGreaterThan(0);
     expect(JSON.parse(decisions[0] as string).storeError).toMatch(/\S/);
   });
@@ -90,7 +97,7 @@ describe("a store that is down", () => {
       const quiet = createLimiter({ policy, store });
       for (let i = 0; i < 3; i++) {
         expect((await observed.check({ ip: "192.0.2.1", path: "/" })).reason).toBe(
-          "store-failed-open",
+          "store-failed-local",
         );
         expect((await quiet.check({ ip: "192.0.2.1", path: "/" })).storeError).toMatch(/\S/);
       }

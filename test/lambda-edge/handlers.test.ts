@@ -364,8 +364,8 @@ describe("fail modes when DynamoDB is down or throttling", () => {
       clock: () => T0,
       metrics: { write: (line) => outcomes.push(JSON.parse(line).reason) },
     });
-    const open = await handler(viewerRequest("203.0.113.1", "/api/search"));
-    expect(isResult(open)).toBe(false);
+    const local = await handler(viewerRequest("203.0.113.1", "/api/search"));
+    expect(isResult(local)).toBe(false);
     const closed = await handler(viewerRequest("203.0.113.1", "/api/admin/users"));
     expect(isResult(closed)).toBe(true);
     const result = closed as CloudFrontResultResponse;
@@ -374,10 +374,10 @@ describe("fail modes when DynamoDB is down or throttling", () => {
     expect(JSON.parse(result.body ?? "").error).toBe("rate_limit_unavailable");
     const billing = await handler(viewerRequest("203.0.113.1", "/api/billing/invoices"));
     expect((billing as CloudFrontResultResponse).status).toBe("503");
-    expect(outcomes).toEqual(["store-failed-open", "store-failed-closed", "store-failed-closed"]);
+    expect(outcomes).toEqual(["store-failed-local", "store-failed-closed", "store-failed-closed"]);
   }
 
-  it("fails open on ordinary paths and closed on /api/admin/ and /api/billing/ with the endpoint down", async () => {
+  it("counts locally on ordinary paths and fails closed on /api/admin/ and /api/billing/ with the endpoint down", async () => {
     await expectModes(await closedPort());
   });
 

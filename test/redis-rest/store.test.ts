@@ -192,7 +192,7 @@ describe("Redis over HTTP (edgelimit/redis-rest) on a real redis-server", () => 
     });
     expect(await limiter.check({ ip: "10.7.6.1", path: "/api/items" })).toMatchObject({
       action: "allow",
-      reason: "store-failed-open",
+      reason: "store-failed-local",
     });
     expect(await limiter.check({ ip: "10.7.6.1", path: "/api/admin/users" })).toMatchObject({
       status: 503,
@@ -221,7 +221,7 @@ describe("Redis over HTTP (edgelimit/redis-rest) on a real redis-server", () => 
 });
 
 describe("Redis over HTTP when Redis fails", () => {
-  it("answers within the budget while Redis is stalled, fails open or closed, and counts again after", async () => {
+  it("answers within the budget while Redis is stalled, counts locally or fails closed, and counts again after", async () => {
     const BUDGET_MS = 50;
     // Far under the store's own 1 s timeout, so the budget answered; loose enough for a machine
     // whose other work (a next build beside this file) delays our timers, which the budget
@@ -255,7 +255,7 @@ describe("Redis over HTTP when Redis fails", () => {
     for (const sample of stalled) {
       expect(sample.tookMs).toBeLessThan(BUDGET_MS + SLACK_MS);
       expect(sample.verdict.reason).toBe(
-        sample.path.startsWith("/api/admin/") ? "store-failed-closed" : "store-failed-open",
+        sample.path.startsWith("/api/admin/") ? "store-failed-closed" : "store-failed-local",
       );
     }
     // Requests that timed out were aborted; Redis answers again once continued.
@@ -278,7 +278,7 @@ describe("Redis over HTTP when Redis fails", () => {
       const startedAt = performance.now();
       const open = await limiter.check({ ip: "10.7.8.1", path: "/api/items" });
       const closed = await limiter.check({ ip: "10.7.8.1", path: "/api/admin/users" });
-      expect(open.reason).toBe("store-failed-open");
+      expect(open.reason).toBe("store-failed-local");
       expect(closed).toMatchObject({ status: 503, reason: "store-failed-closed" });
       // An error from the bridge, not the budget: both well under one 2 s budget.
       expect(performance.now() - startedAt).toBeLessThan(1000);

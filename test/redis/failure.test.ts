@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Verdict } from "../../src/http/respond.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
-import { CircuitBreaker } from "../../src/stores/redis/breaker.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
+import { CircuitBreaker } from "../../src/stores/remote/breaker.js";
 import { freePort, type RedisServer, startRedis } from "./redis-server.js";
 
 const BUDGET_MS = 150;
@@ -44,6 +44,67 @@ describe("circuit breaker", () => {
       rejected: 4,
     });
   });
+});
+
+describe("a wall clock that steps", () => {
+  it("does not hold the breaker open when it steps back an hour", async () => {
+    // Only Date is faked: the wall clock, which NTP may set back; timers and the monotonic
+    // clock run on.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const breaker = new CircuitBreaker({ failureThreshold: 1, cooldownMs: 50 });
+      breaker.recordFailure();
+      expect(breaker.tryAcquire()).toBe(false);
+      vi.setSystemTime(Date.now() - 3_600_000);
+      await sleep(80);
+      expect(breaker.tryAcquire()).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("does not stop a store from counting again when the limiter's clock steps back during an outage", async () => {
+    const { server, cleanup } = await startRedis();
+    const store = redisStoreFromUrl(server.url);
+    try {
+      await store.ready();
+      let wall = Date.now();
+      const limiter = createLimiter({
+        store,
+        onStoreError: false,
+        clock: () => wall,
+        policy: definePolicy({ budget: "50ms", tiers: { anonymous: { global: 1_000_000 } } }),
+      });
+      vi.useFakeTimers({ toFake: ["Date"] });
+      process.kill(server.pid as number, "SIGSTOP");
+      try {
+        // Calls time out after 1 s: the breaker opens.
+        for (let i = 0; store.breaker?.state !== "open" && i < 200; i++) {
+          await limiter.check({ ip: `10.9.2.${i & 255}`, path: "/" });
+          await sleep(20);
+        }
+        expect(store.breaker?.state).toBe("open");
+        // Every call sent before it opened has timed out by now: only a probe can close it.
+        await sleep(1200);
+        wall -= 3_600_000;
+        vi.setSystemTime(wall);
+      } finally {
+        process.kill(server.pid as number, "SIGCONT");
+      }
+      const continuedAt = performance.now();
+      let reason = "";
+      for (let i = 0; reason !== "within-limit" && performance.now() - continuedAt < 3000; i++) {
+        reason = (await limiter.check({ ip: `10.9.3.${i & 255}`, path: "/" })).reason;
+        await sleep(10);
+      }
+      expect(reason).toBe("within-limit");
+      expect(performance.now() - continuedAt).toBeLessThan(1500);
+    } finally {
+      vi.useRealTimers();
+      await store.close();
+      await cleanup();
+    }
+  }, 20_000);
 });
 
 describe("a Redis that is not there", () => {
@@ -91,7 +152,7 @@ describe("Redis killed mid-load", () => {
     await cleanup?.();
   });
 
-  it("fails open and closed within the budget, never hangs, and resumes within a second", async () => {
+  it("counts locally and fails closed within the budget, never hangs, and resumes within a second", async () => {
     const limiter = createLimiter({
       store,
       policy: definePolicy({
@@ -157,7 +218,7 @@ describe("Redis killed mid-load", () => {
       if (sample.path.startsWith("/api/admin/")) {
         expect(sample.verdict).toMatchObject({ status: 503, reason: "store-failed-closed" });
       } else {
-        expect(sample.verdict).toMatchObject({ action: "allow", reason: "store-failed-open" });
+        expect(sample.verdict).toMatchObject({ action: "allow", reason: "store-failed-local" });
       }
     }
     const slowest = Math.max(...samples.map((sample) => sample.tookMs));

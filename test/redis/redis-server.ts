@@ -152,8 +152,12 @@ export interface TestCluster {
   cleanup(): Promise<void>;
 }
 
-/** Three masters, no replicas, every slot assigned, `cluster_state:ok` on every node. */
-export async function startCluster(): Promise<TestCluster> {
+/**
+ * Three masters, no replicas, every slot assigned, `cluster_state:ok` on every node.
+ * `nodeTimeoutMs` (default 2000) is how long a master may be unreachable before the others
+ * mark it failed (and, with no replica, stop serving every slot).
+ */
+export async function startCluster(options: { nodeTimeoutMs?: number } = {}): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-cluster-"));
   const nodes: RedisServer[] = [];
   const cleanup = async (): Promise<void> => {
@@ -169,7 +173,7 @@ export async function startCluster(): Promise<TestCluster> {
         "--cluster-config-file",
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
-        "2000",
+        String(options.nodeTimeoutMs ?? 2000),
       ]);
       nodes.push(node);
       await node.start();

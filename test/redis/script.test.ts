@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
+import { LATE_GRACE_MS } from "../../src/core/windows.js";
 import { MemoryStore } from "../../src/stores/memory.js";
 import {
   APPLY_COUNTERS_LUA,
@@ -105,7 +106,7 @@ describe("the apply-counters script", () => {
     }
   });
 
-  it("stores each counter under its subject's hash tag and expires it with the window", async () => {
+  it("stores each counter under its subject's hash tag and expires it with the window, and the late grace", async () => {
     const store = new RedisStore({ client: server.url, prefix: "layout:" });
     await store.ready();
     try {
@@ -115,9 +116,10 @@ describe("the apply-counters script", () => {
       expect(store.redisKey(spec)).toBe(key);
       const expireAt = await admin.pexpiretime(key);
       const serverNow = Number((await admin.time())[0]) * 1000;
-      expect(expireAt % 60_000).toBe(0);
+      // The window's end, and LATE_GRACE_MS for a request that arrives late.
+      expect(expireAt % 60_000).toBe(LATE_GRACE_MS);
       expect(expireAt).toBeGreaterThan(serverNow);
-      expect(expireAt).toBeLessThanOrEqual(serverNow + 61_000);
+      expect(expireAt).toBeLessThanOrEqual(serverNow + 60_000 + LATE_GRACE_MS + 1000);
     } finally {
       await store.close();
     }

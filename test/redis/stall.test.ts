@@ -44,7 +44,7 @@ afterAll(async () => {
 });
 
 describe("Redis stalled with SIGSTOP, then continued", () => {
-  it("answers within the budget (fail-open allows, fail-closed 503) and counts exactly within 1 s of SIGCONT", async () => {
+  it("answers within the budget (counted locally, fail-closed 503) and counts exactly within 1 s of SIGCONT", async () => {
     expect(loadPolicy(CLOUDFRONT_POLICY).budgetMs).toBe(BUDGET_MS);
     const limiter = createLimiter({
       policy: loadPolicy(CLOUDFRONT_POLICY),
@@ -112,7 +112,7 @@ describe("Redis stalled with SIGSTOP, then continued", () => {
     expect(stalledBy("/api/admin/users").length).toBeGreaterThan(20);
     expect(
       new Set(stalledBy("/api/items").map(({ verdict }) => `${verdict.action} ${verdict.reason}`)),
-    ).toEqual(new Set(["allow store-failed-open"]));
+    ).toEqual(new Set(["allow store-failed-local"]));
     expect(
       new Set(
         stalledBy("/api/admin/users").map(({ verdict }) => `${verdict.status} ${verdict.reason}`),

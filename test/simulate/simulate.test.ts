@@ -72,10 +72,11 @@ describe("edgelimit simulate", () => {
     expect(latencies).toEqual([12, 12, 12, 12, 12, 6, 6, 6, 6, 6]);
   }, 60_000);
 
-  it("fails open past the budget when a replica is slow, closed on a fail-closed path, and counts again after", async () => {
+  it("fails over to its fail modes past the budget when a replica is slow (open and local side by side), closed on a fail-closed path, and counts again after", async () => {
     const scenario = scenarioOf({
       duration: "90s",
       modes: ["exact"],
+      failModes: ["open", "local"],
       regions: { "us-east-1": {} },
       store: {
         kind: "dynamodb",
@@ -100,13 +101,18 @@ describe("edgelimit simulate", () => {
       onDecision: (_mode, _arrival, decision, epochAt) =>
         decisions.push({ at: epochAt - start, reason: decision.reason }),
     });
-    const [exact] = report.modes;
-    expect(exact?.failedOpen).toBeGreaterThan(0);
-    expect(exact?.failedClosed).toBeGreaterThan(0);
+    const [open, local] = report.modes;
+    expect(open).toMatchObject({ mode: "exact", failMode: "open", failedLocal: 0 });
+    expect(local).toMatchObject({ mode: "exact", failMode: "local", failedOpen: 0 });
+    expect(open?.failedOpen).toBeGreaterThan(0);
+    // The same requests, counted in the instance instead of let through.
+    expect(local?.failedLocal).toBe(open?.failedOpen);
+    for (const mode of [open, local]) expect(mode?.failedClosed).toBeGreaterThan(0);
     const failed = decisions.filter((d) => d.reason.startsWith("store-failed"));
     // Only while the replica is slow: 50 ms of budget beyond the 6 ms round trip, never more.
     expect(failed.every((d) => d.at >= 30_000 && d.at < 60_000)).toBe(true);
-    expect(exact?.latencyMs.p99).toBeLessThanOrEqual(56.5);
+    expect(open?.latencyMs.p99).toBeLessThanOrEqual(56.5);
+    expect(local?.latencyMs.p99).toBeLessThanOrEqual(56.5);
   }, 60_000);
 
   it("rejects a bad scenario with messages that name the field", () => {

@@ -40,7 +40,9 @@ export async function burstFleet(options: {
     );
     sent += verdicts.length;
     for (const verdict of verdicts) {
-      if (verdict.reason === "store-failed-open") throw new Error("a request failed open");
+      if (verdict.reason.startsWith("store-failed")) {
+        throw new Error(`a request's store failed (${verdict.reason})`);
+      }
       if (verdict.action === "allow") admitted++;
     }
   }

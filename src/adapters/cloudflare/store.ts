@@ -1,6 +1,8 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { GenerationalCache } from "../../core/generational-cache.js";
 import type { CounterSpec, CounterState, Store } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
+import { RemoteGuard } from "../../stores/remote/guard.js";
 import type { DurableObjectNamespaceLike, RateLimitBinding, WorkerEnv } from "./bindings.js";
 import { backendOf, bindingNameFor } from "./check.js";
 import {
@@ -17,9 +19,17 @@ export interface CloudflareStoreOptions {
   readonly ratelimits: Readonly<Record<string, string>>;
   /** Name of the Durable Object namespace binding for exact counters. */
   readonly counter: string;
+  /**
+   * A counter object's call still unanswered after this long has failed (default 1000 ms),
+   * and counts for that object's circuit breaker.
+   */
+  readonly callTimeoutMs?: number;
 }
 
 const OBJECT_ORIGIN = "https://edgelimit-counter";
+const DEFAULT_CALL_TIMEOUT_MS = 1000;
+/** Counter objects whose failures are remembered (at most twice this many). */
+const GUARDED_OBJECTS_PER_GENERATION = 4096;
 
 /**
  * Routes each counter to the backend its rule names, in seed 003's order: the native binding
@@ -36,6 +46,10 @@ const OBJECT_ORIGIN = "https://edgelimit-counter";
  *   in excess.
  * - `observe` (shadow) counters are always counted, as the contract asks, so a shadow exact rule
  *   does reach its object for requests the binding refused.
+ *
+ * Each counter object's calls go through a guard of the remote-store kit (`stores/remote/`): a
+ * call timeout, and a circuit breaker per object (an object is one key's, so one that is
+ * overloaded or gone fails its own key at once, never every other key in the isolate).
  */
 export class CloudflareStore implements Store {
   readonly name = "cloudflare";
@@ -43,6 +57,7 @@ export class CloudflareStore implements Store {
   readonly requestScopedIo = true;
   readonly #options: CloudflareStoreOptions;
   readonly #objects: DurableObjectNamespaceLike;
+  readonly #guards = new GenerationalCache<RemoteGuard>(GUARDED_OBJECTS_PER_GENERATION);
 
   constructor(options: CloudflareStoreOptions) {
     this.#options = options;
@@ -136,7 +151,25 @@ export class CloudflareStore implements Store {
     return success;
   }
 
-  async #call(
+  #call(
+    key: string,
+    path: string,
+    counters: readonly CounterSpec[],
+    now: number,
+  ): Promise<CounterObjectAnswer | undefined> {
+    let guard = this.#guards.get(key);
+    if (guard === undefined) {
+      guard = new RemoteGuard({
+        name: `counter object for ${key}`,
+        owner: "cloudflareStore",
+        timeoutMs: this.#options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
+      });
+      this.#guards.set(key, guard);
+    }
+    return guard.run(() => this.#callObject(key, path, counters, now));
+  }
+
+  async #callObject(
     key: string,
     path: string,
     counters: readonly CounterSpec[],

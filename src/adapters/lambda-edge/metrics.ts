@@ -18,6 +18,7 @@ const METRIC_BY_OUTCOME: Record<string, string> = {
   "challenge-band": "Challenged",
   "store-failed-open": "FailedOpen",
   "store-failed-closed": "FailedClosed",
+  "store-failed-local": "FailedLocal",
 };
 
 /**

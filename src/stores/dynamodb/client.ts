@@ -1,6 +1,10 @@
 import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "../../aws/sigv4.js";
 import type { StoreCallProgress } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import type { StoreStatus } from "../../core/types.js";
+import type { CircuitBreakerOptions } from "../remote/breaker.js";
+import { RemoteGuard } from "../remote/guard.js";
+import { statusOf } from "../remote/health.js";
 import { HttpPool, type HttpResponse } from "./http-pool.js";
 
 export type { AwsCredentials } from "../../aws/sigv4.js";
@@ -15,6 +19,18 @@ export interface DynamoDbClientOptions {
   readonly requestTimeoutMs?: number | undefined;
   /** Sockets kept open per endpoint (default 64). */
   readonly maxSockets?: number | undefined;
+  /**
+   * How long a new socket may take to be ready: DNS, TCP and TLS (default 1000 ms). See
+   * `HttpPoolOptions.connectTimeoutMs`.
+   */
+  readonly connectTimeoutMs?: number | undefined;
+  /**
+   * The endpoint's circuit breaker (default: 5 consecutive failures open it for 250 ms), or
+   * `false` for none. Failures are calls without a complete answer (refused, reset, timed out,
+   * a socket that never became ready) and 5xx answers; an answer such as a failed condition is
+   * the server working.
+   */
+  readonly breaker?: CircuitBreakerOptions | false | undefined;
   /**
    * Certificates to trust instead of Node's bundled roots (a test server's self-signed
    * certificate). Certificate verification is never turned off.
@@ -69,7 +85,8 @@ export type AttributeValue = { S: string } | { N: string };
  * signing key) over `node:https` with a keep-alive Agent (`http-pool.ts`, loaded by the first
  * call). It is a few KB minified, which is what a Lambda@Edge cold start needs; the AWS SDK v3
  * is two orders of magnitude larger (see docs/aws.md). It makes exactly one attempt per call:
- * retries belong to the caller's time budget, not to the client.
+ * retries belong to the caller's time budget, not to the client. Calls over HTTP go through the
+ * remote-store kit's guard (`stores/remote/guard.ts`): a circuit breaker per endpoint.
  */
 export class DynamoDbHttpClient {
   readonly region: string;
@@ -78,6 +95,7 @@ export class DynamoDbHttpClient {
   readonly #timeoutMs: number;
   readonly #pool: HttpPool | undefined;
   readonly #transport: DynamoDbTransport | undefined;
+  readonly #guard: RemoteGuard;
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
@@ -86,6 +104,11 @@ export class DynamoDbHttpClient {
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
     this.#transport = options.transport;
+    this.#guard = new RemoteGuard({
+      name: `dynamodb ${this.#url.host}`,
+      owner: "dynamodbStore",
+      breaker: options.breaker,
+    });
     if (this.#transport !== undefined) return;
     // node:https, not a client of our own: over TLS, the path production uses, our own
     // HTTP/1.1 client answered a fresh process's first call no sooner (docs/aws.md).
@@ -93,7 +116,17 @@ export class DynamoDbHttpClient {
       origin: this.#url,
       maxSockets: options.maxSockets,
       ca: options.ca,
+      connectTimeoutMs: options.connectTimeoutMs,
     });
+  }
+
+  /** The endpoint's calls as health pages show them (HTTP only; a transport has none). */
+  get guard(): RemoteGuard {
+    return this.#guard;
+  }
+
+  status(): StoreStatus {
+    return statusOf([this.#guard]);
   }
 
   /**
@@ -117,27 +150,33 @@ export class DynamoDbHttpClient {
     }
     const pool = this.#pool as HttpPool;
     const body = JSON.stringify(input);
+    // Signed first: missing credentials are a mistake to fix, not the endpoint failing.
     const headers = this.#sign(operation, body, new Date());
-    let response: HttpResponse;
-    try {
-      response = await pool.post(
-        "/",
-        headers,
-        body,
-        this.#timeoutMs,
-        options?.resendOnStaleSocket ?? true,
-        options?.progress,
-      );
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
-      throw new EdgelimitError(
-        code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
-        code === "EL_STORE_TIMEOUT"
-          ? `DynamoDB ${operation} timed out (${reason})`
-          : `DynamoDB ${operation}: ${reason}`,
-      );
-    }
+    const response = await this.#guard.run(async (progress) => {
+      let answer: HttpResponse;
+      try {
+        answer = await pool.post(
+          "/",
+          headers,
+          body,
+          this.#timeoutMs,
+          options?.resendOnStaleSocket ?? true,
+          progress,
+        );
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
+        throw new EdgelimitError(
+          code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
+          code === "EL_STORE_TIMEOUT"
+            ? `DynamoDB ${operation} timed out (${reason})`
+            : `DynamoDB ${operation}: ${reason}`,
+        );
+      }
+      // A server error is the endpoint failing; any other answer is the endpoint working.
+      if (answer.status >= 500) readAnswer(answer);
+      return answer;
+    }, options?.progress);
     return readAnswer<T>(response);
   }
 

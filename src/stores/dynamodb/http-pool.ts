@@ -26,7 +26,16 @@ export interface HttpPoolOptions {
    * certificate. Verification itself is never turned off.
    */
   readonly ca?: string | Buffer | undefined;
+  /**
+   * How long a new socket may take from its creation to a finished handshake: DNS lookup, TCP
+   * and TLS (default 1000 ms). A socket not ready by then is destroyed and its request fails:
+   * an endpoint that accepts and never completes the handshake costs a call this long, never
+   * more.
+   */
+  readonly connectTimeoutMs?: number | undefined;
 }
+
+const DEFAULT_CONNECT_TIMEOUT_MS = 1000;
 
 type HttpModule = typeof import("node:http") | typeof import("node:https");
 
@@ -53,7 +62,8 @@ const STALE_SOCKET_ERRORS = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED"]);
  * while idle), loaded on first use. What the store needs beyond an Agent:
  *
  * - a new socket's TCP and TLS handshake is reported to `progress` (a decision budget does not
- *   run meanwhile), and the request timeout starts once the handshake is done;
+ *   run meanwhile), bounded by `connectTimeoutMs`, and the request timeout starts once the
+ *   handshake is done;
  * - `preconnect()` opens a socket ahead of the first call, handed to the first request;
  * - timeouts read the replies already waiting before they fire (`timeoutAfterPendingIo`);
  * - one resend, on a fresh socket, of a request whose reused socket ended before a byte of
@@ -72,6 +82,7 @@ export class HttpPool {
   readonly #maxSockets: number;
   readonly #maxBodyBytes: number;
   readonly #ca: string | Buffer | undefined;
+  readonly #connectTimeoutMs: number;
   /** Calls under way, failed by `close()`. */
   readonly #calls = new Set<() => void>();
   #loaded: Loaded | undefined;
@@ -87,6 +98,14 @@ export class HttpPool {
     this.#maxSockets = options.maxSockets ?? 64;
     this.#maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.#ca = options.ca;
+    const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs <= 0) {
+      throw new EdgelimitError(
+        "EL_BAD_ARGUMENT",
+        `connectTimeoutMs must be a positive number of milliseconds; got ${connectTimeoutMs}`,
+      );
+    }
+    this.#connectTimeoutMs = connectTimeoutMs;
   }
 
   /** Sockets open now (idle and busy). */
@@ -185,7 +204,21 @@ export class HttpPool {
             return;
           }
           setupDone ??= progress?.connecting();
-          // The answer's time runs from the end of the handshake.
+          // The handshake has its own bound; the answer's time runs from its end.
+          cancelTimer?.();
+          cancelTimer = timeoutAfterPendingIo(
+            this.#connectTimeoutMs,
+            () => settled || loaded.agent.isReady(socket),
+            () => {
+              settle(
+                new EdgelimitError(
+                  "EL_STORE_FAILED",
+                  `no connection to ${this.#origin.host} ready within ${this.#connectTimeoutMs} ms`,
+                ),
+              );
+              sent.destroy();
+            },
+          );
           socket.once(this.#secure ? "secureConnect" : "connect", () => {
             endSetup();
             if (!settled) startClock();

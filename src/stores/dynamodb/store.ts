@@ -1,7 +1,15 @@
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  StoreStatus,
+} from "../../core/types.js";
+import type { CircuitBreakerOptions } from "../remote/breaker.js";
+import { statusOf } from "../remote/health.js";
 import { type AwsCredentials, DynamoDbHttpClient, type DynamoDbTransport } from "./client.js";
 import { countFixedWindows } from "./fixed-window.js";
 import { GlobalSums } from "./global-sums.js";
@@ -35,8 +43,16 @@ export interface DynamoDbStoreOptions {
   readonly remoteCacheMs?: number;
   /** Seconds an item outlives its window before TTL may delete it (default 300, as the seed). */
   readonly ttlGraceSeconds?: number;
+  /** A call still unanswered this long after it went out on a ready socket has failed (default 3000 ms). */
   readonly requestTimeoutMs?: number;
   readonly maxSockets?: number;
+  /** How long a new socket may take to be ready: DNS, TCP and TLS (default 1000 ms). */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Each endpoint's circuit breaker (default: 5 consecutive failures open it for 250 ms), or
+   * `false` for none. See docs/aws.md, "When DynamoDB fails".
+   */
+  readonly breaker?: CircuitBreakerOptions | false;
   /**
    * The known round trip to `region`'s endpoint, in ms (a Lambda@Edge region far from its
    * nearest replica); the decision budget is added to it (default 0).
@@ -120,6 +136,8 @@ export class DynamoDbStore implements Store {
       credentials: options.credentials,
       requestTimeoutMs: options.requestTimeoutMs,
       maxSockets: options.maxSockets,
+      connectTimeoutMs: options.connectTimeoutMs,
+      breaker: options.breaker,
       transport: options.transport,
     });
     const regions = options.globalRegions ?? [];
@@ -163,6 +181,8 @@ export class DynamoDbStore implements Store {
             credentials: options.credentials,
             requestTimeoutMs: options.requestTimeoutMs,
             maxSockets: options.maxSockets,
+            connectTimeoutMs: options.connectTimeoutMs,
+            breaker: options.breaker,
             transport: options.transport,
           });
       // One writer per reservation item: no region suffix, nothing to add from other regions.
@@ -189,6 +209,14 @@ export class DynamoDbStore implements Store {
 
   expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
     return counters.some(isHybrid) ? this.leaseRoundTripMs : this.expectedRoundTripMs;
+  }
+
+  /** Both endpoints' calls (this region's, and the lease region's when it has its own client). */
+  status(): StoreStatus {
+    const leases = this.#leases.client;
+    return statusOf(
+      leases === this.client ? [this.client.guard] : [this.client.guard, leases.guard],
+    );
   }
 
   /** Refunds that failed: counts left one too high until their window ends (safe direction). */

@@ -1,11 +1,11 @@
 import { EdgelimitError } from "../../core/errors.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
-import type { CircuitBreaker } from "../redis/breaker.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
-import { answeredInTime } from "../redis/timeout.js";
+import { CircuitBreaker } from "../remote/breaker.js";
+import { answeredInTime } from "../remote/call-timeout.js";
 import { type RedisArgument, RedisReplyError, RedisRestClient } from "./client.js";
 
 /**
@@ -58,7 +58,7 @@ export class RedisRestStore implements Store {
     );
     this.prefix = prefix;
     this.#serverClock = serverClock;
-    this.breaker = breaker;
+    this.breaker = breaker === false ? undefined : new CircuitBreaker(breaker);
     this.#timeoutMs = timeoutMs;
     this.#batch =
       maxBatch === 1
@@ -151,7 +151,11 @@ export class RedisRestStore implements Store {
     this.roundTrips++;
     const abort = new AbortController();
     try {
-      return await answeredInTime(this.client.command(command, abort.signal), this.#timeoutMs);
+      return await answeredInTime(
+        this.client.command(command, abort.signal),
+        this.#timeoutMs,
+        "redis REST",
+      );
     } catch (error) {
       abort.abort();
       throw error;

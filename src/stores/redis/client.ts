@@ -32,6 +32,9 @@ export function redisClientOptions(tuning: RedisConnectionTuning = {}) {
     enableAutoPipelining: false,
     maxRetriesPerRequest: 1,
     connectTimeout: tuning.connectTimeoutMs ?? 1000,
+    // A connection dropped because it stopped answering (a half-open socket) is closed at once,
+    // not after ioredis's default 2 s wait for the other side's FIN, which never comes.
+    disconnectTimeout: 100,
     retryStrategy: (attempt: number) => Math.min(attempt * 50, maxReconnectDelayMs),
   };
 }

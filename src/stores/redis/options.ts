@@ -1,5 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
-import { CircuitBreaker, type CircuitBreakerOptions } from "./breaker.js";
+import type { CircuitBreakerOptions } from "../remote/breaker.js";
 
 /** What the two stores that run the script take beside their connection (redis, redis-rest). */
 export interface ScriptStoreOptions {
@@ -29,7 +29,7 @@ export interface ScriptStoreOptions {
 export interface ScriptStoreSettings {
   readonly prefix: string;
   readonly serverClock: boolean;
-  readonly breaker: CircuitBreaker | undefined;
+  readonly breaker: CircuitBreakerOptions | false | undefined;
   readonly timeoutMs: number;
   readonly maxBatch: number;
 }
@@ -61,7 +61,7 @@ export function scriptStoreSettings(
   return {
     prefix: options.prefix ?? DEFAULT_PREFIX,
     serverClock: (options.clock ?? "server") === "server",
-    breaker: options.breaker === false ? undefined : new CircuitBreaker(options.breaker),
+    breaker: options.breaker,
     timeoutMs,
     maxBatch,
   };

@@ -1,14 +1,24 @@
-import { Cluster } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  StoreStatus,
+} from "../../core/types.js";
+import type { CircuitBreaker, CircuitBreakerOptions } from "../remote/breaker.js";
+import { answeredInTime } from "../remote/call-timeout.js";
+import { ConnectionGate } from "../remote/connection-gate.js";
+import { RemoteGuard } from "../remote/guard.js";
+import { statusOf } from "../remote/health.js";
 import { TickBatch } from "./batch.js";
-import type { CircuitBreaker } from "./breaker.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
-import { answeredInTime } from "./timeout.js";
+import { keySlot } from "./slot.js";
 
 export interface RedisStoreOptions extends ScriptStoreOptions {
   /**
@@ -16,10 +26,21 @@ export interface RedisStoreOptions extends ScriptStoreOptions {
    * `rediss://…`, `redis+cluster://host:port,host:port`). A client you pass stays yours: the
    * store never closes it. Configure it as `redisClientOptions()` does (no offline queue,
    * bounded retries, a command timeout), or a dead server can make calls wait. Batching
-   * (`maxBatch`) is for a single node only.
+   * (`maxBatch`) is for a single node only; on a Cluster each master has its own breaker, so a
+   * stopped master fails its own slots at once and no other's.
    */
   readonly client: RedisClient | string;
+  /**
+   * How long a connection may take to become ready (default 1000 ms). A fresh store's first
+   * calls wait for its first connection at most this long after the store was made; a later
+   * connection not ready this long after its TCP connection opened (a server that accepts and
+   * stays silent) is dropped and made again. See docs/redis.md, "Failure behaviour".
+   */
+  readonly connectTimeoutMs?: number;
 }
+
+/** Cluster masters whose breakers are kept; a Cluster larger than this shares the rest. */
+const MAX_NODE_GUARDS = 1024;
 
 /**
  * Counters in Redis. Each key is `prefix + "{" + subject + "}" + "|namespace|scope"`: the
@@ -27,21 +48,24 @@ export interface RedisStoreOptions extends ScriptStoreOptions {
  * request is one script call on one node. On a single node all of a request's counters go in
  * one call whatever their subjects (batched per tick, batch.ts); on a Cluster, counters of
  * different subjects go to their slots as parallel calls, each atomic on its own (cluster.ts).
+ * Every call goes through the remote-store kit (`stores/remote/`): the connection gate, a
+ * circuit breaker per node, and a PING before the call that probes an open circuit.
  */
 export class RedisStore implements Store {
   readonly name = "redis";
   readonly local = false;
   readonly client: RedisClient;
   readonly prefix: string;
-  readonly breaker: CircuitBreaker | undefined;
   readonly #ownsClient: boolean;
   readonly #serverClock: boolean;
   readonly #isCluster: boolean;
   readonly #timeoutMs: number;
+  readonly #breakerOptions: CircuitBreakerOptions | false | undefined;
   /** Undefined when batching is off (a Cluster, or `maxBatch: 1`). */
   readonly #batch: TickBatch | undefined;
-  /** Settles on the client's first connection (or its first failure); undefined after that. */
-  #firstConnection: Promise<void> | undefined;
+  readonly #gate: ConnectionGate;
+  /** The single node's guard, or one per Cluster master (by `host:port`). */
+  readonly #guards = new Map<string, RemoteGuard>();
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
   /** The last connection error of a client the store owns (for health pages). */
@@ -65,8 +89,7 @@ export class RedisStore implements Store {
     );
     this.prefix = prefix;
     this.#serverClock = serverClock;
-    this.breaker = breaker;
-    this.#timeoutMs = timeoutMs;
+    this.#breakerOptions = breaker;
     this.#batch =
       this.#isCluster || maxBatch === 1
         ? undefined
@@ -75,15 +98,30 @@ export class RedisStore implements Store {
             (keys, args) => this.#run(keys, args),
             (flush) => process.nextTick(flush),
           );
-    this.#firstConnection = this.client.status === "ready" ? undefined : this.#connected();
-    // Settled here so that a first connection that fails is never an unhandled rejection.
-    const connected = (): void => {
-      this.#firstConnection = undefined;
-    };
-    this.#firstConnection?.then(connected, connected);
+    this.#timeoutMs = timeoutMs;
+    // A single node's stalled connection is made again; a Cluster's nodes are ioredis's own,
+    // which bounds their slot discovery itself (`slotsRefreshTimeout`).
+    this.#gate = new ConnectionGate({
+      name: "redis",
+      connectTimeoutMs: options.connectTimeoutMs,
+      ready: this.client.status === "ready",
+      onStalled: this.#isCluster ? undefined : () => this.client.disconnect(true),
+    });
+    if (!this.#isCluster) this.#guardFor(SINGLE_NODE);
     // After every (re)connection, cache the script before traffic asks for it: a restarted
     // server would otherwise answer NOSCRIPT to each of the first calls.
     this.client.on("ready", this.#onReady);
+    this.client.on("connect", this.#onConnect);
+    this.client.on("close", this.#onClose);
+  }
+
+  /** The single node's circuit breaker (a Cluster has one per master: see `status()`). */
+  get breaker(): CircuitBreaker | undefined {
+    return this.#guards.get(SINGLE_NODE)?.breaker;
+  }
+
+  status(): StoreStatus {
+    return statusOf(this.#guards.values(), this.#gate.state);
   }
 
   readonly #onClientError = (error: Error): void => {
@@ -91,9 +129,18 @@ export class RedisStore implements Store {
   };
 
   readonly #onReady = (): void => {
+    this.#gate.connected();
     this.#loadScript().catch(() => {
       // The first call falls back to EVAL instead.
     });
+  };
+
+  readonly #onConnect = (): void => {
+    this.#gate.attempting();
+  };
+
+  readonly #onClose = (): void => {
+    this.#gate.lost(this.lastConnectionError ?? "connection closed");
   };
 
   async #loadScript(): Promise<void> {
@@ -132,46 +179,79 @@ export class RedisStore implements Store {
     });
   }
 
-  async apply(
+  apply(
     counters: readonly CounterSpec[],
     now: number,
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
-    if (counters.length === 0) return [];
-    const first = this.#firstConnection;
-    if (first !== undefined) {
-      // A fresh process's first calls wait for its connection (the decision budget does not run
-      // meanwhile); a connection that fails makes them fail as any call would.
-      const connected = progress?.connecting();
-      try {
-        await first;
-      } catch {
-        // The call below fails at once on the unconnected client.
-      } finally {
-        connected?.();
-      }
-    }
-    const breaker = this.breaker;
-    if (breaker !== undefined && !breaker.tryAcquire()) {
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        "redis circuit breaker is open after repeated failures; retrying shortly",
-      );
-    }
+    if (counters.length === 0) return Promise.resolve([]);
     const nowArgument = this.#serverClock ? "" : String(now);
-    try {
-      const states = this.#isCluster
-        ? await applyBySubject(counters, (group) => this.#applyGroup(group, nowArgument))
-        : await this.#applyGroup(counters, nowArgument);
-      breaker?.recordSuccess();
-      return states;
-    } catch (error) {
-      breaker?.recordFailure();
-      if (error instanceof EdgelimitError) throw error;
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        `redis store failed: ${error instanceof Error ? error.message : String(error)}`,
+    if (!this.#isCluster) {
+      return this.#guardFor(SINGLE_NODE).run(
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, nowArgument)),
+        progress,
       );
+    }
+    return applyBySubject(counters, (group) =>
+      this.#guardFor(this.#nodeOf(group[0] as CounterSpec)).run(
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, nowArgument)),
+        progress,
+      ),
+    );
+  }
+
+  /** `send` now when connected, after the first connection when it is under way; else throws. */
+  #whenConnected<T>(progress: StoreCallProgress | undefined, send: () => Promise<T>): Promise<T> {
+    const waiting = this.#gate.ready(progress);
+    return waiting === undefined ? send() : waiting.then(send);
+  }
+
+  /** The Cluster master that holds a counter's slot now (`host:port`). */
+  #nodeOf(counter: CounterSpec): string {
+    const slots = (this.client as Cluster).slots;
+    return slots[keySlot(this.redisKey(counter))]?.[0] ?? "unknown";
+  }
+
+  #guardFor(node: string): RemoteGuard {
+    let guard = this.#guards.get(node);
+    if (guard !== undefined) return guard;
+    if (this.#guards.size >= MAX_NODE_GUARDS) {
+      // Masters that left the Cluster: forget the healthy ones first.
+      for (const [name, held] of this.#guards) if (held.healthy) this.#guards.delete(name);
+      if (this.#guards.size >= MAX_NODE_GUARDS) this.#guards.clear();
+    }
+    guard = new RemoteGuard({
+      name: node === SINGLE_NODE ? "redis" : `redis ${node}`,
+      owner: "redisStore",
+      breaker: this.#breakerOptions,
+      probe: () => this.#ping(node),
+    });
+    this.#guards.set(node, guard);
+    return guard;
+  }
+
+  /**
+   * The probe before a call that tests an open circuit. A PING left unanswered on a single
+   * node's connection that says it is ready is a half-open socket (a failover that left no reset
+   * behind): the connection is made again, since nothing else would ever notice.
+   */
+  async #ping(node: string): Promise<void> {
+    const client =
+      node === SINGLE_NODE
+        ? (this.client as Redis)
+        : (this.client as Cluster)
+            .nodes("master")
+            .find((candidate) => `${candidate.options.host}:${candidate.options.port}` === node);
+    if (client === undefined) {
+      throw new EdgelimitError("EL_STORE_FAILED", `redis master ${node} is not in the Cluster`);
+    }
+    try {
+      await answeredInTime(client.ping(), this.#timeoutMs, `redis ${node}`);
+    } catch (error) {
+      // A Cluster's node connections are ioredis's to manage: only a single node is made again.
+      const stalled = error instanceof EdgelimitError && error.code === "EL_STORE_TIMEOUT";
+      if (stalled && node === SINGLE_NODE && client.status === "ready") client.disconnect(true);
+      throw error;
     }
   }
 
@@ -182,6 +262,9 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.client.off("ready", this.#onReady);
+    this.client.off("connect", this.#onConnect);
+    this.client.off("close", this.#onClose);
+    this.#gate.close();
     if (!this.#ownsClient) return;
     this.client.off("error", this.#onClientError);
     try {
@@ -211,6 +294,7 @@ export class RedisStore implements Store {
       return await answeredInTime(
         this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args),
         this.#timeoutMs,
+        "redis",
       );
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
@@ -219,10 +303,14 @@ export class RedisStore implements Store {
       return answeredInTime(
         this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args),
         this.#timeoutMs,
+        "redis",
       );
     }
   }
 }
+
+/** The guard's key for a single node's store. */
+const SINGLE_NODE = "";
 
 /** A Redis store from options (client or URL). */
 export function redisStore(options: RedisStoreOptions): RedisStore {

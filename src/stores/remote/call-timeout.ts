@@ -4,9 +4,10 @@ import { EdgelimitError } from "../../core/errors.js";
 /**
  * The call's answer, or `EL_STORE_TIMEOUT` when none came within `timeoutMs` of sending it. A
  * reply already in this process, waiting behind our own work, is read before the call is
- * declared lost (`timeoutAfterPendingIo`); ioredis's `commandTimeout`, a plain timer, would not.
+ * declared lost (`timeoutAfterPendingIo`), as the decision budget does: a client's own command
+ * timeout, a plain timer, would not. `what` names the server in the message (`redis`).
  */
-export function answeredInTime<T>(call: Promise<T>, timeoutMs: number): Promise<T> {
+export function answeredInTime<T>(call: Promise<T>, timeoutMs: number, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
     let settled = false;
     const cancel = timeoutAfterPendingIo(
@@ -15,7 +16,7 @@ export function answeredInTime<T>(call: Promise<T>, timeoutMs: number): Promise<
       () => {
         settled = true;
         reject(
-          new EdgelimitError("EL_STORE_TIMEOUT", `redis did not answer within ${timeoutMs} ms`),
+          new EdgelimitError("EL_STORE_TIMEOUT", `${what} did not answer within ${timeoutMs} ms`),
         );
       },
     );

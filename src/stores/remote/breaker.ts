@@ -7,17 +7,27 @@ export interface CircuitBreakerOptions {
   readonly cooldownMs?: number;
 }
 
-type BreakerState = "closed" | "open" | "probing";
+export type BreakerState = "closed" | "open" | "probing";
 
 const DEFAULT_FAILURE_THRESHOLD = 5;
 const DEFAULT_COOLDOWN_MS = 250;
 
 /**
- * Stops a store from hammering a server that is down or drowning. After `failureThreshold`
- * consecutive failures every call fails at once for `cooldownMs`; then exactly one call goes
- * through as a probe. Its success closes the circuit, its failure opens it for another
- * cooldown. Failing fast is safe because the limiter turns a failed call into the rule's fail
- * mode (open or closed) without waiting for its time budget.
+ * The runtime's monotonic clock. A wall clock (`Date.now`) can step: NTP setting it back an
+ * hour would keep an open circuit open for that hour, and a step forward would end cooldowns
+ * early.
+ */
+export const monotonicNow: () => number = () => performance.now();
+
+/**
+ * Stops a store from hammering a server that is down or drowning, and stops decisions from
+ * waiting for it. After `failureThreshold` consecutive failures every call fails at once for
+ * `cooldownMs`; then exactly one call goes through as a probe. Its success closes the circuit,
+ * its failure opens it for another cooldown. Failing fast is safe because the limiter turns a
+ * failed call into the rule's fail mode (a local count, a pass or a 503) without waiting for its
+ * time budget.
+ *
+ * Time is read from `clock`, a monotonic clock by default (`monotonicNow`), never from the wall.
  */
 export class CircuitBreaker {
   readonly failureThreshold: number;
@@ -31,19 +41,24 @@ export class CircuitBreaker {
   /** Times the circuit opened since start. */
   opened = 0;
 
-  constructor(options: CircuitBreakerOptions = {}, clock: () => number = Date.now) {
+  /** `owner` names the store in error messages (`redisStore`). */
+  constructor(
+    options: CircuitBreakerOptions = {},
+    clock: () => number = monotonicNow,
+    owner = "store",
+  ) {
     const failureThreshold = options.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD;
     const cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
     if (!Number.isInteger(failureThreshold) || failureThreshold < 1) {
       throw new EdgelimitError(
         "EL_BAD_ARGUMENT",
-        `redisStore: breaker.failureThreshold must be a whole number of at least 1; got ${failureThreshold}`,
+        `${owner}: breaker.failureThreshold must be a whole number of at least 1; got ${failureThreshold}`,
       );
     }
     if (!Number.isFinite(cooldownMs) || cooldownMs < 0) {
       throw new EdgelimitError(
         "EL_BAD_ARGUMENT",
-        `redisStore: breaker.cooldownMs must be 0 or more milliseconds; got ${cooldownMs}`,
+        `${owner}: breaker.cooldownMs must be 0 or more milliseconds; got ${cooldownMs}`,
       );
     }
     this.failureThreshold = failureThreshold;
@@ -53,6 +68,11 @@ export class CircuitBreaker {
 
   get state(): BreakerState {
     return this.#state;
+  }
+
+  /** Failures since the last success (0 while the store answers). */
+  get consecutiveFailures(): number {
+    return this.#consecutiveFailures;
   }
 
   /** True when a call may go to the server now; a true answer in the open state is the probe. */
@@ -73,8 +93,11 @@ export class CircuitBreaker {
 
   recordFailure(): void {
     this.#consecutiveFailures++;
+    // Calls sent before the circuit opened fail while it is open: the cooldown is not made
+    // longer by them, only by a probe's failure.
+    if (this.#state === "open") return;
     if (this.#state === "probing" || this.#consecutiveFailures >= this.failureThreshold) {
-      if (this.#state !== "open") this.opened++;
+      this.opened++;
       this.#state = "open";
       this.#openedAt = this.#clock();
     }
