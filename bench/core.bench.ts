@@ -74,7 +74,6 @@ function counters(): CounterSpec[] {
     mode: "enforce",
     ruleId: "bench",
     namespace: "bench",
-    backend: undefined,
   }));
 }
 

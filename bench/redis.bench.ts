@@ -102,7 +102,6 @@ function counterFor(ip: string): CounterSpec {
     mode: "enforce",
     ruleId: "anonymous.global",
     namespace: "default",
-    backend: undefined,
   };
 }
 

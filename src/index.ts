@@ -1,16 +1,18 @@
 /**
- * `edgelimit`: the limiter, its policy and the memory store. Everything here is a semver
- * promise; what is not exported is internal. Runtimes have their own entry points
+ * `edgelimit`: the limiter, its policy, the memory store, hybrid counting and the types a
+ * store or an adapter is written against. Everything here is a semver promise, listed name by
+ * name; what is not exported is internal. Runtimes have their own entry points
  * (`edgelimit/node`, `edgelimit/fetch`, `edgelimit/lambda-edge`, `edgelimit/cloudflare`) and so
  * do the remote stores (`edgelimit/redis`, `edgelimit/dynamodb`).
  */
 
+export { MAX_COST } from "./core/cost.js";
 export type { Scheduler } from "./core/deadline.js";
-export type { Decision } from "./core/decision.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
+export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
 export type { TokenVerifier, VerifiedUser } from "./core/identify.js";
-export type * from "./core/model.js";
+export type { ResolvedPolicy, ResolvedRule } from "./core/model.js";
 export {
   createRateLimit,
   type RateLimit,
@@ -18,7 +20,24 @@ export {
   type RateLimitResult,
 } from "./core/rate-limit.js";
 export type { SecretContext } from "./core/secrets.js";
-export type * from "./core/types.js";
+export type {
+  Action,
+  AlgorithmName,
+  ChallengeClient,
+  ChallengeHandler,
+  CounterSpec,
+  CounterState,
+  PassVerifier,
+  Reason,
+  RequestDescription,
+  RuleOutcome,
+  Store,
+  StoreCallProgress,
+  StoreStatus,
+  StoreTraits,
+  Tier,
+  WindowSpec,
+} from "./core/types.js";
 export type { Verdict } from "./http/respond.js";
 export {
   createLimiter,

@@ -104,6 +104,7 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   mkdirSync(outDir, { recursive: true });
   const usesLists = (policy.lists ?? []).length > 0;
   const challenging = challenges(policy);
+  const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
   const entries: Record<BuiltFunction["name"], string> = {
     "viewer-request": [
       `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
@@ -111,9 +112,12 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       `import { DynamoDbStore } from ${JSON.stringify(sources.store)};`,
       usesLists ? `import { edgeLists } from ${JSON.stringify(sources.adapter("lists"))};` : "",
       `const policy = JSON.parse(${JSON.stringify(JSON.stringify(policy))});`,
-      `const store = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
+      hybrid ? `import { hybridCounting } from ${JSON.stringify(sources.hybrid)};` : "",
+      `const counted = new DynamoDbStore(bundledStoreOptions(${JSON.stringify(options.store)}, process.env.AWS_REGION));`,
+      // Hybrid counting only where the policy has hybrid rules: a bundle without them leaves it out.
+      hybrid ? "const store = hybridCounting(counted);" : "const store = counted;",
       // The TCP and TLS handshakes happen while the module initialises, not in the first request.
-      "store.preconnect();",
+      "counted.preconnect();",
       usesLists ? "const lists = edgeLists(policy);" : "",
       // The challenge is a file of its own: loaded by the first request that needs it.
       challenging
@@ -291,6 +295,7 @@ export function edgeWarnings(policy: ResolvedPolicy, store: DynamoDbStoreOptions
 function sourceLayout(): {
   root: string;
   store: string;
+  hybrid: string;
   challenge: string;
   jose: string;
   adapter: (name: string) => string;
@@ -301,6 +306,7 @@ function sourceLayout(): {
   return {
     root,
     store: join(root, "stores", `dynamodb${extension}`),
+    hybrid: join(root, "core", `hybrid-counting${extension}`),
     challenge: join(root, "challenge", `index${extension}`),
     jose: join(root, "tokens", `jose${extension}`),
     adapter: (name) => join(root, "adapters", "lambda-edge", `${name}${extension}`),

@@ -73,7 +73,6 @@ export class CounterBuilder {
         mode: rule.shadow ? "observe" : "enforce",
         ruleId: rule.id,
         namespace: rule.namespace,
-        backend: rule.backend,
         counting: rule.counting,
       };
       counters[compiled.ordinal] = counter;

@@ -8,7 +8,6 @@ import { CounterBuilder } from "./counters.js";
 import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
-import { HybridCounting } from "./hybrid-counting.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
 import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
@@ -24,6 +23,7 @@ import type {
   RequestDescription,
   RuleOutcome,
   Store,
+  StoreTraits,
 } from "./types.js";
 
 /** Anything that can say whether an address is on a list (static CIDRs, a refreshing source). */
@@ -55,8 +55,6 @@ export interface EngineOptions extends EngineCompanions {
    * open circuit breaker), before the rule's fail mode applies. Must not throw.
    */
   readonly onStoreError?: ((error: unknown, request: RequestDescription) => void) | undefined;
-  /** Hybrid counting's settings (see `HybridOptions`): how long held units are leased. */
-  readonly hybrid?: HybridSettings | undefined;
   /**
    * Remember hard blocks locally and answer them without a round trip until they expire
    * (default: on for remote stores, off for the memory store). `maxKeys` bounds its memory.
@@ -64,15 +62,6 @@ export interface EngineOptions extends EngineCompanions {
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
   /** Bounds the counters a `failMode: local` rule holds while the store is failed (local-fallback.ts). */
   readonly localFallback?: { readonly maxKeys?: number } | undefined;
-}
-
-export interface HybridSettings {
-  /**
-   * Where the store can reset counters, held units stay spendable this long after their
-   * reservation (default 10,000 ms), and a reset of a hybrid rule waits this long before it
-   * takes effect: no unit reserved before a reset is spent after it.
-   */
-  readonly leaseMs?: number | undefined;
 }
 
 /** One policy, ready to decide with. */
@@ -95,18 +84,12 @@ const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
  * (see `deadline.ts` for what the budget measures).
  */
 export class DecisionEngine {
-  /** The store as given. */
   readonly store: Store;
-  /**
-   * What decisions count with: the store, or, when the policy has hybrid rules and the store is
-   * remote, the hybrid layer in front of it (hybrid-counting.ts). Kept across reloads, so that
-   * what it holds survives them.
-   */
-  #counting: Store;
-  #hybrid: HybridCounting | undefined;
+  /** The store's answer in this process, when it lives here (`StoreTraits.applySync`). */
+  readonly #applySync: StoreTraits["applySync"];
+  readonly #roundTripMs: StoreTraits["roundTripMs"];
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
-  readonly #hybridOptions: HybridSettings;
   readonly #blockCache: BlockCache | undefined;
   readonly #local: LocalFallback;
   readonly #onStoreError: EngineOptions["onStoreError"];
@@ -114,15 +97,17 @@ export class DecisionEngine {
   #prepared: Prepared;
 
   constructor(options: EngineOptions) {
-    this.store = options.store;
+    const store = options.store;
+    this.store = store;
+    this.#applySync = store.traits?.applySync;
+    this.#roundTripMs = store.traits?.roundTripMs;
     this.#clock = options.clock ?? Date.now;
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
-    this.#hybridOptions = options.hybrid ?? {};
-    this.#counting = this.#countingFor(options.policy);
     this.#companions = options;
     this.#onStoreError = options.onStoreError;
+    checkHybridStore(options.policy, store);
     this.#prepared = prepare(options.policy, options.tokens);
-    const cache = options.blockCache ?? (options.store.local ? false : {});
+    const cache = options.blockCache ?? (this.#applySync !== undefined ? false : {});
     this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
     this.#local = new LocalFallback(options.localFallback);
   }
@@ -147,8 +132,8 @@ export class DecisionEngine {
     tokens: TokenVerifier | undefined,
     companions?: EngineCompanions,
   ): void {
+    checkHybridStore(policy, this.store);
     this.#prepared = prepare(policy, tokens);
-    this.#counting = this.#countingFor(policy);
     this.#blockCache?.clear();
     if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
   }
@@ -185,7 +170,7 @@ export class DecisionEngine {
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
     const counters = prepared.counters.countersFor(chosen, identity, undefined, false);
-    await (this.#counting.reset ?? reset).call(this.#counting, counters);
+    await reset.call(this.store, counters);
     for (const counter of counters) this.#blockCache?.forget(counter.key);
     return chosen.map(({ rule }) => rule.id);
   }
@@ -352,12 +337,13 @@ export class DecisionEngine {
       const { rule } = compiled[at] as CompiledRule;
       return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, now));
     }
-    const store = this.#counting;
-    if (store.applySync !== undefined) {
+    const store = this.store;
+    const applySync = this.#applySync;
+    if (applySync !== undefined) {
       // The in-process store answers at once: no promise, no timer.
       let states: CounterState[];
       try {
-        states = store.applySync(counters, now);
+        states = applySync(counters, now);
       } catch (error) {
         const cause = this.#storeFailed(error, request);
         const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
@@ -374,8 +360,7 @@ export class DecisionEngine {
       {
         budgetMs,
         connectBudgetMs,
-        expectedRoundTripMs:
-          store.expectedRoundTripMsFor?.(counters) ?? store.expectedRoundTripMs ?? 0,
+        expectedRoundTripMs: this.#roundTripMs?.(counters) ?? 0,
       },
       store.name,
       this.#scheduler,
@@ -397,20 +382,6 @@ export class DecisionEngine {
         return this.#finish(identity, path, started, failed.rules, failed);
       },
     );
-  }
-
-  /** In-process stores count exactly at no cost: a hybrid rule is counted exactly there. */
-  #countingFor(policy: ResolvedPolicy): Store {
-    const store = this.store;
-    if (store.local === true || !policy.rules.some((rule) => rule.counting === "hybrid")) {
-      return store;
-    }
-    this.#hybrid ??= new HybridCounting(store, {
-      clock: this.#clock,
-      scheduler: this.#scheduler,
-      leaseMs: this.#hybridOptions.leaseMs,
-    });
-    return this.#hybrid;
   }
 
   /** Reports a store failure to the observer, and returns its cause in words. */
@@ -447,6 +418,23 @@ export class DecisionEngine {
       storeError: counted.storeError,
     };
   }
+}
+
+/**
+ * A policy with `counting: hybrid` rules needs a store that reserves (`hybridCounting()` in
+ * front of it, built where the store is made), or one in this process, where a hybrid rule is
+ * counted exactly at no cost. Counting such rules exactly on a remote store would quietly cost
+ * what hybrid counting is chosen to save: say so instead.
+ */
+function checkHybridStore(policy: ResolvedPolicy, store: Store): void {
+  const traits = store.traits;
+  if (traits?.hybrid === true || traits?.applySync !== undefined) return;
+  const hybrid = policy.rules.find((rule) => rule.counting === "hybrid");
+  if (hybrid === undefined) return;
+  throw new EdgelimitError(
+    "EL_HYBRID_STORE",
+    `rule "${hybrid.id}" has counting: hybrid, which reserves capacity ahead in the store: wrap the ${store.name} store where you make it, as in createLimiter({ store: hybridCounting(store), ... }) (hybridCounting is exported by "edgelimit"), or set counting: exact`,
+  );
 }
 
 function prepare(policy: ResolvedPolicy, tokens: TokenVerifier | undefined): Prepared {

@@ -15,6 +15,8 @@ export type ErrorCode =
   | "EL_BAD_COST"
   /** An application user (the middleware's `user` option) whose id or plan is not a string. */
   | "EL_BAD_USER"
+  /** A policy with `counting: hybrid` rules on a remote store without `hybridCounting()`. */
+  | "EL_HYBRID_STORE"
   | "EL_LIST_SOURCE"
   /** An envoyproxy/ratelimit configuration (`edgelimit rls --config`) that cannot be loaded. */
   | "EL_RLS_CONFIG"

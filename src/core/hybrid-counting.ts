@@ -38,8 +38,9 @@
  *   resets: no unit counted before a reset is ever spent after it. While the fence is up,
  *   reservations hold nothing (exact counting), and a process that sees it drops what it held.
  *
- * The layer sits in front of a remote store behind the same contract; in-process stores count
- * exactly already and are never wrapped (see `DecisionEngine`).
+ * The layer is built where a store is made, `hybridCounting(store)`, and is a store itself:
+ * `createLimiter` refuses a policy with hybrid rules on a remote store that is not wrapped.
+ * In-process stores count exactly already: `hybridCounting` returns them as they are.
  */
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
@@ -53,7 +54,7 @@ import {
   reservationSize,
   storeWindowIndex,
 } from "./reservation.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress } from "./types.js";
+import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
 import { windowSpanOf } from "./windows.js";
 
 export interface HybridOptions {
@@ -85,7 +86,7 @@ const REFILL_ROUND_TRIPS = 3;
  * Times a request waits for another's reservation before it sends its own: twice, so that
  * requests that were all short when one reservation landed wait for a single next one (sent by
  * the first of them, covering what they all want) instead of each sending its own. A request
- * takes at most three round trips for its reservation (see `expectedRoundTripMsFor`).
+ * takes at most three round trips for its reservation (see `roundTripOf`).
  */
 const MAX_WAITS = 2;
 export const DEFAULT_LEASE_MS = 10_000;
@@ -112,19 +113,21 @@ const NOT_ASKED: CounterState = Object.freeze({
   remaining: 0,
   resetAt: 0,
   retryAfterMs: 0,
-  // Never disclosed: the request was refused before this counter was asked.
-  approximate: true,
+  // The request was refused before this counter was asked: it has no count to tell.
+  countUnknown: true,
 });
 
 export class HybridCounting implements Store {
   readonly name: string;
-  readonly local = false;
+  readonly traits: StoreTraits;
   readonly #inner: Store;
   readonly #reserveMs: number;
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
   /** 0 where the store cannot reset: nothing to wait out, units are held to their window's end. */
   readonly #leaseMs: number;
+  /** workerd: a reservation in flight is never shared (see `StoreTraits.requestScopedIo`). */
+  readonly #requestScopedIo: boolean;
   /** Recent reservation round trips, smoothed: how early to reserve again (see `#refill`). */
   #roundTripMs = INITIAL_ROUND_TRIP_MS;
   /** By counter key, then by rule (`specOf`): a pass holder's band is a rule of its own. */
@@ -145,24 +148,16 @@ export class HybridCounting implements Store {
     }
     this.#leaseMs = inner.reset === undefined ? 0 : leaseMs;
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
-  }
-
-  get expectedRoundTripMs(): number {
-    return this.#inner.expectedRoundTripMs ?? 0;
-  }
-
-  /**
-   * A request with hybrid counters may wait for two other reservations, then reserve itself,
-   * then count its exact counters: up to three round trips to where reservations live and one
-   * to where the rest is counted. Its budget is added to all of them.
-   */
-  expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
-    const roundTrip = (subset: readonly CounterSpec[]): number =>
-      this.#inner.expectedRoundTripMsFor?.(subset) ?? this.expectedRoundTripMs;
-    if (!counters.some(isHybrid)) return roundTrip(counters);
-    const hybrid = counters.filter(isHybrid);
-    const rest = counters.filter((counter) => !isHybrid(counter));
-    return (MAX_WAITS + 1) * roundTrip(hybrid) + (rest.length > 0 ? roundTrip(rest) : 0);
+    const own = inner.traits ?? {};
+    this.#requestScopedIo = own.requestScopedIo === true;
+    const roundTrip = own.roundTripMs;
+    this.traits = {
+      hybrid: true,
+      requestScopedIo: this.#requestScopedIo,
+      roundTripMs:
+        roundTrip === undefined ? undefined : (counters) => roundTripOf(counters, roundTrip),
+      status: own.status,
+    };
   }
 
   apply(
@@ -273,7 +268,7 @@ export class HybridCounting implements Store {
     });
     // Another request may be reserving for the same subject: wait for it, telling it what we
     // want, and take from what it brings. Bounded, so a request is never starved by others.
-    const waits = this.#inner.requestScopedIo === true ? 0 : MAX_WAITS;
+    const waits = this.#requestScopedIo ? 0 : MAX_WAITS;
     for (let round = 0; missing.length > 0 && round < waits; round++) {
       const waiting = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
       const pending = waiting.filter((reservation) => reservation.pending !== undefined);
@@ -318,7 +313,7 @@ export class HybridCounting implements Store {
       () => this.#measured(sent),
       () => undefined,
     );
-    if (this.#inner.requestScopedIo !== true) {
+    if (!this.#requestScopedIo) {
       for (const reservation of reservations) reservation.pending = landed;
     }
     let answers: CounterState[];
@@ -383,8 +378,10 @@ export class HybridCounting implements Store {
     sent: number,
   ): "held" | "own" | "none" {
     const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
-    if (fence !== undefined && fence.count > 0) {
-      // A reset is under way: drop what was held, hold nothing until it has taken effect.
+    if (fence !== undefined) reservation.fenced = fence.count > 0;
+    if (reservation.fenced) {
+      // A reset is under way: drop what was held, hold nothing until it has taken effect (and
+      // ask only for each request's own cost meanwhile: see `#reservationFor`).
       reservation.held = 0;
     } else if (this.#holdGrant(reservation, counter, asked, state, sent)) {
       return "held";
@@ -441,6 +438,9 @@ export class HybridCounting implements Store {
   }
 
   #reservationFor(reservation: Reservation, counter: CounterSpec, now: number): number {
+    // Behind a reset's fence nothing is held: units asked beyond the request's own would be
+    // counted in the store and never spent.
+    if (reservation.fenced) return counter.cost;
     return reservationSize(reservation, counter, Math.max(now, reservation.start), this.#reserveMs);
   }
 
@@ -453,7 +453,7 @@ export class HybridCounting implements Store {
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
     // A subject seen once is not busy yet: its next request reserves for itself if it comes.
     if (
-      this.#inner.requestScopedIo === true ||
+      this.#requestScopedIo ||
       reservation.pending !== undefined ||
       reservation.used + reservation.previousUsed < 2
     )
@@ -477,7 +477,8 @@ export class HybridCounting implements Store {
         (answers) => {
           this.#measured(sent);
           const fence = this.#leaseMs > 0 ? answers[answers.length - 1] : undefined;
-          if (fence !== undefined && fence.count > 0) {
+          if (fence !== undefined) reservation.fenced = fence.count > 0;
+          if (reservation.fenced) {
             reservation.held = 0;
             return;
           }
@@ -534,6 +535,31 @@ export class HybridCounting implements Store {
   }
 }
 
+/**
+ * A request with hybrid counters may wait for two other reservations, then reserve itself,
+ * then count its exact counters: up to three round trips to where reservations live and one to
+ * where the rest is counted. Its budget is added to all of them.
+ */
+function roundTripOf(
+  counters: readonly CounterSpec[],
+  roundTrip: (counters: readonly CounterSpec[]) => number,
+): number {
+  if (!counters.some(isHybrid)) return roundTrip(counters);
+  const hybrid = counters.filter(isHybrid);
+  const rest = counters.filter((counter) => !isHybrid(counter));
+  return (MAX_WAITS + 1) * roundTrip(hybrid) + (rest.length > 0 ? roundTrip(rest) : 0);
+}
+
+/**
+ * Hybrid counting in front of `store`, where the store is made: what a policy with
+ * `counting: hybrid` rules needs (`createLimiter` says so otherwise). A store in this process
+ * (`StoreTraits.applySync`) counts exactly at no cost and is returned as it is.
+ */
+export function hybridCounting(store: Store, options?: HybridOptions): Store {
+  if (store.traits?.applySync !== undefined || store.traits?.hybrid === true) return store;
+  return new HybridCounting(store, options);
+}
+
 function isHybrid(counter: CounterSpec): boolean {
   return counter.counting === "hybrid" && counter.mode === "enforce";
 }
@@ -563,7 +589,6 @@ function fenceOf(counter: CounterSpec, fenceMs: number, cost: number): CounterSp
     mode: "observe",
     ruleId: counter.ruleId,
     namespace: counter.namespace,
-    backend: counter.backend,
     counting: "exact",
   };
 }

@@ -59,10 +59,10 @@ export function decideFromCounts(
       }
       return;
     }
-    // An approximate count (the Workers binding) is never disclosed, so it never decides.
+    // An answer with no count (the Workers binding) is never disclosed, so it never decides.
     if (
       rule.disclose &&
-      state.approximate !== true &&
+      state.countUnknown !== true &&
       (deciding === undefined || state.remaining < deciding.state.remaining)
     ) {
       deciding = outcome;

@@ -63,7 +63,6 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
         mode: "enforce",
         ruleId: "limit",
         namespace,
-        backend: undefined,
       };
       const now = clock();
       const [state] = await store.apply([counter], now);

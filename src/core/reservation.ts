@@ -51,6 +51,11 @@ export interface Reservation {
    * reset counters (see hybrid-counting.ts): a reset waits for every lease to run out.
    */
   leaseEnd: number;
+  /**
+   * The last answer showed a reset's fence up (see hybrid-counting.ts): nothing is held, and each
+   * request reserves only its own cost, until an answer shows it down.
+   */
+  fenced: boolean;
 }
 
 /** A reservation for the window of `now`, following `previous` (the same counter's last one). */
@@ -76,6 +81,7 @@ export function newReservation(
     pending: undefined,
     wanted: 0,
     leaseEnd: 0,
+    fenced: follows ? previous.fenced : false,
   };
 }
 
@@ -160,6 +166,7 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.previousStoreCount = moved.previousStoreCount;
   reservation.resetAt = moved.resetAt;
   reservation.leaseEnd = 0;
+  reservation.fenced = moved.fenced;
 }
 
 /**

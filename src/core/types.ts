@@ -35,8 +35,6 @@ export interface CounterSpec {
   readonly ruleId: string;
   /** The rule's namespace (operation); the Workers binding has one namespace each. */
   readonly namespace: string;
-  /** Cloudflare: which backend counts this rule. Other stores ignore it. */
-  readonly backend: "approximate" | "exact" | undefined;
   /**
    * `hybrid`: the counter is spent from capacity reserved ahead (core/hybrid-counting.ts); a
    * store sees it only as reservations, which a store with several regions sends to its single
@@ -61,15 +59,18 @@ export interface CounterState {
   /** Milliseconds until a request of the same cost could pass (0 when allowed). */
   readonly retryAfterMs: number;
   /**
-   * True when the store knows only whether the request passed (the Workers `ratelimits`
-   * binding): `count` and `remaining` are then placeholders, never disclosed to clients or the
-   * origin, and `resetAt` is the end of the store's period as far as it can tell.
+   * True when the answer carries no count: `count` and `remaining` are placeholders, never
+   * disclosed to clients or the origin and never used to decide. The Workers `ratelimits`
+   * binding answers only whether the request passed; a counter that was never asked (another
+   * refused the request first) has no count either. `resetAt` is then as far as can be told.
    */
-  readonly approximate?: boolean;
+  readonly countUnknown?: boolean;
 }
 
 /**
- * The only seam between the limiter and storage.
+ * The only seam between the limiter and storage: `apply`, optionally `reset` and `close`, and
+ * the store's `traits`. docs/stores.md shows a store written from this page, and the
+ * conformance suite (test/conformance/) holds every store to it.
  *
  * `apply` receives every counter of one request and must, atomically with respect to other
  * calls on the same keys:
@@ -78,11 +79,14 @@ export interface CounterState {
  * - when refused, count it only on the `enforce` counters that refused it (windowed algorithms
  *   record the attempt; a token bucket never records a refused request), so that quotas the
  *   request never used are not spent;
- * - always count `observe` counters as their own algorithm would.
+ * - always count `observe` counters as their own algorithm would; a cost of 0 reads a counter.
  *
  * `now` is the caller's clock; a store with a clock of its own (Redis) may use that instead.
- * A remote store performs one round trip per call (or parallel round trips where keys live on
- * different partitions, which the store documents).
+ * Windows never move backwards: a request stamped before a counter's newest window is counted
+ * in that window (or, where windows are kept apart, in its own), never by reopening an older
+ * one (see `countedAt` in algorithms/fixed-window.ts). A remote store performs one round trip
+ * per call (or parallel round trips where keys live on different partitions, which the store
+ * documents).
  */
 export interface Store {
   readonly name: string;
@@ -101,29 +105,38 @@ export interface Store {
    * failures). Optional: `limiter.reset` refuses with a clear error on a store without it.
    */
   reset?(counters: readonly CounterSpec[]): Promise<void>;
-  /** Stores in the same process may answer synchronously; the limiter then skips the timer. */
-  applySync?(counters: readonly CounterSpec[], now: number): CounterState[];
-  /** True when the store lives in this process (no block cache or time budget needed). */
-  readonly local?: boolean;
+  close?(): Promise<void>;
+  /** What the limiter and health pages read about the store besides its calls (all optional). */
+  readonly traits?: StoreTraits;
+}
+
+/** What a store says about itself. A remote store written from scratch needs none of it. */
+export interface StoreTraits {
   /**
-   * True where a call one request started cannot be awaited by another (Workers: I/O belongs
-   * to the request that made it). The hybrid layer then never shares a reservation in flight.
+   * The store lives in this process and answers at once: the limiter calls this instead of
+   * `apply`, with no promise, no timer and no block cache, and counts a `counting: hybrid` rule
+   * exactly (reservations save nothing here). It must answer as `apply` would.
+   */
+  readonly applySync?: (counters: readonly CounterSpec[], now: number) => CounterState[];
+  /**
+   * A call one request started cannot be awaited by another (Workers: I/O belongs to the
+   * request that made it). Hybrid counting then never shares a reservation in flight.
    */
   readonly requestScopedIo?: boolean;
   /**
-   * Milliseconds a healthy answer takes at least: the known round trip to the replica in use
-   * (Lambda@Edge far from its nearest replica). Added to the decision budget, so that distance
-   * alone never makes a healthy store count as failed. Default 0.
+   * Milliseconds a healthy answer to a call with these counters takes at least: the known round
+   * trip to the replica in use (Lambda@Edge far from its nearest replica). Added to the decision
+   * budget, so that distance alone never makes a healthy store count as failed. Default 0.
    */
-  readonly expectedRoundTripMs?: number;
+  readonly roundTripMs?: (counters: readonly CounterSpec[]) => number;
   /**
-   * The known round trip for a call with these counters, where it depends on them (DynamoDB
-   * sends hybrid reservations to one region, which may be farther). Default `expectedRoundTripMs`.
+   * The store spends `counting: hybrid` counters from capacity reserved ahead: it is
+   * `hybridCounting()` (core/hybrid-counting.ts) in front of a store. A policy with hybrid rules
+   * needs such a store, unless the store lives in this process.
    */
-  expectedRoundTripMsFor?(counters: readonly CounterSpec[]): number;
-  /** How the store's own calls are going, for health pages (remote stores; optional). */
-  status?(): StoreStatus;
-  close?(): Promise<void>;
+  readonly hybrid?: boolean;
+  /** How the store's own calls are going, for health pages (remote stores). */
+  readonly status?: () => StoreStatus;
 }
 
 /**

@@ -118,7 +118,7 @@ export class Gateway {
     this.#logger = options.logger ?? pino({ base: undefined });
     this.#decisionLog = new DecisionLog(this.#logger, options.allowedLogSampleRate ?? 0.01);
     this.#storeHealth = new StoreHealthTracker(options.store.name, this.#logger, this.#clock, {
-      status: () => options.store.status?.(),
+      status: () => options.store.traits?.status?.(),
       local: () => this.#limiter.localCounting,
     });
     this.#offenders = new RecentHeavyHitters(

@@ -58,8 +58,8 @@ export function rateLimitHeaderFields(
   now: number,
 ): Record<string, string> {
   const { legacy, draft } = policy.headers;
-  // An approximate store (the Workers binding) knows the limit, not the count.
-  const known = state.approximate !== true;
+  // An answer with no count (the Workers binding) tells the limit, not the count.
+  const known = state.countUnknown !== true;
   const limit = String(rule.limit);
   const remaining = String(state.remaining);
   const reset = String(Math.ceil(state.resetAt / 1000));

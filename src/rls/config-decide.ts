@@ -274,7 +274,6 @@ function counterFor(
     mode: rule.shadow ? "observe" : "enforce",
     ruleId: rule.id,
     namespace: domain,
-    backend: undefined,
     counting: "exact",
   };
 }

@@ -86,7 +86,7 @@ export class RlsServer implements AdminSource {
     this.#clock = options.clock ?? Date.now;
     this.logger = options.logger ?? pino({ base: undefined });
     this.#storeHealth = new StoreHealthTracker(options.store.name, this.logger, this.#clock, {
-      status: () => options.store.status?.(),
+      status: () => options.store.traits?.status?.(),
       local: () => this.service.localCounting,
     });
     this.#challenge = options.challenge;

@@ -7,6 +7,7 @@
  */
 import type { Decision } from "../core/decision.js";
 import { DecisionEngine } from "../core/engine.js";
+import { hybridCounting } from "../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { RequestDescription } from "../core/types.js";
 import type { Scenario } from "./scenario.js";
@@ -147,9 +148,15 @@ export class Deployment {
   #create(region: string, now: number, coldStartMs: number): Instance {
     this.instancesCreated++;
     const world = this.#world;
+    const counted = world.storeFor(this.#mode, region, this.#policy);
+    // Hybrid counting in front of the store, on the simulation's time (as a deployment builds it).
+    const store =
+      this.#mode === "hybrid"
+        ? hybridCounting(counted, { clock: world.clock, scheduler: world.scheduler })
+        : counted;
     const engine = new DecisionEngine({
       policy: this.#policy,
-      store: world.storeFor(this.#mode, region, this.#policy),
+      store,
       clock: world.clock,
       scheduler: world.scheduler,
       onStoreError: undefined,

@@ -18,7 +18,6 @@ const NAMES = Object.freeze({ "#c": "count", "#t": "ttl" });
 
 export class TwoWritesStore implements Store {
   readonly name = "two-writes-dynamodb";
-  readonly local = false;
   readonly #client: DynamoDbHttpClient;
   readonly #table: string;
   readonly #pathRules: ReadonlySet<string>;

@@ -183,10 +183,10 @@ export class World {
     const primary = this.#redisPrimary;
     const loop = this.loop;
     const clock = this.clock;
+    const roundTripMs = this.baseRoundTrip(region, "primary");
     return {
       name: "redis",
-      local: false,
-      expectedRoundTripMs: this.baseRoundTrip(region, "primary"),
+      traits: { roundTripMs: () => roundTripMs },
       apply: (counters: readonly CounterSpec[]) =>
         new Promise<CounterState[]>((resolve, reject) => {
           const { ms } = this.#roundTrip(region, "primary");

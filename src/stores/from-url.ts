@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../core/errors.js";
+import { hybridCounting } from "../core/hybrid-counting.js";
 import type { Store } from "../core/types.js";
 import { memoryStore } from "./memory.js";
 
@@ -8,7 +9,9 @@ import { memoryStore } from "./memory.js";
  * `redis+https://[:TOKEN@]HOST[/PATH]` (Redis over HTTP, the Upstash REST protocol; the token
  * from `EDGELIMIT_REDIS_REST_TOKEN` when the URL has none), `dynamodb://TABLE?region=R&endpoint=URL`.
  * The Redis and DynamoDB stores are imported only when asked for, so the gateway starts without
- * loading their clients. `rediss://` and `rediss+cluster://` use TLS.
+ * loading their clients. `rediss://` and `rediss+cluster://` use TLS. A remote store comes with
+ * hybrid counting in front (`hybridCounting`), so that a policy with `counting: hybrid` rules,
+ * now or after a reload, reserves; it passes every other request straight through.
  */
 export async function storeFromUrl(
   url: string,
@@ -37,7 +40,7 @@ export async function storeFromUrl(
       const cause = store.lastConnectionError ?? reachable;
       options.onUnreachable?.(`${redact(text)}: ${cause}`);
     }
-    return store;
+    return hybridCounting(store);
   }
   if (scheme === "redis+https://" || scheme === "redis+http://") {
     const { redisRestStoreFromUrl } = await import("./redis-rest.js");
@@ -45,11 +48,11 @@ export async function storeFromUrl(
     // Load the script before serving, as for redis:// above.
     const reachable = await readiness(store.ready(), "no answer");
     if (reachable !== undefined) options.onUnreachable?.(`${redact(text)}: ${reachable}`);
-    return store;
+    return hybridCounting(store);
   }
   if (scheme === "dynamodb://") {
     const { dynamodbStoreFromUrl } = await import("./dynamodb.js");
-    return dynamodbStoreFromUrl(text);
+    return hybridCounting(dynamodbStoreFromUrl(text));
   }
   throw new EdgelimitError(
     "EL_BAD_ARGUMENT",

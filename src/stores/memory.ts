@@ -1,6 +1,6 @@
 import { ALGORITHMS, type Algorithm } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
-import type { CounterSpec, CounterState, Store } from "../core/types.js";
+import type { CounterSpec, CounterState, Store, StoreTraits } from "../core/types.js";
 import { LATE_GRACE_MS } from "../core/windows.js";
 import { EntryList } from "./memory-list.js";
 
@@ -62,7 +62,10 @@ const SECOND_CHANCE_SCAN = 16;
  */
 export class MemoryStore implements Store {
   readonly name = "memory";
-  readonly local = true;
+  /** The limiter calls `applySync` itself: no promise, no timer, no block cache. */
+  readonly traits: StoreTraits = {
+    applySync: (counters, now) => this.applySync(counters, now),
+  };
   readonly maxKeys: number;
   readonly #protectedCap: number;
   /** Every counter, whichever segment it is in. */

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
+import { hybridCounting } from "../../src/core/hybrid-counting.js";
 import { NOT_CACHED, type TokenVerifier, type VerifiedUser } from "../../src/core/identify.js";
 import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
@@ -26,7 +27,6 @@ function counter(limit: number, extra: Partial<CounterSpec> = {}): CounterSpec {
     mode: "enforce",
     ruleId: "anonymous.global",
     namespace: "a",
-    backend: undefined,
     ...extra,
   };
 }
@@ -124,7 +124,7 @@ describe("a late request never rewinds a newer window", () => {
       policy: definePolicy({
         tiers: { anonymous: { global: { limit: 100, window: "60s", counting: "hybrid" } } },
       }),
-      store,
+      store: hybridCounting(store, { clock: () => clock.now }),
       clock: () => clock.now,
       onStoreError: () => {},
     });
@@ -159,7 +159,7 @@ describe("hybrid reservations belong to one window of one rule", () => {
     });
     const limiter = createLimiter({
       policy: hourly,
-      store,
+      store: hybridCounting(store, { clock: () => clock.now }),
       clock: () => clock.now,
       onStoreError: () => {},
     });
@@ -220,10 +220,9 @@ describe("a reset clears every reservation of the subject", () => {
           },
         },
       }),
-      store,
+      store: hybridCounting(store, { leaseMs: 50, clock: () => clock.now }),
       clock: () => clock.now,
       onStoreError: () => {},
-      hybrid: { leaseMs: 50 },
     });
     const holder = { ip: "203.0.113.4", path: "/", passVerified: true };
     let admitted = 0;
@@ -249,10 +248,9 @@ describe("a reset clears every reservation of the subject", () => {
     const limiters = [0, 1].map(() =>
       createLimiter({
         policy,
-        store,
+        store: hybridCounting(store, { leaseMs: 50, clock: () => clock.now }),
         clock: () => clock.now,
         onStoreError: () => {},
-        hybrid: { leaseMs: 50 },
       }),
     );
     const request = { ip: "203.0.113.5", path: "/" };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { hybridCounting } from "../../src/core/hybrid-counting.js";
 import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy, parsePolicy } from "../../src/policy/load.js";
@@ -45,7 +46,7 @@ function fleet(input: PolicyInput, processes: number, store = new SharedStore())
   const limiters = Array.from({ length: processes }, () =>
     createLimiter({
       policy: resolved,
-      store,
+      store: hybridCounting(store),
       clock: () => clock.now,
       onStoreError: () => {},
     }),

@@ -21,7 +21,6 @@ function switchedStore() {
   let down = false;
   const store: Store = {
     name: "switched",
-    local: false,
     apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
       if (down) return Promise.reject(new Error("store is down"));
       for (const counter of counters) sent.push({ key: counter.key, cost: counter.cost });
@@ -76,7 +75,6 @@ function storedCount(
         mode: "observe",
         ruleId: "anonymous.global",
         namespace: "anonymous",
-        backend: undefined,
       },
     ],
     now,

@@ -17,7 +17,6 @@ function counter(key: string, limit: number, extra: Partial<CounterSpec> = {}): 
     mode: "enforce",
     ruleId: key,
     namespace: "test",
-    backend: undefined,
     ...extra,
   };
 }

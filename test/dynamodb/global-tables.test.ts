@@ -92,7 +92,6 @@ const spec: CounterSpec = {
   mode: "enforce",
   ruleId: "anonymous.global",
   namespace: "default",
-  backend: undefined,
 };
 
 /** The seed's write: one shared item per key and window, `ADD` in whichever region serves. */

@@ -28,7 +28,6 @@ function counter(key: string, overrides: Partial<CounterSpec> = {}): CounterSpec
     mode: "enforce",
     ruleId: "test",
     namespace: "default",
-    backend: undefined,
     ...overrides,
   };
 }

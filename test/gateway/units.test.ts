@@ -148,7 +148,7 @@ describe("storeFromUrl", () => {
   it("opens the memory store", async () => {
     const store = await storeFromUrl("memory");
     expect(store.name).toBe("memory");
-    expect(store.local).toBe(true);
+    expect(store.traits?.applySync).toBeTypeOf("function");
   });
 
   it("rejects an unknown scheme with a message that lists the choices", async () => {

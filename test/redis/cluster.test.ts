@@ -75,7 +75,6 @@ describe("Redis Cluster with three masters", () => {
       mode: "enforce",
       ruleId: scope,
       namespace: "api",
-      backend: undefined,
     });
     const request = [
       spec("ip:10.5.0.1", "login"),

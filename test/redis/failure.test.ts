@@ -122,7 +122,6 @@ describe("a Redis that is not there", () => {
         mode: "enforce",
         ruleId: "anonymous.global",
         namespace: "api",
-        backend: undefined,
       } as const;
       const started = performance.now();
       await expect(store.apply([spec], Date.now())).rejects.toMatchObject({

@@ -23,7 +23,6 @@ const counter = (key: string, limit: number): CounterSpec => ({
   mode: "enforce",
   ruleId: "test.global",
   namespace: "default",
-  backend: undefined,
 });
 
 describe("a healthy Redis behind a busy process", () => {

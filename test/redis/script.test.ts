@@ -46,7 +46,6 @@ function counter(
     mode,
     ruleId: `anonymous.${scope}`,
     namespace: "api",
-    backend: undefined,
   };
 }
 

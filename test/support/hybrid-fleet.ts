@@ -3,6 +3,8 @@
  * each limiter has its own hybrid layer (and, when given, its own store client). Bursts of
  * concurrent requests from one subject hit every process at once, round after round.
  */
+
+import { hybridCounting } from "../../src/core/hybrid-counting.js";
 import type { CounterSpec, Store } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
 import type { ResolvedPolicy } from "../../src/policy/types.js";
@@ -25,7 +27,13 @@ export async function burstFleet(options: {
 }): Promise<FleetResult> {
   let now = options.start;
   const limiters = options.stores.map((store) =>
-    createLimiter({ policy: options.policy, store, clock: () => now, onStoreError: () => {} }),
+    createLimiter({
+      policy: options.policy,
+      // Each process builds hybrid counting in front of its store, as a deployment does.
+      store: hybridCounting(store),
+      clock: () => now,
+      onStoreError: () => {},
+    }),
   );
   let sent = 0;
   let admitted = 0;
@@ -63,7 +71,6 @@ export function readCounter(policy: ResolvedPolicy, subject: string): CounterSpe
     mode: "observe",
     ruleId: rule.id,
     namespace: rule.namespace,
-    backend: undefined,
     counting: rule.counting,
   };
 }

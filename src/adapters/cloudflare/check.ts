@@ -9,6 +9,11 @@ export function backendOf(rule: Pick<ResolvedRule, "backend">): "approximate" | 
   return rule.backend ?? "exact";
 }
 
+/** The ids of the rules the native binding counts, for `CloudflareStoreOptions.approximate`. */
+export function approximateRules(policy: { readonly rules: readonly ResolvedRule[] }): string[] {
+  return policy.rules.filter((rule) => backendOf(rule) === "approximate").map((rule) => rule.id);
+}
+
 /** The binding name for an approximate rule: by rule id first, then by namespace. */
 export function bindingNameFor(
   ruleId: string,

@@ -1,6 +1,7 @@
 import { createChallenge } from "../../challenge/index.js";
 import { requireSharedChallengeSecret } from "../../challenge/shared-secret.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { hybridCounting } from "../../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../../core/model.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import { checkGuardOptions } from "../../http/guard.js";
@@ -16,7 +17,7 @@ import {
   withHeaders,
 } from "../web.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
-import { checkCloudflarePolicy } from "./check.js";
+import { approximateRules, checkCloudflarePolicy } from "./check.js";
 import { CloudflareStore } from "./store.js";
 
 export const DEFAULT_COUNTER_BINDING = "EDGELIMIT_COUNTER";
@@ -110,11 +111,15 @@ export class CloudflareLimiter {
     if (typeof options.policy === "function") assertCloudflarePolicy(policy, options.ratelimits);
     if (options.budgetMs !== undefined) policy = { ...policy, budgetMs: options.budgetMs };
     const challenge = challengeFor(options, policy, env);
-    const store = new CloudflareStore({
+    const counted = new CloudflareStore({
       env,
       ratelimits: options.ratelimits,
       counter: options.counter ?? DEFAULT_COUNTER_BINDING,
+      approximate: approximateRules(policy),
     });
+    // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting).
+    const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
+    const store = hybrid ? hybridCounting(counted) : counted;
     const limiter = createLimiter({
       policy,
       store,

@@ -11,6 +11,7 @@ export type {
   WorkerEnv,
 } from "./bindings.js";
 export {
+  approximateRules,
   BINDING_PERIODS_SECONDS,
   backendOf,
   bindingNameFor,

@@ -1,10 +1,10 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
-import type { CounterSpec, CounterState, Store } from "../../core/types.js";
+import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
 import type { DurableObjectNamespaceLike, RateLimitBinding, WorkerEnv } from "./bindings.js";
-import { backendOf, bindingNameFor } from "./check.js";
+import { bindingNameFor } from "./check.js";
 import {
   APPLY_PATH,
   type CounterObjectAnswer,
@@ -17,6 +17,11 @@ export interface CloudflareStoreOptions {
   readonly env: WorkerEnv;
   /** Namespace (or rule id) -> name of its `ratelimits` binding. */
   readonly ratelimits: Readonly<Record<string, string>>;
+  /**
+   * Ids of the rules the native binding counts (`backend: approximate`); every other rule is
+   * counted exactly in a Durable Object. `approximateRules(policy)` lists them.
+   */
+  readonly approximate?: readonly string[];
   /** Name of the Durable Object namespace binding for exact counters. */
   readonly counter: string;
   /**
@@ -54,8 +59,9 @@ const GUARDED_OBJECTS_PER_GENERATION = 4096;
 export class CloudflareStore implements Store {
   readonly name = "cloudflare";
   // workerd refuses to let one request await I/O another request started.
-  readonly requestScopedIo = true;
+  readonly traits: StoreTraits = { requestScopedIo: true };
   readonly #options: CloudflareStoreOptions;
+  readonly #approximate: ReadonlySet<string>;
   readonly #objects: DurableObjectNamespaceLike;
   readonly #guards = new GenerationalCache<RemoteGuard>(GUARDED_OBJECTS_PER_GENERATION);
 
@@ -69,6 +75,12 @@ export class CloudflareStore implements Store {
       );
     }
     this.#objects = objects;
+    this.#approximate = new Set(options.approximate ?? []);
+  }
+
+  /** The backend that counts `spec`: its rule's (see `CloudflareStoreOptions.approximate`). */
+  #backendOf(spec: CounterSpec): "approximate" | "exact" {
+    return this.#approximate.has(spec.ruleId) ? "approximate" : "exact";
   }
 
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
@@ -78,7 +90,7 @@ export class CloudflareStore implements Store {
     // The cheap filter. Shadow counters are counted whatever the others say.
     for (let i = 0; i < counters.length; i++) {
       const spec = counters[i] as CounterSpec;
-      if (backendOf(spec) !== "approximate" || spec.mode !== "enforce") continue;
+      if (this.#backendOf(spec) !== "approximate" || spec.mode !== "enforce") continue;
       if (!admitted) continue;
       const success = await this.#limit(spec);
       states[i] = bindingState(spec, success, now);
@@ -86,7 +98,7 @@ export class CloudflareStore implements Store {
     }
     await Promise.all(
       counters.map(async (spec, i) => {
-        if (backendOf(spec) !== "approximate" || spec.mode !== "observe") return;
+        if (this.#backendOf(spec) !== "approximate" || spec.mode !== "observe") return;
         states[i] = bindingState(spec, await this.#limit(spec), now);
       }),
     );
@@ -94,7 +106,7 @@ export class CloudflareStore implements Store {
     // The exact counters, one object per key, for what passed the filter.
     const byKey = new Map<string, number[]>();
     counters.forEach((spec, i) => {
-      if (backendOf(spec) !== "exact") return;
+      if (this.#backendOf(spec) !== "exact") return;
       if (!admitted && spec.mode === "enforce") return;
       const indexes = byKey.get(spec.key);
       if (indexes === undefined) byKey.set(spec.key, [i]);
@@ -219,7 +231,7 @@ function bindingState(spec: CounterSpec, success: boolean, now: number): Counter
       remaining: 0,
       resetAt: end,
       retryAfterMs: 0,
-      approximate: true,
+      countUnknown: true,
     };
   }
   // The binding never reports a count: the state says so, and the limiter discloses none.
@@ -229,7 +241,7 @@ function bindingState(spec: CounterSpec, success: boolean, now: number): Counter
     remaining: 0,
     resetAt: end,
     retryAfterMs: end - now,
-    approximate: true,
+    countUnknown: true,
   };
 }
 
@@ -241,7 +253,7 @@ function notConsulted(now: number): CounterState {
     remaining: 0,
     resetAt: now,
     retryAfterMs: 0,
-    approximate: true,
+    countUnknown: true,
   };
 }
 

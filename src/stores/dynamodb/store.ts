@@ -7,6 +7,7 @@ import type {
   Store,
   StoreCallProgress,
   StoreStatus,
+  StoreTraits,
 } from "../../core/types.js";
 import type { CircuitBreakerOptions } from "../remote/breaker.js";
 import { statusOf } from "../remote/health.js";
@@ -105,7 +106,10 @@ const DEFAULT_TABLE = "rate-limits";
  */
 export class DynamoDbStore implements Store {
   readonly name = "dynamodb";
-  readonly local = false;
+  readonly traits: StoreTraits = {
+    roundTripMs: (counters) => this.roundTripMs(counters),
+    status: () => this.status(),
+  };
   readonly table: string;
   readonly region: string;
   readonly client: DynamoDbHttpClient;
@@ -207,7 +211,11 @@ export class DynamoDbStore implements Store {
         : new Refunds(this.#leases.client, this.#leases.name);
   }
 
-  expectedRoundTripMsFor(counters: readonly CounterSpec[]): number {
+  /**
+   * The known round trip of a call with these counters: hybrid reservations go to the lease
+   * region, which may be farther than this store's own replica (`StoreTraits.roundTripMs`).
+   */
+  roundTripMs(counters: readonly CounterSpec[]): number {
     return counters.some(isHybrid) ? this.leaseRoundTripMs : this.expectedRoundTripMs;
   }
 

@@ -1,5 +1,11 @@
 import { EdgelimitError } from "../../core/errors.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress } from "../../core/types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  Store,
+  StoreCallProgress,
+  StoreTraits,
+} from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
@@ -33,9 +39,8 @@ export interface RedisRestStoreOptions extends ScriptStoreOptions {
  */
 export class RedisRestStore implements Store {
   readonly name = "redis-rest";
-  readonly local = false;
   /** True on Workers: a call one request started is never shared with another. */
-  readonly requestScopedIo: boolean;
+  readonly traits: StoreTraits;
   readonly prefix: string;
   readonly breaker: CircuitBreaker | undefined;
   readonly client: RedisRestClient;
@@ -50,11 +55,12 @@ export class RedisRestStore implements Store {
 
   constructor(options: RedisRestStoreOptions) {
     this.client = new RedisRestClient(options);
-    this.requestScopedIo = isWorkerd();
+    const requestScopedIo = isWorkerd();
+    this.traits = { requestScopedIo };
     const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(
       options,
       "redisRestStore",
-      this.requestScopedIo ? 1 : undefined,
+      requestScopedIo ? 1 : undefined,
     );
     this.prefix = prefix;
     this.#serverClock = serverClock;

@@ -6,6 +6,7 @@ import type {
   Store,
   StoreCallProgress,
   StoreStatus,
+  StoreTraits,
 } from "../../core/types.js";
 import type { CircuitBreaker, CircuitBreakerOptions } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
@@ -53,7 +54,7 @@ const MAX_NODE_GUARDS = 1024;
  */
 export class RedisStore implements Store {
   readonly name = "redis";
-  readonly local = false;
+  readonly traits: StoreTraits = { status: () => this.status() };
   readonly client: RedisClient;
   readonly prefix: string;
   readonly #ownsClient: boolean;

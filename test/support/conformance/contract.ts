@@ -26,7 +26,6 @@ export function spec(key: string, limit: number, extra: Partial<CounterSpec> = {
     mode: "enforce",
     ruleId: key.split("|")[2] ?? key,
     namespace: "t",
-    backend: undefined,
     ...extra,
   };
 }

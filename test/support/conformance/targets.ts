@@ -243,7 +243,6 @@ class WorkerdStore implements Store {
       ...counter,
       key: `${this.#prefix}${counter.key}`,
       subject: `${this.#prefix}${counter.subject}`,
-      backend: "exact" as const,
     }));
     const response = await this.#miniflare.dispatchFetch("https://store.test/apply", {
       method: "POST",
