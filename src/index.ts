@@ -6,6 +6,7 @@
  * do the remote stores (`edgelimit/redis`, `edgelimit/dynamodb`).
  */
 
+export { ALGORITHMS, type Algorithm, type CounterRule } from "./core/algorithms/index.js";
 export { MAX_COST } from "./core/cost.js";
 export type { Scheduler } from "./core/deadline.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
@@ -38,6 +39,7 @@ export type {
   Tier,
   WindowSpec,
 } from "./core/types.js";
+export { LATE_GRACE_MS } from "./core/windows.js";
 export type { Verdict } from "./http/respond.js";
 export {
   createLimiter,

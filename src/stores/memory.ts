@@ -1,7 +1,7 @@
-import { ALGORITHMS, type Algorithm } from "../core/algorithms/index.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../core/types.js";
 import { LATE_GRACE_MS } from "../core/windows.js";
+import { IN_PLACE_ALGORITHMS as ALGORITHMS, type InPlaceAlgorithm } from "./memory-in-place.js";
 import { EntryList } from "./memory-list.js";
 
 export interface MemoryStoreOptions {
@@ -26,7 +26,7 @@ interface Bookkeeping {
    * The algorithm whose state it is: a hit needs no lookup by name, and a counter whose rule
    * changed algorithm (a policy reload) starts afresh instead of misreading another's state.
    */
-  readonly algorithm: Algorithm<EntryState>;
+  readonly algorithm: InPlaceAlgorithm<EntryState>;
   /** The store holding it; cleared when it is dropped (an entry evicted mid-call is not counted in). */
   owner: MemoryStore | undefined;
   expiresAt: number;
@@ -168,7 +168,11 @@ export class MemoryStore implements Store {
     return this.#applyOneSlowly(spec, ALGORITHMS[spec.algorithm], now);
   }
 
-  #applyOneSlowly(spec: CounterSpec, algorithm: Algorithm<EntryState>, now: number): CounterState {
+  #applyOneSlowly(
+    spec: CounterSpec,
+    algorithm: InPlaceAlgorithm<EntryState>,
+    now: number,
+  ): CounterState {
     const found = this.#lookup(spec);
     const ok = algorithm.allows(found, now, spec);
     const entry = this.#count(spec, algorithm, found, ok, now);
@@ -182,7 +186,7 @@ export class MemoryStore implements Store {
    */
   #count(
     spec: CounterSpec,
-    algorithm: Algorithm<EntryState>,
+    algorithm: InPlaceAlgorithm<EntryState>,
     entry: Entry | undefined,
     allowed: boolean,
     now: number,

@@ -71,14 +71,6 @@ export function countWindowed(
   };
 }
 
-/** Shared by the two windowed algorithms. */
-export function assignWindowed(target: WindowedState, source: WindowedState): void {
-  target.index = source.index;
-  target.count = source.count;
-  target.previous = source.previous;
-  target.span = source.span;
-}
-
 /**
  * Moves a state into the window `index`, carrying the previous count if adjacent. `index` is
  * never before the state's own (see `countedAt`).
@@ -123,47 +115,6 @@ export const fixedWindow: Algorithm<WindowedState> = {
       remaining: Math.max(0, rule.limit - count),
       resetAt: end,
       retryAfterMs: allowed ? 0 : end - at.now,
-    };
-  },
-
-  assign: assignWindowed,
-
-  countInPlace(state, now, rule) {
-    const window = rule.window;
-    let index: number;
-    let span: number;
-    if ("ms" in window) {
-      index = Math.floor(now / window.ms);
-      span = window.ms;
-    } else {
-      index = windowIndexAt(window, now);
-      span = -window.months;
-    }
-    if (state.span !== span && ownState(state, index, span) === undefined) {
-      // Counted under another window: this rule's counter starts here.
-      state.index = index;
-      state.count = 0;
-      state.previous = 0;
-    } else if (state.index > index) {
-      // Counted late: in the counter's newest window, at its start (see `countedAt`).
-      index = state.index;
-      now = windowStartOf(window, index);
-    } else if (state.index !== index) {
-      state.previous = state.index === index - 1 ? state.count : 0;
-      state.count = 0;
-      state.index = index;
-    }
-    state.span = span;
-    const end = windowEndOf(window, index);
-    const count = state.count + rule.cost;
-    state.count = count;
-    const allowed = count <= rule.limit;
-    return {
-      allowed,
-      count,
-      remaining: allowed ? rule.limit - count : 0,
-      resetAt: end,
-      retryAfterMs: allowed ? 0 : end - now,
     };
   },
 

@@ -4,7 +4,14 @@ import { slidingWindow } from "./sliding-window.js";
 import { tokenBucket } from "./token-bucket.js";
 import type { Algorithm } from "./types.js";
 
-export { fixedWindow, rollWindow, type WindowedState } from "./fixed-window.js";
+export {
+  type CountedAt,
+  countedAt,
+  fixedWindow,
+  ownState,
+  rollWindow,
+  type WindowedState,
+} from "./fixed-window.js";
 export { slidingWindow } from "./sliding-window.js";
 export { type TokenBucketState, tokenBucket } from "./token-bucket.js";
 export type { Algorithm, CounterRule } from "./types.js";

@@ -1,11 +1,5 @@
 import { windowAt, windowEndOf } from "../windows.js";
-import {
-  assignWindowed,
-  countedAt,
-  countWindowed,
-  rollWindow,
-  type WindowedState,
-} from "./fixed-window.js";
+import { countedAt, countWindowed, rollWindow, type WindowedState } from "./fixed-window.js";
 import type { Algorithm, CounterRule } from "./types.js";
 
 /**
@@ -49,8 +43,6 @@ export const slidingWindow: Algorithm<WindowedState> = {
       retryAfterMs: allowed ? 0 : retryAfter(count, previous, now, end, length, rule),
     };
   },
-
-  assign: assignWindowed,
 
   expiresAt(state, _now, rule) {
     // The count stays relevant through the next window, where it is the weighted "previous".

@@ -48,10 +48,6 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
     };
   },
 
-  assign(target, source) {
-    target.tat = source.tat;
-  },
-
   expiresAt(state) {
     return Math.ceil(state.tat);
   },

@@ -22,20 +22,6 @@ export interface Algorithm<S> {
   count(state: S | undefined, now: number, rule: CounterRule, allowed: boolean): S;
   /** The public view of a state, after the request was (or was not) counted. */
   describe(state: S | undefined, now: number, rule: CounterRule, allowed: boolean): CounterState;
-  /**
-   * Copies a state's fields into another state object of this algorithm. In-process stores keep
-   * one state object per key and copy each new state into it, so that busy keys do not churn
-   * the old generation of the heap.
-   */
-  assign(target: S, source: S): void;
   /** Epoch ms after which the state carries no information and may be dropped. */
   expiresAt(state: S, now: number, rule: CounterRule): number;
-  /**
-   * Optional: `allows`, `count`, `assign` and `describe` in one step on a state an in-process
-   * store holds, returning what `describe` would (with `allowed` as `allows` said before
-   * counting). Only for algorithms whose `count` does not depend on `allowed`; the result must
-   * equal the separate steps. It exists because the memory store's hot path otherwise locates
-   * the window four times and allocates a state to copy from.
-   */
-  countInPlace?(state: S, now: number, rule: CounterRule): CounterState;
 }
