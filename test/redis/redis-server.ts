@@ -132,10 +132,12 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer PING within 10 s`);
 }
 
-/** One redis-server in a temporary directory. */
-export async function startRedis(): Promise<{ server: RedisServer; cleanup: () => Promise<void> }> {
+/** One redis-server in a temporary directory, with extra command-line arguments if given. */
+export async function startRedis(
+  extraArgs: readonly string[] = [],
+): Promise<{ server: RedisServer; cleanup: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-redis-"));
-  const server = new RedisServer(await freePort(), dir);
+  const server = new RedisServer(await freePort(), dir, extraArgs);
   await server.start();
   return {
     server,

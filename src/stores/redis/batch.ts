@@ -10,7 +10,7 @@ interface Queued extends ScriptRequest {
  * Requests that reach a single-node store in the same tick, sent as one script call (up to
  * `maxBatch`): the script applies them one after the other, each atomically, in arrival order.
  * Nothing waits for a batch to fill; the queue is flushed on the next tick. `send` takes the
- * batch's keys and arguments (the request count first, then each request's arguments).
+ * batch's keys and arguments (each request's in turn).
  */
 export class TickBatch {
   readonly #maxBatch: number;
@@ -35,7 +35,7 @@ export class TickBatch {
     if (batch.length === 0) return;
     this.#queue = [];
     const keys: string[] = [];
-    const args: string[] = [String(batch.length)];
+    const args: string[] = [];
     for (const request of batch) {
       for (const key of request.keys) keys.push(key);
       for (const arg of request.args) args.push(arg);

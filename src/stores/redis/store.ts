@@ -6,7 +6,7 @@ import { CircuitBreaker, type CircuitBreakerOptions } from "./breaker.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest } from "./encoding.js";
-import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
+import { ScriptRunner } from "./runner.js";
 import { answeredInTime } from "./timeout.js";
 
 export interface RedisStoreOptions {
@@ -63,6 +63,7 @@ export class RedisStore implements Store {
   readonly #timeoutMs: number;
   /** Undefined when batching is off (a Cluster, or `maxBatch: 1`). */
   readonly #batch: TickBatch | undefined;
+  readonly #runner: ScriptRunner;
   /** Settles on the client's first connection (or its first failure); undefined after that. */
   #firstConnection: Promise<void> | undefined;
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
@@ -82,6 +83,9 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.#isCluster = this.client instanceof Cluster;
+    this.#runner = new ScriptRunner(this.client, () => {
+      this.roundTrips++;
+    });
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.#serverClock = (options.clock ?? "server") === "server";
     this.breaker = options.breaker === false ? undefined : new CircuitBreaker(options.breaker);
@@ -125,9 +129,8 @@ export class RedisStore implements Store {
     });
   };
 
-  async #loadScript(): Promise<void> {
-    const masters = this.client instanceof Cluster ? this.client.nodes("master") : [this.client];
-    await Promise.all(masters.map((node) => node.script("LOAD", APPLY_COUNTERS_LUA)));
+  #loadScript(): Promise<void> {
+    return this.#runner.load();
   }
 
   /**
@@ -231,28 +234,14 @@ export class RedisStore implements Store {
   #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {
     const request = encodeRequest(counters, nowArgument, (counter) => this.redisKey(counter));
     if (this.#batch !== undefined) return this.#batch.submit(request);
-    return this.#run(request.keys, ["1", ...request.args]).then((reply) =>
+    return this.#run(request.keys, request.args).then((reply) =>
       decodeReply(reply, 0, counters.length),
     );
   }
 
-  /** EVALSHA, bounded by `timeoutMs`; EVAL once when the server has lost the script. */
-  async #run(keys: string[], args: string[]): Promise<unknown> {
-    this.roundTrips++;
-    try {
-      return await answeredInTime(
-        this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args),
-        this.#timeoutMs,
-      );
-    } catch (error) {
-      if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
-      // A restarted or flushed server lost the script: EVAL runs it and caches it again.
-      this.roundTrips++;
-      return answeredInTime(
-        this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args),
-        this.#timeoutMs,
-      );
-    }
+  /** The script call (runner.ts), bounded by `timeoutMs`. */
+  #run(keys: string[], args: string[]): Promise<unknown> {
+    return answeredInTime(this.#runner.run(keys, args), this.#timeoutMs);
   }
 }
 

@@ -1,0 +1,46 @@
+import { ALGORITHMS } from "../../src/core/algorithms/index.js";
+import type { AlgorithmName, CounterSpec, CounterState } from "../../src/core/types.js";
+
+/**
+ * What the Redis Lua is compared with: the TypeScript algorithms (src/core/algorithms) applied
+ * with the three phases of the Store contract (src/core/types.ts), a state of another algorithm
+ * counting as none, and each state kept until it expires (`Algorithm.expiresAt`) at the time it
+ * is counted at, as Redis keeps a key until its `PX` runs out.
+ *
+ * The memory store differs in one way only: it keeps an expired state until a sweep drops it.
+ * No request can tell the two apart except one stamped before the expired state's time (a token
+ * bucket moved to a request's `now`, read by a request stamped earlier).
+ */
+export class AlgorithmReference {
+  readonly #states = new Map<string, { algorithm: AlgorithmName; state: unknown }>();
+
+  apply(counters: readonly CounterSpec[], now: number): CounterState[] {
+    const found = counters.map((counter) => {
+      const entry = this.#states.get(counter.key);
+      if (entry === undefined) return undefined;
+      if (entry.algorithm === counter.algorithm) return entry.state;
+      this.#states.delete(counter.key);
+      return undefined;
+    });
+    const allowed = counters.map((counter, index) =>
+      ALGORITHMS[counter.algorithm].allows(found[index], now, counter),
+    );
+    const admitted = counters.every(
+      (counter, index) => allowed[index] || counter.mode === "observe",
+    );
+    return counters.map((counter, index) => {
+      const algorithm = ALGORITHMS[counter.algorithm];
+      const ok = allowed[index] as boolean;
+      let state = found[index];
+      if (admitted || !ok || counter.mode === "observe") {
+        state = algorithm.count(state, now, counter, ok);
+        if (algorithm.expiresAt(state, now, counter) > now) {
+          this.#states.set(counter.key, { algorithm: counter.algorithm, state });
+        } else {
+          this.#states.delete(counter.key);
+        }
+      }
+      return algorithm.describe(state, now, counter, ok);
+    });
+  }
+}
