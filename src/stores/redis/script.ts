@@ -181,20 +181,6 @@ local function arrival_at(raw, now)
   return tat, expires, as_text, false
 end
 
--- Whether the counter admits the request (the algorithms' allows), from where it is counted
--- (a token bucket's arrival time in place of the previous count).
-local function allows(code, limit, ms, months, cost, index, at, count, previous)
-  if code == BUCKET then
-    local length = length_at(ms, months, at)
-    return previous + cost * (length / limit) - at <= length + EPSILON
-  end
-  if code == SLIDING then
-    local start, finish = start_of(ms, months, index), start_of(ms, months, index + 1)
-    return previous * ((finish - at) / (finish - start)) + count + cost <= limit
-  end
-  return count + cost <= limit
-end
-
 local function sliding_retry_after(count, previous, now, finish, length, limit, cost)
   if count + cost <= limit and previous > 0 then
     local pass_at = finish - ((limit - cost - count) * length) / previous
@@ -276,24 +262,44 @@ local function settle_windowed(call, key, code, limit, ms, months, cost, ok, cou
   return ok and 1 or 0, count, max(0, limit - count), finish, ok and 0 or finish - at
 end
 
--- One counter of a request, with its key's value raw: whether it lets the request in (first
--- pass: it allows it, or only observes), or, given whether the request was admitted, its answer
--- after counting (second pass).
-local function counter(call, key, spec, raw, now, admitted)
+-- A counter for a request at now, from its spec and its key's value raw: code, limit, ms,
+-- months, cost, observe; whether it allows the request (the algorithms' allows); where it is
+-- counted (index, at) and its state there (count, previous: windowed_at; a token bucket's
+-- arrival time in previous, its key's expiry in form); whether the key holds another
+-- algorithm's state; whether the key holds a value at all; (token bucket) whether to write it
+-- back as text. All returned as values, not a table: see settle.
+local function assess(raw, spec, now)
   local code, limit, ms, months, cost, observe = spec_of(spec)
   if code == BUCKET then
     local tat, expires, as_text, foreign = arrival_at(raw, now)
-    local ok = allows(code, limit, ms, months, cost, 0, now, 0, tat)
-    if admitted == nil then return ok or observe end
-    -- Refused requests count only on the enforcing counters that refused them.
-    return settle_bucket(call, key, limit, ms, months, cost, now, ok, admitted or not ok or observe,
-      raw ~= false, tat, expires, as_text, foreign)
+    local length = length_at(ms, months, now)
+    local ok = tat + cost * (length / limit) - now <= length + EPSILON
+    return code, limit, ms, months, cost, observe, ok, 0, now, 0, tat, expires, foreign, raw ~= false, as_text
   end
   local index, at, count, previous, form, foreign = windowed_at(raw, code, ms, months, now)
-  local ok = allows(code, limit, ms, months, cost, index, at, count, previous)
-  if admitted == nil then return ok or observe end
-  return settle_windowed(call, key, code, limit, ms, months, cost, ok, admitted or not ok or observe,
-    index, at, count, previous, form, foreign)
+  local ok
+  if code == SLIDING then
+    local start, finish = start_of(ms, months, index), start_of(ms, months, index + 1)
+    ok = previous * ((finish - at) / (finish - start)) + count + cost <= limit
+  else
+    ok = count + cost <= limit
+  end
+  return code, limit, ms, months, cost, observe, ok, index, at, count, previous, form, foreign, raw ~= false, false
+end
+
+-- Counts the request on an assessed counter when it must, writes its state, and returns its
+-- answer. Refused requests count only on the enforcing counters that refused them.
+local function settle(call, key, admitted, code, limit, ms, months, cost, observe, ok, index, at, count, previous, form, foreign, present, as_text)
+  local counted = admitted or not ok or observe
+  if code == BUCKET then
+    return settle_bucket(call, key, limit, ms, months, cost, at, ok, counted, present, previous, form, as_text, foreign)
+  end
+  return settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
+end
+
+-- Whether an assessed counter lets the request in: it allows it, or it only observes.
+local function lets_in(_, _, _, _, _, observe, ok)
+  return ok or observe
 end
 
 local function time_of(call, now)
@@ -310,15 +316,20 @@ local function apply(keys, args)
   -- size: growing a table costs more than the arithmetic. A lone counter always counts.
   if argc == 2 then
     local key = keys[1]
-    return { counter(call, key, args[2], call("GET", key), time_of(call, args[1]), true) }
+    return { settle(call, key, true, assess(call("GET", key), args[2], time_of(call, args[1]))) }
   end
   if argc == 3 then
     local now = time_of(call, args[1])
     local key1, key2 = keys[1], keys[2]
-    local raw1, raw2 = call("GET", key1), call("GET", key2)
-    local admitted = counter(call, key1, args[2], raw1, now, nil) and counter(call, key2, args[3], raw2, now, nil)
-    local allowed, count, remaining, reset_at, retry = counter(call, key1, args[2], raw1, now, admitted)
-    return { allowed, count, remaining, reset_at, retry, counter(call, key2, args[3], raw2, now, admitted) }
+    local code1, limit1, ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1 =
+      assess(call("GET", key1), args[2], now)
+    local code2, limit2, ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2 =
+      assess(call("GET", key2), args[3], now)
+    local admitted = (ok1 or observe1) and (ok2 or observe2)
+    local allowed, count, remaining, reset_at, retry = settle(call, key1, admitted, code1, limit1,
+      ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1)
+    return { allowed, count, remaining, reset_at, retry, settle(call, key2, admitted, code2, limit2,
+      ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2) }
   end
   local server_now
   local out, o = {}, 0
@@ -344,8 +355,7 @@ local function apply(keys, args)
     local admitted = true
     if n > 1 then
       for i = 1, n do
-        local key = keys[key_at + i]
-        if not counter(call, key, args[at + i - 1], call("GET", key), now, nil) then
+        if not lets_in(assess(call("GET", keys[key_at + i]), args[at + i - 1], now)) then
           admitted = false
           break
         end
@@ -354,7 +364,7 @@ local function apply(keys, args)
     for i = 1, n do
       local key = keys[key_at + i]
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
-        counter(call, key, args[at + i - 1], call("GET", key), now, admitted)
+        settle(call, key, admitted, assess(call("GET", key), args[at + i - 1], now))
       o = o + 5
     end
     at = at + n
@@ -370,7 +380,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "fd29d4f6e8935ded7bdbeb89fd142a148b513410";
+export const APPLY_COUNTERS_SHA = "ab2454dd27ffda5d6d8aa86a2a8ea9c92f40d1a2";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one
