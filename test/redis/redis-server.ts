@@ -154,8 +154,12 @@ export interface TestCluster {
   cleanup(): Promise<void>;
 }
 
-/** Three masters, no replicas, every slot assigned, `cluster_state:ok` on every node. */
-export async function startCluster(): Promise<TestCluster> {
+/**
+ * A cluster of `masters` masters (three by default), no replicas, every slot assigned,
+ * `cluster_state:ok` on every node. `redis-cli --cluster create` wants three masters at least:
+ * a single master is given every slot itself.
+ */
+export async function startCluster(masters = 3): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-cluster-"));
   const nodes: RedisServer[] = [];
   const cleanup = async (): Promise<void> => {
@@ -163,7 +167,7 @@ export async function startCluster(): Promise<TestCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < masters; i++) {
       const port = await freePort(true);
       const node = new RedisServer(port, dir, [
         "--cluster-enabled",
@@ -176,14 +180,19 @@ export async function startCluster(): Promise<TestCluster> {
       nodes.push(node);
       await node.start();
     }
-    await run("redis-cli", [
-      "--cluster",
-      "create",
-      ...nodes.map((node) => `127.0.0.1:${node.port}`),
-      "--cluster-replicas",
-      "0",
-      "--cluster-yes",
-    ]);
+    if (masters === 1) {
+      const port = String((nodes[0] as RedisServer).port);
+      await run("redis-cli", ["-p", port, "cluster", "addslotsrange", "0", "16383"]);
+    } else {
+      await run("redis-cli", [
+        "--cluster",
+        "create",
+        ...nodes.map((node) => `127.0.0.1:${node.port}`),
+        "--cluster-replicas",
+        "0",
+        "--cluster-yes",
+      ]);
+    }
     const deadline = Date.now() + 15_000;
     for (const node of nodes) {
       for (;;) {

@@ -14,6 +14,18 @@ import type { AlgorithmName, CounterSpec, CounterState } from "../../src/core/ty
 export class AlgorithmReference {
   readonly #states = new Map<string, { algorithm: AlgorithmName; state: unknown }>();
 
+  /**
+   * Drops the window length from every windowed state, as a store that recorded none (states
+   * written before `WindowedState.span` existed) would hold them.
+   */
+  forgetSpans(): void {
+    for (const { state } of this.#states.values()) {
+      if (typeof state === "object" && state !== null && "span" in state) {
+        (state as { span: number | undefined }).span = undefined;
+      }
+    }
+  }
+
   apply(counters: readonly CounterSpec[], now: number): CounterState[] {
     const found = counters.map((counter) => {
       const entry = this.#states.get(counter.key);
