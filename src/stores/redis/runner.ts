@@ -33,11 +33,6 @@ export class ScriptRunner {
     this.#sent = sent;
   }
 
-  /** Whether calls go out as `FCALL` (true) or `EVALSHA`. */
-  get usesFunctions(): boolean {
-    return this.#functions;
-  }
-
   /**
    * Loads the library on every master (and the script, where functions are refused), so that
    * the first calls after a (re)connection find it.
@@ -63,26 +58,28 @@ export class ScriptRunner {
   }
 
   /** One call of the Lua with these keys and arguments; its reply. */
-  async run(keys: string[], args: string[]): Promise<unknown> {
+  run(keys: string[], args: string[]): Promise<unknown> {
     this.#sent();
     const client = this.#client;
-    try {
-      return this.#functions
-        ? await client.fcall(APPLY_COUNTERS_FUNCTION, keys.length, ...keys, ...args)
-        : await client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args);
-    } catch (error) {
-      const text = message(error);
-      if (this.#functions && refusesFunctions(error)) {
-        this.#functions = false;
-      } else if (this.#functions && text.includes("Function not found")) {
-        this.#reloadInBackground();
-      } else if (!text.startsWith("NOSCRIPT")) {
-        throw error;
-      }
-      // The server lost (or never had) the code: EVAL runs it and caches the script.
-      this.#sent();
-      return client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args);
+    const call = this.#functions
+      ? client.fcall(APPLY_COUNTERS_FUNCTION, keys.length, ...keys, ...args)
+      : client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args);
+    return call.catch((error: unknown) => this.#recover(error, keys, args));
+  }
+
+  /** After a failed call: EVAL when the server lost (or never had) the code, else the error. */
+  #recover(error: unknown, keys: string[], args: string[]): Promise<unknown> {
+    const text = message(error);
+    if (this.#functions && refusesFunctions(error)) {
+      this.#functions = false;
+    } else if (this.#functions && text.includes("Function not found")) {
+      this.#reloadInBackground();
+    } else if (!text.startsWith("NOSCRIPT")) {
+      return Promise.reject(error);
     }
+    // EVAL runs the code and caches the script.
+    this.#sent();
+    return this.#client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args);
   }
 
   #reloadInBackground(): void {
