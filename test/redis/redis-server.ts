@@ -176,6 +176,9 @@ export async function startCluster(masters = 3): Promise<TestCluster> {
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
         "2000",
+        // A lone master, never met by another node, would otherwise announce no address.
+        "--cluster-announce-ip",
+        "127.0.0.1",
       ]);
       nodes.push(node);
       await node.start();
