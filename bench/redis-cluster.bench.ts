@@ -16,13 +16,13 @@
 import { availableParallelism, cpus } from "node:os";
 import { Cluster, Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
-import type { CounterSpec } from "../src/core/types.js";
 import { createLimiter } from "../src/limiter.js";
 import { definePolicy } from "../src/policy/load.js";
 import { redisStoreFromUrl } from "../src/stores/redis.js";
 import { startCluster, type TestCluster } from "../test/redis/redis-server.js";
 import {
   addressFor,
+  counterFor,
   formatNumber,
   median,
   medianRatio,
@@ -30,6 +30,7 @@ import {
   type Run,
   runCallers,
   table,
+  throughputTable,
 } from "./support/redis-load.js";
 
 const CALLERS = 256;
@@ -38,22 +39,6 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DECISIONS = Number(process.env.BENCH_DECISIONS ?? 10_000);
 const WARMUP_MS = 300;
 const UNLIMITED = 1_000_000_000;
-
-function counterFor(address: string): CounterSpec {
-  const subject = `ip:${address}`;
-  return {
-    key: `${subject}|default|global`,
-    subject,
-    algorithm: "fixed-window",
-    limit: UNLIMITED,
-    window: { ms: 60_000 },
-    cost: 1,
-    mode: "enforce",
-    ruleId: "anonymous.global",
-    namespace: "default",
-    backend: undefined,
-  };
-}
 
 const policy = definePolicy({
   budget: "1s",
@@ -84,7 +69,10 @@ async function setUp(masters: number): Promise<Setup> {
     nodes,
     contenders: [
       ["rate-limiter-flexible RateLimiterRedis", (c, i) => peer.consume(addressFor(c, i))],
-      ["edgelimit RedisStore.apply", (c, i) => store.apply([counterFor(addressFor(c, i))], 0)],
+      [
+        "edgelimit RedisStore.apply",
+        (c, i) => store.apply([counterFor(addressFor(c, i), UNLIMITED)], 0),
+      ],
       [
         "edgelimit limiter.check (1 rule)",
         (c, i) => limiter.check({ ip: addressFor(c, i), path: "/api/items" }),
@@ -158,25 +146,8 @@ for (const masters of [1, 3]) {
 }
 
 for (const [masters, runs] of throughput) {
-  const peerRuns = [...runs.values()][0] ?? [];
   process.stdout.write(
-    `\n${masters} master(s), ${CALLERS} callers, decisions per second and CPU time per decision (µs, redis: all masters)\n${table(
-      ["scenario", "median/s", "vs peer", "client µs", "redis µs", "redis vs peer"],
-      [...runs].map(([name, values]) => [
-        name,
-        formatNumber(median(values.map((run) => run.perSecond))),
-        `${medianRatio(
-          values.map((run) => run.perSecond),
-          peerRuns.map((run) => run.perSecond),
-        ).toFixed(2)}x`,
-        formatNumber(median(values.map((run) => run.clientMicros)), 1),
-        formatNumber(median(values.map((run) => run.serverMicros)), 1),
-        `${medianRatio(
-          values.map((run) => run.serverMicros),
-          peerRuns.map((run) => run.serverMicros),
-        ).toFixed(2)}x`,
-      ]),
-    )}`,
+    `\n${masters} master(s), ${CALLERS} callers, decisions per second and CPU time per decision (µs, redis: all masters)\n${throughputTable(runs, false)}`,
   );
 }
 const one = throughput.get(1);

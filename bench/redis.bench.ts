@@ -11,7 +11,8 @@
  * 3. Redis server time per decision (`INFO commandstats`: the time Redis spent in the script
  *    calls, over the decisions), one caller, one script call per decision: the fixed-window
  *    rules of examples/policies/cloudfront.yaml (a request with one counter, and one with two),
- *    and one sliding-window and one token-bucket rule with the same limit.
+ *    and one sliding-window and one token-bucket rule with the same limit; and, called directly,
+ *    the same Lua as a script, and the previous version's script.
  * 4. The seed's attack (one IP at 800 requests/s against 60/min for 60 s of simulated time)
  *    and the Redis round trips per blocked request.
  *
@@ -25,13 +26,19 @@ import { cpus } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
-import type { CounterSpec } from "../src/core/types.js";
 import { createLimiter } from "../src/limiter.js";
 import { definePolicy, loadPolicy } from "../src/policy/load.js";
-import { RedisStore, redisClientOptions } from "../src/stores/redis.js";
+import {
+  APPLY_COUNTERS_LUA,
+  APPLY_COUNTERS_SHA,
+  RedisStore,
+  redisClientOptions,
+} from "../src/stores/redis.js";
+import { SPAN_TEXT_LUA } from "../test/redis/previous-scripts.js";
 import { startRedis } from "../test/redis/redis-server.js";
 import {
   addressFor,
+  counterFor,
   formatNumber,
   median,
   medianRatio,
@@ -40,6 +47,7 @@ import {
   runCallers,
   scriptTime,
   table,
+  throughputTable,
 } from "./support/redis-load.js";
 
 const CALLERS = 256;
@@ -51,22 +59,6 @@ const CLOUDFRONT = fileURLToPath(new URL("../examples/policies/cloudfront.yaml",
 
 process.env.EDGELIMIT_JWT_SECRET ??= "bench-secret-not-used-by-anonymous-traffic";
 process.env.EDGELIMIT_CHALLENGE_SECRET ??= "bench-challenge-secret-not-used";
-
-function counterFor(address: string): CounterSpec {
-  const subject = `ip:${address}`;
-  return {
-    key: `${subject}|default|global`,
-    subject,
-    algorithm: "fixed-window",
-    limit: UNLIMITED,
-    window: { ms: 60_000 },
-    cost: 1,
-    mode: "enforce",
-    ruleId: "anonymous.global",
-    namespace: "default",
-    backend: undefined,
-  };
-}
 
 const unlimitedPolicy = definePolicy({
   budget: "1s",
@@ -117,9 +109,12 @@ try {
     ],
     [
       "edgelimit RedisStore.apply, maxBatch 1",
-      (c, i) => unbatched.apply([counterFor(addressFor(c, i))], 0),
+      (c, i) => unbatched.apply([counterFor(addressFor(c, i), UNLIMITED)], 0),
     ],
-    ["edgelimit RedisStore.apply", (c, i) => batched.apply([counterFor(addressFor(c, i))], 0)],
+    [
+      "edgelimit RedisStore.apply",
+      (c, i) => batched.apply([counterFor(addressFor(c, i), UNLIMITED)], 0),
+    ],
     [
       "edgelimit limiter.check, maxBatch 1 (1 rule)",
       (c, i) => checkUnbatched.check({ ip: addressFor(c, i), path: "/api/items" }),
@@ -141,40 +136,8 @@ try {
     }
     process.stdout.write(`throughput round ${round}/${ROUNDS} done\n`);
   }
-  const peerRuns = runs.get(scenarios[0]?.[0] as string) ?? [];
-  const rows = [...runs].map(([name, values]) => {
-    const rates = values.map((run) => run.perSecond);
-    return [
-      name,
-      formatNumber(median(rates)),
-      `${medianRatio(
-        rates,
-        peerRuns.map((run) => run.perSecond),
-      ).toFixed(2)}x`,
-      formatNumber(median(values.map((run) => run.clientMicros)), 1),
-      formatNumber(median(values.map((run) => run.serverMicros)), 1),
-      `${medianRatio(
-        values.map((run) => run.serverMicros),
-        peerRuns.map((run) => run.serverMicros),
-      ).toFixed(2)}x`,
-      values
-        .map((run, index) => `${(run.perSecond / (peerRuns[index]?.perSecond ?? 1)).toFixed(2)}x`)
-        .join(" "),
-    ];
-  });
   process.stdout.write(
-    `\n${CALLERS} callers, decisions per second and CPU time per decision (µs)\n${table(
-      [
-        "scenario",
-        "median/s",
-        "vs peer",
-        "client µs",
-        "redis µs",
-        "redis vs peer",
-        "rate vs peer, per round",
-      ],
-      rows,
-    )}`,
+    `\n${CALLERS} callers, decisions per second and CPU time per decision (µs)\n${throughputTable(runs, true)}`,
   );
 
   // 2. redis-server CPU per decision at 1, 16 and 64 callers.
@@ -222,6 +185,9 @@ try {
   const sliding = ruleOf("sliding-window");
   const bucket = ruleOf("token-bucket");
   const peer60 = await peer(60);
+  const scriptClient = await client();
+  await scriptClient.script("LOAD", APPLY_COUNTERS_LUA);
+  const previousSha = (await scriptClient.script("LOAD", SPAN_TEXT_LUA)) as string;
   const perDecision: [string, Operation][] = [
     ["rate-limiter-flexible RateLimiterRedis (60/min)", (c, i) => peer60.consume(addressFor(c, i))],
     [
@@ -239,6 +205,36 @@ try {
     [
       "token bucket, 1 counter (60/min)",
       (c, i) => bucket.check({ ip: addressFor(c, i), path: "/" }),
+    ],
+    [
+      // The same Lua as a script (the store's form where functions are refused), called directly.
+      "fixed window, 1 counter, as a script (EVALSHA)",
+      (c, i) =>
+        scriptClient.evalsha(
+          APPLY_COUNTERS_SHA,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "",
+          "f 60 60000 1",
+        ),
+    ],
+    [
+      // The previous version of the Lua (test/redis/previous-scripts.ts), its calling convention.
+      "fixed window, 1 counter, previous version (EVALSHA)",
+      (c, i) =>
+        scriptClient.evalsha(
+          previousSha,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "1",
+          "",
+          "1",
+          "f",
+          "60",
+          "60000",
+          "1",
+          "e",
+        ),
     ],
   ];
   const serverTime = new Map<string, number[]>(perDecision.map(([name]) => [name, []]));

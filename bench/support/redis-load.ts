@@ -4,6 +4,7 @@
  * time, read from `process.cpuUsage()` and `INFO cpu` of every node.
  */
 import type { Redis } from "ioredis";
+import type { CounterSpec } from "../../src/core/types.js";
 
 export type Operation = (caller: number, i: number) => Promise<unknown>;
 
@@ -23,6 +24,23 @@ const DISTINCT_ADDRESSES = 10_000;
 export function addressFor(caller: number, i: number): string {
   const n = (caller * 7919 + i * 104_729) % DISTINCT_ADDRESSES;
   return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+}
+
+/** One fixed-window counter of `limit` a minute for this address, as the limiter builds it. */
+export function counterFor(address: string, limit: number): CounterSpec {
+  const subject = `ip:${address}`;
+  return {
+    key: `${subject}|default|global`,
+    subject,
+    algorithm: "fixed-window",
+    limit,
+    window: { ms: 60_000 },
+    cost: 1,
+    mode: "enforce",
+    ruleId: "anonymous.global",
+    namespace: "default",
+    backend: undefined,
+  };
 }
 
 /** redis-server CPU time (user and system) summed over `nodes`, µs. */
@@ -110,6 +128,46 @@ export function formatNumber(value: number, digits = 0): string {
     minimumFractionDigits: digits,
     maximumFractionDigits: digits,
   });
+}
+
+/**
+ * The throughput table: each contender's median rate and CPU times per decision, and ratios to
+ * the first contender (the peer), taken within each round.
+ */
+export function throughputTable(
+  runs: ReadonlyMap<string, readonly Run[]>,
+  perRound: boolean,
+): string {
+  const peer = [...runs.values()][0] ?? [];
+  const ratio = (values: readonly Run[], of: (run: Run) => number) =>
+    `${medianRatio(values.map(of), peer.map(of)).toFixed(2)}x`;
+  const rows = [...runs].map(([name, values]) => [
+    name,
+    formatNumber(median(values.map((run) => run.perSecond))),
+    ratio(values, (run) => run.perSecond),
+    formatNumber(median(values.map((run) => run.clientMicros)), 1),
+    formatNumber(median(values.map((run) => run.serverMicros)), 1),
+    ratio(values, (run) => run.serverMicros),
+    ...(perRound
+      ? [
+          values
+            .map((run, round) => `${(run.perSecond / (peer[round]?.perSecond ?? 1)).toFixed(2)}x`)
+            .join(" "),
+        ]
+      : []),
+  ]);
+  return table(
+    [
+      "scenario",
+      "median/s",
+      "vs peer",
+      "client µs",
+      "redis µs",
+      "redis vs peer",
+      ...(perRound ? ["rate vs peer, per round"] : []),
+    ],
+    rows,
+  );
 }
 
 /** A plain-text table: the first column left-aligned, the others right-aligned. */

@@ -1,5 +1,40 @@
 import { ALGORITHMS } from "../../src/core/algorithms/index.js";
-import type { AlgorithmName, CounterSpec, CounterState } from "../../src/core/types.js";
+import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
+
+/** A counter of `subject` in namespace `api`, as the policy would make it for rule `scope`. */
+export function counter(
+  subject: string,
+  scope: string,
+  algorithm: AlgorithmName,
+  limit: number,
+  window: WindowSpec,
+  cost = 1,
+  mode: "enforce" | "observe" = "enforce",
+): CounterSpec {
+  return {
+    key: `${subject}|api|${scope}`,
+    subject,
+    algorithm,
+    limit,
+    window,
+    cost,
+    mode,
+    ruleId: `anonymous.${scope}`,
+    namespace: "api",
+    backend: undefined,
+  };
+}
+
+/** States as compared: -0 and 0 are the same count, and Lua replies never carry the sign of zero. */
+export function plain(states: CounterState[]): CounterState[] {
+  return states.map((state) => ({
+    allowed: state.allowed,
+    count: state.count + 0,
+    remaining: state.remaining + 0,
+    resetAt: state.resetAt + 0,
+    retryAfterMs: state.retryAfterMs + 0,
+  }));
+}
 
 /**
  * What the Redis Lua is compared with: the TypeScript algorithms (src/core/algorithms) applied

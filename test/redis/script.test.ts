@@ -14,7 +14,7 @@ import {
   RedisStore,
 } from "../../src/stores/redis.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
-import { AlgorithmReference } from "./reference.js";
+import { AlgorithmReference, counter, plain } from "./reference.js";
 
 let server: RedisServer;
 let cleanup: () => Promise<void>;
@@ -29,40 +29,6 @@ afterAll(async () => {
   admin?.disconnect();
   await cleanup?.();
 });
-
-function counter(
-  subject: string,
-  scope: string,
-  algorithm: AlgorithmName,
-  limit: number,
-  window: WindowSpec,
-  cost = 1,
-  mode: "enforce" | "observe" = "enforce",
-): CounterSpec {
-  return {
-    key: `${subject}|api|${scope}`,
-    subject,
-    algorithm,
-    limit,
-    window,
-    cost,
-    mode,
-    ruleId: `anonymous.${scope}`,
-    namespace: "api",
-    backend: undefined,
-  };
-}
-
-/** -0 and 0 are the same count; Lua replies never carry the sign of zero. */
-function plain(states: CounterState[]): CounterState[] {
-  return states.map((state) => ({
-    allowed: state.allowed,
-    count: state.count + 0,
-    remaining: state.remaining + 0,
-    resetAt: state.resetAt + 0,
-    retryAfterMs: state.retryAfterMs + 0,
-  }));
-}
 
 /** A real redis-server that refuses functions, as Redis before 7 (or a proxy) does. */
 let scriptsOnly: RedisServer;

@@ -11,7 +11,7 @@ import { decodeReply, encodeRequest } from "../../src/stores/redis/encoding.js";
 import { APPLY_COUNTERS_FUNCTION, APPLY_COUNTERS_LIBRARY } from "../../src/stores/redis.js";
 import { SPAN_TEXT_LUA, TEXT_LUA } from "./previous-scripts.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
-import { AlgorithmReference } from "./reference.js";
+import { AlgorithmReference, counter, plain } from "./reference.js";
 
 let server: RedisServer;
 let cleanup: () => Promise<void>;
@@ -29,29 +29,6 @@ afterAll(async () => {
 });
 
 type Version = "current" | "span-text" | "text";
-
-function counter(
-  subject: string,
-  scope: string,
-  algorithm: AlgorithmName,
-  limit: number,
-  window: WindowSpec,
-  cost: number,
-  mode: "enforce" | "observe" = "enforce",
-): CounterSpec {
-  return {
-    key: `${subject}|api|${scope}`,
-    subject,
-    algorithm,
-    limit,
-    window,
-    cost,
-    mode,
-    ruleId: `anonymous.${scope}`,
-    namespace: "api",
-    backend: undefined,
-  };
-}
 
 const keyOf = (spec: CounterSpec) => `upgrade:{${spec.subject}}|${spec.key}`;
 
@@ -94,17 +71,6 @@ async function apply(
   const [[error, reply] = [new Error("no reply")]] = (await transaction.exec()) ?? [];
   if (error) throw error;
   return decodeReply(reply, 0, counters.length);
-}
-
-/** -0 and 0 are the same count; Lua replies never carry the sign of zero. */
-function plain(states: CounterState[]): CounterState[] {
-  return states.map((state) => ({
-    allowed: state.allowed,
-    count: state.count + 0,
-    remaining: state.remaining + 0,
-    resetAt: state.resetAt + 0,
-    retryAfterMs: state.retryAfterMs + 0,
-  }));
 }
 
 const shape = fc.record({
