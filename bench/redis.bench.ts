@@ -12,7 +12,7 @@
  *    calls, over the decisions), one caller, one script call per decision: the fixed-window
  *    rules of examples/policies/cloudfront.yaml (a request with one counter, and one with two),
  *    and one sliding-window and one token-bucket rule with the same limit; and, called directly,
- *    the same Lua as a script, and the previous version's script.
+ *    the function, the same Lua as a script, and the previous version's script.
  * 4. The seed's attack (one IP at 800 requests/s against 60/min for 60 s of simulated time)
  *    and the Redis round trips per blocked request.
  *
@@ -29,6 +29,7 @@ import { RateLimiterRedis } from "rate-limiter-flexible";
 import { createLimiter } from "../src/limiter.js";
 import { definePolicy, loadPolicy } from "../src/policy/load.js";
 import {
+  APPLY_COUNTERS_FUNCTION,
   APPLY_COUNTERS_LUA,
   APPLY_COUNTERS_SHA,
   RedisStore,
@@ -205,6 +206,18 @@ try {
     [
       "token bucket, 1 counter (60/min)",
       (c, i) => bucket.check({ ip: addressFor(c, i), path: "/" }),
+    ],
+    [
+      // Called directly, as the two rows below: the same client work between calls.
+      "fixed window, 1 counter, function (FCALL), called directly",
+      (c, i) =>
+        scriptClient.fcall(
+          APPLY_COUNTERS_FUNCTION,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "",
+          "f 60 60000 1",
+        ),
     ],
     [
       // The same Lua as a script (the store's form where functions are refused), called directly.
