@@ -8,14 +8,14 @@
  * helpers are created once per load, and the same code as a script (`EVALSHA`) for servers
  * without functions. Both take the same keys and arguments and give the same reply.
  *
- * Call: `FCALL <APPLY_COUNTERS_FUNCTION> <keys> key... <requests> (<now> <n> spec1..specN)...`
- * (or `EVALSHA <APPLY_COUNTERS_SHA> ...` with the same keys and arguments): one or more
- * requests, applied one after the other, each atomically and all-or-nothing on its own `n`
- * counters (its keys follow the previous request's keys). `now` is "" (read the server's
- * `TIME`, once per call, so that gateways with skewed clocks agree) or the caller's epoch ms.
- * Each spec is four arguments: algorithm and mode in one letter (`f` fixed window, `s` sliding
- * window, `t` token bucket; upper case for an observing counter), limit, window (`60000` ms, or
- * `m1` calendar months, UTC), cost.
+ * Call: `FCALL <APPLY_COUNTERS_FUNCTION> <keys> key... (<now> spec1..specN)...` (or `EVALSHA
+ * <APPLY_COUNTERS_SHA>` with the same keys and arguments): one or more requests, applied one
+ * after the other, each atomically and all-or-nothing on its own counters (one key per spec, in
+ * order). `now` is "" (read the server's `TIME`, once per call, so that gateways with skewed
+ * clocks agree) or the caller's epoch ms; a request's specs run up to the next `now`. A spec is
+ * one argument, `"f 60 60000 1"`: algorithm and mode in one letter (`f` fixed window, `s`
+ * sliding window, `t` token bucket; upper case for an observing counter), limit, window
+ * (`60000` ms, or `m1` calendar months, UTC), cost.
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
@@ -23,23 +23,24 @@
  * State: one string per counter, its algorithm's letter and then IEEE doubles (Lua's `struct`),
  * so that reading it parses nothing and a double survives the round trip exactly: a windowed
  * counter is `index count previous span` (span: the window's length in ms, or minus its months,
- * as `windowSpanOf`), a token bucket its theoretical arrival time. A state of another algorithm
- * or another span is no state for the counter (a reload changed its rule), as in the memory
- * store. States written as text by earlier versions ("index count previous span", "index count
- * previous", or the arrival time printed with 17 digits) are read as those versions read them.
+ * as `windowSpanOf`), a token bucket its theoretical arrival time and its key's expiry. A state
+ * of another algorithm or another span is no state for the counter (a reload changed its rule),
+ * as in the memory store. States written as text by earlier versions ("index count previous
+ * span", "index count previous", or the arrival time printed with 17 digits) are read as those
+ * versions read them, and written back as text while they matter (see settle_windowed).
  *
  * Windows never move backwards: a request stamped before the stored window is counted in the
  * stored window, at its start (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire
  * when their state stops mattering, measured from the time the script counts with (`PX`, a
  * duration): the server applies it on its own clock, so a caller whose clock is behind the
- * server's never writes an expiry that is already past. A refused request leaves a token bucket
- * as it was, and writes nothing.
+ * server's never writes an expiry that is already past. The first write of a window sets it;
+ * the writes after it keep it (`KEEPTTL`). A refused request leaves a token bucket as it was.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
  * drives both with the same random sequences). The code allocates no table per counter and
  * builds no string but the state it writes: in Redis, table and string churn cost more than the
- * arithmetic (`npx tsx bench/redis-server.bench.ts` measures the server time per decision).
+ * arithmetic (bench/redis.bench.ts measures the server time per decision).
  */
 const CORE = `
 -- Redis 7.0 runs a library's top level without the standard libraries: they are bound on the
@@ -194,9 +195,9 @@ end
 
 -- A token bucket: counts the request when counted and admitted (a refused request leaves the
 -- bucket as it was), and returns allowed, count, remaining, resetAt, retryAfterMs. A state is
--- dropped when it expires at the time it is counted at. Its key's expiry is set a window beyond the arrival time,
--- so that the following requests, which move the arrival time a step at a time, keep it
--- (setting an expiry costs Redis more than the rest of the call).
+-- dropped when it expires at the time it is counted at. Its key's expiry is set a window
+-- beyond the arrival time, so that the following requests, which move the arrival time a step
+-- at a time, keep it (setting an expiry costs Redis more than the rest of the call).
 local function settle_bucket(call, key, limit, ms, months, cost, now, ok, counted, present, tat, expires, as_text, foreign)
   local length = length_at(ms, months, now)
   local step = length / limit
@@ -380,7 +381,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "ab2454dd27ffda5d6d8aa86a2a8ea9c92f40d1a2";
+export const APPLY_COUNTERS_SHA = "6b4bf74a5774d014d4012382772e1f489c4a055d";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one
