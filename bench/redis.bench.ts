@@ -1,203 +1,284 @@
 /**
- * Redis store benchmark: decisions per second with 256 concurrent callers against one local
- * redis-server, ours (through the store and through the limiter) against rate-limiter-flexible's
- * RateLimiterRedis, all in the same run; then the seed's attack (one IP at 800 requests/s
- * against 60/min for 60 s of simulated time) and the Redis round trips per blocked request.
+ * Redis store benchmark, against rate-limiter-flexible's RateLimiterRedis in the same run, on
+ * one redis-server the bench starts (`--save "" --appendonly no`, loopback):
  *
- *   npx tsx bench/redis.bench.ts   (BENCH_ROUNDS=5 rounds of BENCH_SECONDS=3 s per scenario)
+ * 1. Decisions per second with 256 concurrent callers, and what each decision cost the bench
+ *    process and redis-server in CPU time: the peer (with and without ioredis auto-pipelining),
+ *    `RedisStore.apply` and `limiter.check`, each with one script call per request
+ *    (`maxBatch: 1`) and as `redisStoreFromUrl` builds the store (a tick's requests in one call).
+ * 2. redis-server CPU time per decision at 1, 16 and 64 callers, `limiter.check` against the
+ *    peer's `consume`.
+ * 3. Redis server time per decision (`INFO commandstats`: the time Redis spent in the script
+ *    calls, over the decisions), one caller, one script call per decision: the fixed-window
+ *    rules of examples/policies/cloudfront.yaml (a request with one counter, and one with two),
+ *    and one sliding-window and one token-bucket rule with the same limit; and, called directly,
+ *    the function, the same Lua as a script, and the previous version's script.
+ * 4. The seed's attack (one IP at 800 requests/s against 60/min for 60 s of simulated time)
+ *    and the Redis round trips per blocked request.
+ *
+ * Rounds interleave the contenders so that load from other jobs on the machine hits them
+ * alike; ratios are taken within a round, and the median of the rounds is reported.
+ *
+ *   npx tsx bench/redis.bench.ts   (BENCH_ROUNDS=5 rounds, BENCH_SECONDS=2 s per scenario)
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { cpus, tmpdir } from "node:os";
-import { join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { cpus } from "node:os";
+import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
-import type { CounterSpec } from "../src/core/types.js";
 import { createLimiter } from "../src/limiter.js";
-import { definePolicy } from "../src/policy/load.js";
-import { RedisStore, redisClientOptions } from "../src/stores/redis.js";
+import { definePolicy, loadPolicy } from "../src/policy/load.js";
+import {
+  APPLY_COUNTERS_FUNCTION,
+  APPLY_COUNTERS_LUA,
+  APPLY_COUNTERS_SHA,
+  RedisStore,
+  redisClientOptions,
+} from "../src/stores/redis.js";
+import { SPAN_TEXT_LUA } from "../test/redis/previous-scripts.js";
+import { startRedis } from "../test/redis/redis-server.js";
+import {
+  addressFor,
+  counterFor,
+  formatNumber,
+  median,
+  medianRatio,
+  type Operation,
+  type Run,
+  runCallers,
+  scriptTime,
+  table,
+  throughputTable,
+} from "./support/redis-load.js";
 
 const CALLERS = 256;
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const WARMUP_MS = 500;
-const DISTINCT_KEYS = 10_000;
+const WARMUP_MS = 300;
+const UNLIMITED = 1_000_000_000;
+const CLOUDFRONT = fileURLToPath(new URL("../examples/policies/cloudfront.yaml", import.meta.url));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        resolve(typeof address === "object" && address !== null ? address.port : 0),
-      );
-    });
+process.env.EDGELIMIT_JWT_SECRET ??= "bench-secret-not-used-by-anonymous-traffic";
+process.env.EDGELIMIT_CHALLENGE_SECRET ??= "bench-challenge-secret-not-used";
+
+const unlimitedPolicy = definePolicy({
+  budget: "1s",
+  tiers: { anonymous: { global: { limit: UNLIMITED, window: "60s" } } },
+});
+
+const { server, cleanup } = await startRedis();
+const port = server.port;
+const admin = new Redis({ port, host: "127.0.0.1" });
+const nodes = [admin];
+/** Clients the bench made (closed at the end), each connected before it is used. */
+const clients: Redis[] = [];
+async function client(options: Record<string, unknown> = {}): Promise<Redis> {
+  const made = new Redis({ port, host: "127.0.0.1", ...redisClientOptions(), ...options });
+  clients.push(made);
+  await new Promise((resolve) => made.once("ready", resolve));
+  return made;
+}
+/** A store on a client of its own; `maxBatch: 1` sends one script call per request. */
+async function store(maxBatch?: number): Promise<RedisStore> {
+  const made = new RedisStore({
+    client: await client(),
+    ...(maxBatch === undefined ? {} : { maxBatch }),
   });
+  await made.ready();
+  return made;
 }
-
-async function waitForRedis(port: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const probe = new Redis({
-      port,
-      host: "127.0.0.1",
-      lazyConnect: true,
-      retryStrategy: () => null,
-    });
-    probe.on("error", () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      return;
-    } catch {
-      probe.disconnect();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-  throw new Error("redis-server did not start");
+function peer(points: number, options: Record<string, unknown> = {}): Promise<RateLimiterRedis> {
+  return client(options).then(
+    (storeClient) => new RateLimiterRedis({ storeClient, points, duration: 60 }),
+  );
 }
-
-/** Runs `operation` from CALLERS concurrent loops; returns completed operations per second. */
-async function throughput(
-  operation: (caller: number, i: number) => Promise<unknown>,
-): Promise<number> {
-  let stopAt = performance.now() + WARMUP_MS;
-  let counting = false;
-  let completed = 0;
-  const loop = async (caller: number): Promise<void> => {
-    for (let i = 0; ; i++) {
-      if (performance.now() >= stopAt) {
-        if (counting) return;
-      }
-      await operation(caller, i);
-      if (counting) completed++;
-    }
-  };
-  const loops = Array.from({ length: CALLERS }, (_, caller) => loop(caller));
-  await new Promise((resolve) => setTimeout(resolve, WARMUP_MS));
-  const started = performance.now();
-  counting = true;
-  stopAt = started + SECONDS * 1000;
-  await Promise.all(loops);
-  return completed / ((performance.now() - started) / 1000);
-}
-
-function ipFor(caller: number, i: number): string {
-  const n = (caller * 7919 + i * 104_729) % DISTINCT_KEYS;
-  return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
-}
-
-function counterFor(ip: string): CounterSpec {
-  const subject = `ip:${ip}`;
-  return {
-    key: `${subject}|default|global`,
-    subject,
-    algorithm: "fixed-window",
-    limit: 1_000_000_000,
-    window: { ms: 60_000 },
-    cost: 1,
-    mode: "enforce",
-    ruleId: "anonymous.global",
-    namespace: "default",
-  };
-}
-
-const dir = mkdtempSync(join(tmpdir(), "edgelimit-bench-redis-"));
-const port = await freePort();
-const server = spawn(
-  "redis-server",
-  ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
-  { stdio: "ignore" },
-);
-const stopServer = (): void => {
-  if (server.exitCode === null) server.kill("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-};
-process.on("exit", stopServer);
 
 try {
-  await waitForRedis(port);
-  const admin = new Redis({ port, host: "127.0.0.1" });
-  const peerClient = new Redis({ port, host: "127.0.0.1", enableOfflineQueue: false });
-  const peerPipelinedClient = new Redis({
-    port,
-    host: "127.0.0.1",
-    enableOfflineQueue: false,
-    enableAutoPipelining: true,
-  });
-  const unbatchedClient = new Redis({
-    port,
-    host: "127.0.0.1",
-    ...redisClientOptions(),
-    enableAutoPipelining: true,
-  });
-  const peer = new RateLimiterRedis({ storeClient: peerClient, points: 1e9, duration: 60 });
-  const peerPipelined = new RateLimiterRedis({
-    storeClient: peerPipelinedClient,
-    points: 1e9,
-    duration: 60,
-  });
-  const unbatched = new RedisStore({ client: unbatchedClient, maxBatch: 1 });
-  const store = new RedisStore({ client: `redis://127.0.0.1:${port}` });
-  await Promise.all([unbatched.ready(), store.ready()]);
-  const limiter = createLimiter({
-    store,
-    policy: definePolicy({
-      budget: "1s",
-      tiers: { anonymous: { global: { limit: 1_000_000_000, window: "60s" } } },
-    }),
-  });
-  const scenarios: [string, (caller: number, i: number) => Promise<unknown>][] = [
-    ["rate-limiter-flexible RateLimiterRedis", (c, i) => peer.consume(ipFor(c, i))],
+  const unbatched = await store(1);
+  const batched = await store();
+  const peerLimiter = await peer(UNLIMITED);
+  const peerPipelined = await peer(UNLIMITED, { enableAutoPipelining: true });
+  const check = createLimiter({ store: batched, policy: unlimitedPolicy });
+  const checkUnbatched = createLimiter({ store: unbatched, policy: unlimitedPolicy });
+
+  // 1. Throughput at 256 callers.
+  const scenarios: [string, Operation][] = [
+    ["rate-limiter-flexible RateLimiterRedis", (c, i) => peerLimiter.consume(addressFor(c, i))],
     [
       "rate-limiter-flexible RateLimiterRedis + autoPipelining",
-      (c, i) => peerPipelined.consume(ipFor(c, i)),
+      (c, i) => peerPipelined.consume(addressFor(c, i)),
     ],
     [
-      "edgelimit RedisStore.apply (maxBatch 1, autoPipelining)",
-      (c, i) => unbatched.apply([counterFor(ipFor(c, i))], 0),
+      "edgelimit RedisStore.apply, maxBatch 1",
+      (c, i) => unbatched.apply([counterFor(addressFor(c, i), UNLIMITED)], 0),
     ],
-    ["edgelimit RedisStore.apply", (c, i) => store.apply([counterFor(ipFor(c, i))], 0)],
     [
-      "edgelimit limiter.check (RedisStore, 1 rule)",
-      (c, i) => limiter.check({ ip: ipFor(c, i), path: "/api/items" }),
+      "edgelimit RedisStore.apply",
+      (c, i) => batched.apply([counterFor(addressFor(c, i), UNLIMITED)], 0),
+    ],
+    [
+      "edgelimit limiter.check, maxBatch 1 (1 rule)",
+      (c, i) => checkUnbatched.check({ ip: addressFor(c, i), path: "/api/items" }),
+    ],
+    [
+      "edgelimit limiter.check (1 rule)",
+      (c, i) => check.check({ ip: addressFor(c, i), path: "/api/items" }),
     ],
   ];
-  // Rounds interleave the scenarios so that load from other jobs on the machine hits them
-  // alike; the median of the rounds is reported.
-  const rates = new Map<string, number[]>(scenarios.map(([name]) => [name, []]));
+  const runs = new Map<string, Run[]>(scenarios.map(([name]) => [name, []]));
   for (let round = 1; round <= ROUNDS; round++) {
     for (const [name, operation] of scenarios) {
-      const perSecond = await throughput(operation);
-      rates.get(name)?.push(perSecond);
       await admin.flushall();
-      await Promise.all([unbatched.ready(), store.ready()]);
+      runs
+        .get(name)
+        ?.push(
+          await runCallers(CALLERS, operation, nodes, { seconds: SECONDS, warmupMs: WARMUP_MS }),
+        );
     }
-    process.stdout.write(`round ${round}/${ROUNDS} done\n`);
+    process.stdout.write(`throughput round ${round}/${ROUNDS} done\n`);
   }
-  const median = (values: number[]): number =>
-    [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)] ?? 0;
-  const peerRates = rates.get(scenarios[0]?.[0] as string) ?? [];
   process.stdout.write(
-    `\n${"scenario".padEnd(58)} ${"median/s".padStart(10)}  ratio (median of rounds)  per round\n`,
+    `\n${CALLERS} callers, decisions per second and CPU time per decision (µs)\n${throughputTable(runs, true)}`,
   );
-  for (const [name, values] of rates) {
-    // Ratios are taken within a round, where both sides saw the same machine load.
-    const ratios = values.map((value, round) => value / (peerRates[round] ?? 1));
-    process.stdout.write(
-      `${name.padEnd(58)} ${Math.round(median(values)).toLocaleString("en-US").padStart(10)}  ${median(ratios).toFixed(2)}x${" ".repeat(20)}${ratios.map((ratio) => `${ratio.toFixed(2)}x`).join(" ")}\n`,
-    );
+
+  // 2. redis-server CPU per decision at 1, 16 and 64 callers.
+  const decisions = Number(process.env.BENCH_DECISIONS ?? 20_000);
+  const sweep: [string, Operation][] = [
+    ["rate-limiter-flexible", (c, i) => peerLimiter.consume(addressFor(c, i))],
+    ["edgelimit limiter.check", (c, i) => check.check({ ip: addressFor(c, i), path: "/x" })],
+  ];
+  const sweepRows: string[][] = [];
+  for (const callers of [1, 16, 64]) {
+    const cost = new Map<string, number[]>(sweep.map(([name]) => [name, []]));
+    for (let round = 0; round < Math.max(3, Math.ceil(ROUNDS / 2)); round++) {
+      for (const [name, operation] of sweep) {
+        await admin.flushall();
+        const run = await runCallers(callers, operation, nodes, { decisions });
+        cost.get(name)?.push(run.serverMicros);
+      }
+    }
+    const peerCost = cost.get(sweep[0]?.[0] as string) ?? [];
+    const ours = cost.get(sweep[1]?.[0] as string) ?? [];
+    sweepRows.push([
+      String(callers),
+      formatNumber(median(peerCost), 1),
+      formatNumber(median(ours), 1),
+      `${medianRatio(ours, peerCost).toFixed(2)}x`,
+    ]);
+    process.stdout.write(`redis CPU at ${callers} callers done\n`);
   }
-  peerClient.disconnect();
-  peerPipelinedClient.disconnect();
-  unbatchedClient.disconnect();
-  await store.close();
+  process.stdout.write(
+    `\nredis-server CPU time per decision (µs), ${formatNumber(decisions)} decisions per run\n${table(
+      ["callers", "rate-limiter-flexible", "edgelimit limiter.check", "ratio"],
+      sweepRows,
+    )}`,
+  );
+
+  // 3. Server time per decision, one caller, one script call per decision.
+  const cloudfront = createLimiter({ store: unbatched, policy: loadPolicy(CLOUDFRONT) });
+  const ruleOf = (algorithm: "sliding-window" | "token-bucket") =>
+    createLimiter({
+      store: unbatched,
+      policy: definePolicy({
+        tiers: { anonymous: { global: { limit: 60, window: "60s", algorithm } } },
+      }),
+    });
+  const sliding = ruleOf("sliding-window");
+  const bucket = ruleOf("token-bucket");
+  const peer60 = await peer(60);
+  const scriptClient = await client();
+  await scriptClient.script("LOAD", APPLY_COUNTERS_LUA);
+  const previousSha = (await scriptClient.script("LOAD", SPAN_TEXT_LUA)) as string;
+  const perDecision: [string, Operation][] = [
+    ["rate-limiter-flexible RateLimiterRedis (60/min)", (c, i) => peer60.consume(addressFor(c, i))],
+    [
+      "fixed window, 1 counter (cloudfront.yaml: /)",
+      (c, i) => cloudfront.check({ ip: addressFor(c, i), path: "/" }),
+    ],
+    [
+      "fixed window, 2 counters (cloudfront.yaml: /api/search)",
+      (c, i) => cloudfront.check({ ip: addressFor(c, i), path: "/api/search" }),
+    ],
+    [
+      "sliding window, 1 counter (60/min)",
+      (c, i) => sliding.check({ ip: addressFor(c, i), path: "/" }),
+    ],
+    [
+      "token bucket, 1 counter (60/min)",
+      (c, i) => bucket.check({ ip: addressFor(c, i), path: "/" }),
+    ],
+    [
+      // Called directly, as the two rows below: the same client work between calls.
+      "fixed window, 1 counter, function (FCALL), called directly",
+      (c, i) =>
+        scriptClient.fcall(
+          APPLY_COUNTERS_FUNCTION,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "",
+          "f 60 60000 1",
+        ),
+    ],
+    [
+      // The same Lua as a script (the store's form where functions are refused), called directly.
+      "fixed window, 1 counter, as a script (EVALSHA)",
+      (c, i) =>
+        scriptClient.evalsha(
+          APPLY_COUNTERS_SHA,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "",
+          "f 60 60000 1",
+        ),
+    ],
+    [
+      // The previous version of the Lua (test/redis/previous-scripts.ts), its calling convention.
+      "fixed window, 1 counter, previous version (EVALSHA)",
+      (c, i) =>
+        scriptClient.evalsha(
+          previousSha,
+          1,
+          `el:{ip:${addressFor(c, i)}}|default|global`,
+          "1",
+          "",
+          "1",
+          "f",
+          "60",
+          "60000",
+          "1",
+          "e",
+        ),
+    ],
+  ];
+  const serverTime = new Map<string, number[]>(perDecision.map(([name]) => [name, []]));
+  const sequential = Number(process.env.BENCH_SEQUENTIAL ?? 5_000);
+  for (let round = 0; round < 3; round++) {
+    for (const [name, operation] of perDecision) {
+      await admin.flushall();
+      // Every address once first, so that the measured decisions find their counters (the usual
+      // case: a window's first request is one of many).
+      await runCallers(1, operation, nodes, { decisions: sequential });
+      await admin.config("RESETSTAT");
+      await runCallers(1, operation, nodes, { decisions: sequential });
+      const { micros } = await scriptTime(admin);
+      serverTime.get(name)?.push(micros / sequential);
+    }
+  }
+  const peerTime = serverTime.get(perDecision[0]?.[0] as string) ?? [];
+  process.stdout.write(
+    `\nRedis server time per decision (INFO commandstats, µs), one caller, one script call each\n${table(
+      ["decision", "µs", "vs peer"],
+      [...serverTime].map(([name, values]) => [
+        name,
+        formatNumber(median(values), 1),
+        `${medianRatio(values, peerTime).toFixed(2)}x`,
+      ]),
+    )}`,
+  );
+  await Promise.all([unbatched.close(), batched.close()]);
   await admin.flushall();
 
-  // The seed's attack, simulated time: one IP at 800/s against 60/min for 60 s.
+  // 4. The seed's attack, simulated time: one IP at 800/s against 60/min for 60 s.
   {
     const store = new RedisStore({ client: `redis://127.0.0.1:${port}`, clock: "caller" });
     await store.ready();
@@ -228,10 +309,12 @@ try {
     );
     await store.close();
   }
-  admin.disconnect();
+  const version = execFileSync("redis-server", ["--version"], { encoding: "utf8" }).split(" ")[2];
   process.stdout.write(
-    `\nmachine: ${cpus().length} cores, ${cpus()[0]?.model ?? "unknown CPU"}, node ${process.version}, ${CALLERS} callers, ${ROUNDS} rounds of ${SECONDS} s per scenario\n`,
+    `\nmachine: ${cpus().length} cores, ${cpus()[0]?.model ?? "unknown CPU"}, node ${process.version}, redis-server ${version}, ${ROUNDS} rounds of ${SECONDS} s per scenario\n`,
   );
 } finally {
-  stopServer();
+  for (const made of clients) made.disconnect();
+  admin.disconnect();
+  await cleanup();
 }

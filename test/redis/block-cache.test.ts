@@ -19,7 +19,7 @@ afterAll(async () => {
 async function evalCalls(admin: Redis): Promise<number> {
   const info = await admin.info("commandstats");
   let calls = 0;
-  for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) {
+  for (const match of info.matchAll(/^cmdstat_(?:fcall|evalsha|eval):calls=(\d+)/gm)) {
     calls += Number(match[1]);
   }
   return calls;

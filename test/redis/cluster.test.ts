@@ -152,10 +152,12 @@ describe("Redis Cluster with three masters", () => {
     const failed = reasons.filter((reason) => reason.startsWith("store-failed")).length;
     expect(failed).toBe(0);
     expect(admitted).toBe(limit);
-    // The fixed window counts every attempt: the stored count is every request, once.
-    const [index, count] = String(await targetNode.get(key)).split(" ");
-    expect(Number(index)).toBe(Math.floor(Date.now() / 86_400_000));
-    expect(Number(count)).toBe(reasons.length);
+    // The fixed window counts every attempt: the stored count is every request, once. The state
+    // is the letter "f", then index, count, previous and span as little-endian doubles.
+    const state = (await targetNode.getBuffer(key)) as Buffer;
+    expect(state.toString("latin1", 0, 1)).toBe("f");
+    expect(state.readDoubleLE(1)).toBe(Math.floor(Date.now() / 86_400_000));
+    expect(state.readDoubleLE(9)).toBe(reasons.length);
   });
 });
 

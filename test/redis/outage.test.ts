@@ -77,8 +77,13 @@ function gatewayFront(gateway: BurstGateway, connections: number): Front {
 
 /** The count stored in Redis for `ip`'s counter of `scope` (`global`, `/api/export`). */
 async function storedCount(redis: Redis, ip: string, scope: string): Promise<number> {
-  const value = await redis.get(`el:{ip:${ip}}|anonymous|${scope}`);
-  return value === null ? 0 : Number(value.split(" ")[1]);
+  const value = await redis.getBuffer(`el:{ip:${ip}}|anonymous|${scope}`);
+  if (value === null) return 0;
+  // A windowed state: its algorithm's letter, then index, count, previous and span as doubles
+  // (src/stores/redis/script.ts); states written as text by earlier versions are "index count ...".
+  return value[0] === 0x66 || value[0] === 0x73
+    ? value.readDoubleLE(9)
+    : Number(value.toString("utf8").split(" ")[1]);
 }
 
 /** Requests from fresh addresses through `front` until its breaker for `part` is open. */

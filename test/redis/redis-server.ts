@@ -132,10 +132,12 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer PING within 10 s`);
 }
 
-/** One redis-server in a temporary directory. */
-export async function startRedis(): Promise<{ server: RedisServer; cleanup: () => Promise<void> }> {
+/** One redis-server in a temporary directory, with extra command-line arguments if given. */
+export async function startRedis(
+  extraArgs: readonly string[] = [],
+): Promise<{ server: RedisServer; cleanup: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-redis-"));
-  const server = new RedisServer(await freePort(), dir);
+  const server = new RedisServer(await freePort(), dir, extraArgs);
   await server.start();
   return {
     server,
@@ -153,11 +155,16 @@ export interface TestCluster {
 }
 
 /**
- * Three masters, no replicas, every slot assigned, `cluster_state:ok` on every node.
- * `nodeTimeoutMs` (default 2000) is how long a master may be unreachable before the others
- * mark it failed (and, with no replica, stop serving every slot).
+ * A cluster of `masters` masters (three by default), no replicas, every slot assigned,
+ * `cluster_state:ok` on every node. `redis-cli --cluster create` wants three masters at least:
+ * a single master is given every slot itself. `nodeTimeoutMs` (default 2000) is how long a
+ * master may be unreachable before the others mark it failed (and, with no replica, stop
+ * serving every slot).
  */
-export async function startCluster(options: { nodeTimeoutMs?: number } = {}): Promise<TestCluster> {
+export async function startCluster(
+  options: { masters?: number; nodeTimeoutMs?: number } = {},
+): Promise<TestCluster> {
+  const masters = options.masters ?? 3;
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-cluster-"));
   const nodes: RedisServer[] = [];
   const cleanup = async (): Promise<void> => {
@@ -165,7 +172,7 @@ export async function startCluster(options: { nodeTimeoutMs?: number } = {}): Pr
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < masters; i++) {
       const port = await freePort(true);
       const node = new RedisServer(port, dir, [
         "--cluster-enabled",
@@ -174,18 +181,26 @@ export async function startCluster(options: { nodeTimeoutMs?: number } = {}): Pr
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
         String(options.nodeTimeoutMs ?? 2000),
+        // A lone master, never met by another node, would otherwise announce no address.
+        "--cluster-announce-ip",
+        "127.0.0.1",
       ]);
       nodes.push(node);
       await node.start();
     }
-    await run("redis-cli", [
-      "--cluster",
-      "create",
-      ...nodes.map((node) => `127.0.0.1:${node.port}`),
-      "--cluster-replicas",
-      "0",
-      "--cluster-yes",
-    ]);
+    if (masters === 1) {
+      const port = String((nodes[0] as RedisServer).port);
+      await run("redis-cli", ["-p", port, "cluster", "addslotsrange", "0", "16383"]);
+    } else {
+      await run("redis-cli", [
+        "--cluster",
+        "create",
+        ...nodes.map((node) => `127.0.0.1:${node.port}`),
+        "--cluster-replicas",
+        "0",
+        "--cluster-yes",
+      ]);
+    }
     const deadline = Date.now() + 15_000;
     for (const node of nodes) {
       for (;;) {

@@ -5,13 +5,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
 import { LATE_GRACE_MS } from "../../src/core/windows.js";
 import { MemoryStore } from "../../src/stores/memory.js";
+import { decodeReply, encodeRequest } from "../../src/stores/redis/encoding.js";
 import {
+  APPLY_COUNTERS_FUNCTION,
+  APPLY_COUNTERS_LIBRARY,
   APPLY_COUNTERS_LUA,
   APPLY_COUNTERS_SHA,
   createRedisClient,
   RedisStore,
 } from "../../src/stores/redis.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
+import { AlgorithmReference, counter, plain } from "./reference.js";
 
 let server: RedisServer;
 let cleanup: () => Promise<void>;
@@ -27,76 +31,120 @@ afterAll(async () => {
   await cleanup?.();
 });
 
-function counter(
-  subject: string,
-  scope: string,
-  algorithm: AlgorithmName,
-  limit: number,
-  window: WindowSpec,
-  cost = 1,
-  mode: "enforce" | "observe" = "enforce",
-): CounterSpec {
-  return {
-    key: `${subject}|api|${scope}`,
-    subject,
-    algorithm,
-    limit,
-    window,
-    cost,
-    mode,
-    ruleId: `anonymous.${scope}`,
-    namespace: "api",
-  };
+/** A real redis-server that refuses functions, as Redis before 7 (or a proxy) does. */
+let scriptsOnly: RedisServer;
+let scriptsOnlyCleanup: () => Promise<void>;
+
+beforeAll(async () => {
+  ({ server: scriptsOnly, cleanup: scriptsOnlyCleanup } = await startRedis([
+    "--rename-command",
+    "FCALL",
+    "",
+    "--rename-command",
+    "FUNCTION",
+    "",
+  ]));
+});
+
+afterAll(async () => {
+  await scriptsOnlyCleanup?.();
+});
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 2000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what} within 2 s`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
-/** -0 and 0 are the same count; Lua replies never carry the sign of zero. */
-function plain(states: CounterState[]): CounterState[] {
-  return states.map((state) => ({
-    allowed: state.allowed,
-    count: state.count + 0,
-    remaining: state.remaining + 0,
-    resetAt: state.resetAt + 0,
-    retryAfterMs: state.retryAfterMs + 0,
-  }));
+/** Calls of each kind the server has run since its last `CONFIG RESETSTAT`. */
+async function scriptCalls(
+  client: Redis,
+): Promise<{ fcall: number; evalsha: number; eval: number }> {
+  const info = await client.info("commandstats");
+  const calls = (name: string) =>
+    Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, "m").exec(info)?.[1] ?? 0);
+  return { fcall: calls("fcall"), evalsha: calls("evalsha"), eval: calls("eval") };
+}
+
+async function libraryLoaded(client: Redis): Promise<boolean> {
+  const libraries = (await client.function(
+    "LIST",
+    "LIBRARYNAME",
+    APPLY_COUNTERS_FUNCTION,
+  )) as unknown[];
+  return libraries.length === 1;
 }
 
 describe("the apply-counters script", () => {
-  it("has the SHA1 that SCRIPT LOAD reports", async () => {
+  it("has the SHA1 that SCRIPT LOAD reports, and its library registers the function named for it", async () => {
     const loaded = await admin.script("LOAD", APPLY_COUNTERS_LUA);
     expect(loaded).toBe(APPLY_COUNTERS_SHA);
     expect(createHash("sha1").update(APPLY_COUNTERS_LUA).digest("hex")).toBe(APPLY_COUNTERS_SHA);
+    expect(APPLY_COUNTERS_FUNCTION).toBe(`edgelimit_apply_${APPLY_COUNTERS_SHA.slice(0, 16)}`);
+    await admin.function("LOAD", "REPLACE", APPLY_COUNTERS_LIBRARY);
+    const [library] = (await admin.function(
+      "LIST",
+      "LIBRARYNAME",
+      APPLY_COUNTERS_FUNCTION,
+    )) as unknown[][];
+    expect(library).toContain(APPLY_COUNTERS_FUNCTION);
+    expect(JSON.stringify(library)).toContain(`"name","${APPLY_COUNTERS_FUNCTION}"`);
   });
 
-  it("falls back to EVAL when the server lost the script, then uses EVALSHA again", async () => {
-    const store = new RedisStore({ client: server.url, prefix: "noscript:" });
+  it("after FUNCTION FLUSH decides by EVAL, loads the library again, then calls the function", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "nofunction:" });
     await store.ready();
     try {
-      await admin.script("FLUSH");
+      await admin.function("FLUSH");
+      await admin.config("RESETSTAT");
       const spec = [counter("ip:198.51.100.1", "global", "fixed-window", 5, { ms: 60_000 })];
       const first = await store.apply(spec, Date.now());
       expect(first[0]?.count).toBe(1);
+      // FCALL, then EVAL.
       expect(store.roundTrips).toBe(2);
+      await until(() => libraryLoaded(admin), "the library was not loaded again");
       const second = await store.apply(spec, Date.now());
       expect(second[0]?.count).toBe(2);
       expect(store.roundTrips).toBe(3);
+      expect(await scriptCalls(admin)).toEqual({ fcall: 2, evalsha: 0, eval: 1 });
     } finally {
       await store.close();
     }
   });
 
-  it("caches the script again after every reconnection, before traffic needs it", async () => {
+  it("runs as a script where the server refuses functions, and falls back to EVAL after SCRIPT FLUSH", async () => {
+    const store = new RedisStore({ client: scriptsOnly.url, prefix: "noscript:" });
+    const direct = new Redis({ port: scriptsOnly.port, host: "127.0.0.1" });
+    await store.ready();
+    try {
+      await direct.script("FLUSH");
+      await direct.config("RESETSTAT");
+      const spec = [counter("ip:198.51.100.1", "global", "fixed-window", 5, { ms: 60_000 })];
+      const first = await store.apply(spec, Date.now());
+      expect(first[0]?.count).toBe(1);
+      // EVALSHA, then EVAL.
+      expect(store.roundTrips).toBe(2);
+      const second = await store.apply(spec, Date.now());
+      expect(second[0]?.count).toBe(2);
+      expect(store.roundTrips).toBe(3);
+      expect(await scriptCalls(direct)).toEqual({ fcall: 0, evalsha: 2, eval: 1 });
+    } finally {
+      direct.disconnect();
+      await store.close();
+    }
+  });
+
+  it("loads the library again after every reconnection, before traffic needs it", async () => {
     const store = new RedisStore({ client: server.url, prefix: "reload:" });
     await store.ready();
     try {
-      await admin.script("FLUSH");
+      await admin.function("FLUSH");
       const reconnected = new Promise((resolve) => store.client.once("ready", resolve));
       store.client.disconnect(true);
       await reconnected;
-      const deadline = Date.now() + 2000;
-      while (((await admin.script("EXISTS", APPLY_COUNTERS_SHA)) as number[])[0] !== 1) {
-        if (Date.now() > deadline) throw new Error("script was not loaded after reconnecting");
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await until(() => libraryLoaded(admin), "the library was not loaded after reconnecting");
       const spec = [counter("ip:198.51.100.2", "global", "fixed-window", 5, { ms: 60_000 })];
       await store.apply(spec, Date.now());
       expect(store.roundTrips).toBe(1);
@@ -104,6 +152,64 @@ describe("the apply-counters script", () => {
       await store.close();
     }
   });
+
+  for (const flush of ["FUNCTION", "SCRIPT"] as const) {
+    it(`${flush} FLUSH under load loses no decision and counts every request once`, async () => {
+      // The caller's clock, held still: the token bucket's count does not drain meanwhile.
+      // Small batches, so that several calls are in flight when the flush lands.
+      const store = new RedisStore({
+        client: flush === "FUNCTION" ? server.url : scriptsOnly.url,
+        prefix: `flush-${flush}:`,
+        clock: "caller",
+        maxBatch: 4,
+      });
+      const direct = new Redis({
+        port: flush === "FUNCTION" ? server.port : scriptsOnly.port,
+        host: "127.0.0.1",
+      });
+      await store.ready();
+      await direct.config("RESETSTAT");
+      const now = Date.now();
+      try {
+        const subjects = ["ip:203.0.113.1", "ip:203.0.113.2", "ip:203.0.113.3"];
+        const request = (subject: string) => [
+          counter(subject, "global", "fixed-window", 1_000_000, { ms: 86_400_000 }),
+          counter(subject, "search", "sliding-window", 1_000_000, { ms: 86_400_000 }),
+          counter(subject, "burst", "token-bucket", 1_000_000, { ms: 86_400_000 }),
+        ];
+        const burst = (count: number) =>
+          Array.from({ length: count }, (_, index) =>
+            store.apply(request(subjects[index % subjects.length] as string), now),
+          );
+        const waves = 10;
+        const perWave = 60;
+        for (let wave = 0; wave < waves; wave++) {
+          const before = burst(perWave / 2);
+          // The first half is on the wire; the flush lands among it and the second half.
+          await new Promise((resolve) => setImmediate(resolve));
+          const flushed = direct.call(flush, "FLUSH");
+          const after = burst(perWave / 2);
+          await flushed;
+          const settled = await Promise.allSettled([...before, ...after]);
+          expect(settled.filter((result) => result.status === "rejected")).toEqual([]);
+        }
+        // Every request was counted once on each of its counters.
+        for (const subject of subjects) {
+          const read = request(subject).map((spec) => ({ ...spec, cost: 0 }));
+          const states = await store.apply(read, now);
+          const expected = (waves * perWave) / subjects.length;
+          expect(states.map((state) => state.count)).toEqual([expected, expected, expected]);
+        }
+        // Some calls found the code gone and were decided by EVAL.
+        const calls = await scriptCalls(direct);
+        expect(calls.eval).toBeGreaterThan(0);
+        expect(calls.fcall + calls.evalsha).toBeGreaterThan(calls.eval);
+      } finally {
+        direct.disconnect();
+        await store.close();
+      }
+    });
+  }
 
   it("stores each counter under its subject's hash tag and expires it with the window, and the late grace", async () => {
     const store = new RedisStore({ client: server.url, prefix: "layout:" });
@@ -172,11 +278,20 @@ const windows: fc.Arbitrary<WindowSpec> = fc.oneof(
   fc.constantFrom<WindowSpec>({ months: 1 }, { months: 3 }),
 );
 
+const algorithms = fc.constantFrom<AlgorithmName>("fixed-window", "sliding-window", "token-bucket");
+
 const counterShape = fc.record({
-  algorithm: fc.constantFrom<AlgorithmName>("fixed-window", "sliding-window", "token-bucket"),
+  algorithm: algorithms,
   limit: fc.integer({ min: 0, max: 12 }),
   window: windows,
   observe: fc.boolean(),
+});
+
+/** One request of a call: which counters, at what cost, stamped how late. */
+const requestShape = fc.record({
+  mask: fc.integer({ min: 1, max: 7 }),
+  cost: fc.integer({ min: 0, max: 3 }),
+  lateMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 90_000 })),
 });
 
 const step = fc.record({
@@ -185,55 +300,112 @@ const step = fc.record({
     fc.integer({ min: 0, max: 90_000 }),
     fc.integer({ min: 0, max: 40 * 86_400_000 }),
   ),
-  mask: fc.integer({ min: 1, max: 7 }),
-  cost: fc.integer({ min: 1, max: 3 }),
+  /** A policy reload: counter `counter` gets another rule (same key). */
+  reload: fc.option(fc.record({ counter: fc.integer({ min: 0, max: 2 }), shape: counterShape }), {
+    freq: 8,
+  }),
+  /** Requests sent in one call, as the store batches a tick's requests. */
+  requests: fc.array(requestShape, { minLength: 1, maxLength: 3 }),
 });
 
+type Form = "function" | "script";
+
+/**
+ * Runs requests through the Lua directly, the way the store sends them (encodeRequest,
+ * decodeReply), as a function or as a script. The call and a PERSIST of every key it touched
+ * run in one MULTI: the test's clock runs far ahead of the real one, and a key written a
+ * millisecond before its window ends must not expire, in real time, before the next step reads
+ * it (the memory store it is compared with never expires anything on its own).
+ */
+async function runDirect(
+  form: Form,
+  requests: readonly { counters: CounterSpec[]; now: number }[],
+): Promise<CounterState[][]> {
+  const keys: string[] = [];
+  const args: string[] = [];
+  for (const { counters, now } of requests) {
+    const encoded = encodeRequest(
+      counters,
+      String(now),
+      (spec) => `parity:{${spec.subject}}|${spec.key}`,
+    );
+    keys.push(...encoded.keys);
+    args.push(...encoded.args);
+  }
+  const transaction = admin.multi();
+  if (form === "function")
+    transaction.fcall(APPLY_COUNTERS_FUNCTION, keys.length, ...keys, ...args);
+  else transaction.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args);
+  for (const key of keys) transaction.persist(key);
+  const results = (await transaction.exec()) ?? [];
+  const [error, reply] = results[0] ?? [new Error("no reply")];
+  if (error) throw error;
+  let offset = 0;
+  return requests.map(({ counters }) => {
+    const states = decodeReply(reply, offset, counters.length);
+    offset += counters.length;
+    return states;
+  });
+}
+
 describe("Lua and TypeScript algorithms", () => {
-  it("give identical states for the same random request sequences", async () => {
-    const store = new RedisStore({ client: server.url, prefix: "parity:", clock: "caller" });
-    await store.ready();
-    let run = 0;
-    try {
+  for (const form of ["function", "script"] as const) {
+    it(`give identical states for the same random sequences, late requests and reloads included (${form})`, async () => {
+      await admin.function("LOAD", "REPLACE", APPLY_COUNTERS_LIBRARY);
+      let run = 0;
       await fc.assert(
         fc.asyncProperty(
           fc.array(counterShape, { minLength: 3, maxLength: 3 }),
           fc.array(step, { minLength: 1, maxLength: 40 }),
-          async (shapes, steps) => {
+          async (initial, steps) => {
             run++;
-            const memory = new MemoryStore();
-            const subject = `user:run${run}`;
-            const specs = shapes.map((shape, index) =>
-              counter(
+            const reference = new AlgorithmReference();
+            const subject = `user:${form}${run}`;
+            const shapes = [...initial];
+            const specOf = (index: number, cost: number): CounterSpec => {
+              const shape = shapes[index] as (typeof shapes)[number];
+              return counter(
                 subject,
                 `c${index}`,
                 shape.algorithm,
                 shape.limit,
                 shape.window,
-                1,
+                cost,
                 shape.observe ? "observe" : "enforce",
-              ),
-            );
-            // A day ahead of the real clock, so that Redis never expires a key the simulated
-            // clock still considers live.
-            let now = Date.now() + 86_400_000 + (run % 997);
-            for (const { advanceMs, mask, cost } of steps) {
+              );
+            };
+            let now = Date.UTC(2026, 0, 1) + (run % 997);
+            for (const { advanceMs, reload, requests } of steps) {
               now += advanceMs;
-              const request = specs
-                .filter((_, index) => (mask & (1 << index)) !== 0)
-                .map((spec) => ({ ...spec, cost }));
-              const fromRedis = plain(await store.apply(request, now));
-              const fromMemory = plain(memory.applySync(request, now));
-              expect(fromRedis).toEqual(fromMemory);
+              if (reload !== null) shapes[reload.counter] = reload.shape;
+              const sent = requests.map(({ mask, cost, lateMs }) => {
+                const counters = [0, 1, 2]
+                  .filter((index) => (mask & (1 << index)) !== 0)
+                  .map((index) => specOf(index, cost));
+                // A token bucket of limit 0 asked for cost 0: TypeScript answers a retry of NaN.
+                const nanRetry = counters.some(
+                  (spec) => spec.algorithm === "token-bucket" && spec.limit === 0,
+                );
+                return {
+                  counters:
+                    nanRetry && cost === 0
+                      ? counters.map((spec) => ({ ...spec, cost: 1 }))
+                      : counters,
+                  now: now - lateMs,
+                };
+              });
+              const fromRedis = await runDirect(form, sent);
+              const expected = sent.map(({ counters, now: stamp }) =>
+                reference.apply(counters, stamp),
+              );
+              expect(fromRedis.map(plain)).toEqual(expected.map(plain));
             }
           },
         ),
-        { numRuns: 80, seed: 20_240_601 },
+        { numRuns: 60, seed: 20_261_201 },
       );
-    } finally {
-      await store.close();
-    }
-  });
+    });
+  }
 });
 
 describe("batched requests", () => {

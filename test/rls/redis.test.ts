@@ -89,7 +89,7 @@ async function scriptCalls(port: number): Promise<number> {
   const stats = await client.info("commandstats");
   client.disconnect();
   let calls = 0;
-  for (const match of stats.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g))
+  for (const match of stats.matchAll(/cmdstat_(fcall|evalsha|eval):calls=(\d+)/g))
     calls += Number(match[2]);
   return calls;
 }

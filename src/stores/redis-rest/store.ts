@@ -107,7 +107,7 @@ export class RedisRestStore implements Store {
     try {
       const states =
         this.#batch === undefined
-          ? decodeReply(await this.#run(request.keys, ["1", ...request.args]), 0, counters.length)
+          ? decodeReply(await this.#run(request.keys, request.args), 0, counters.length)
           : await this.#batch.submit(request);
       breaker?.recordSuccess();
       return states;

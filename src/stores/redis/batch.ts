@@ -11,7 +11,7 @@ interface Queued extends ScriptRequest {
  * `maxBatch`): the script applies them one after the other, each atomically, in arrival order.
  * Nothing waits for a batch to fill; the queue is flushed by `defer`, once the current tick's
  * work is done (`process.nextTick` in Node; `queueMicrotask` in a runtime without it). `send`
- * takes the batch's keys and arguments (the request count first, then each request's arguments).
+ * takes the batch's keys and arguments (each request's in turn).
  */
 export class TickBatch {
   readonly #maxBatch: number;
@@ -42,7 +42,7 @@ export class TickBatch {
     if (batch.length === 0) return;
     this.#queue = [];
     const keys: string[] = [];
-    const args: string[] = [String(batch.length)];
+    const args: string[] = [];
     for (const request of batch) {
       for (const key of request.keys) keys.push(key);
       for (const arg of request.args) args.push(arg);

@@ -1,18 +1,18 @@
 /**
- * The script's calling convention (see script.ts): each counter is five arguments after the
- * request's `now` and counter count, and each answer five numbers.
+ * The script's calling convention (see script.ts): a request is its `now` followed by one
+ * argument per counter, and each answer five numbers.
  */
 import { EdgelimitError } from "../../core/errors.js";
 import type { CounterSpec, CounterState, WindowSpec } from "../../core/types.js";
 
 const FIELDS_PER_COUNTER = 5;
-const ALGORITHM_CODES = {
-  "fixed-window": "f",
-  "sliding-window": "s",
-  "token-bucket": "t",
+/** Algorithm and mode in one letter: lower case enforces, upper case observes. */
+const ALGORITHM_LETTERS = {
+  enforce: { "fixed-window": "f", "sliding-window": "s", "token-bucket": "t" },
+  observe: { "fixed-window": "F", "sliding-window": "S", "token-bucket": "T" },
 } as const;
 
-/** One request's keys and arguments: `now` ("" for the server's clock), the count, counters. */
+/** One request's keys and arguments: `now` ("" for the server's clock), then its counters. */
 export interface ScriptRequest {
   readonly keys: string[];
   readonly args: string[];
@@ -25,17 +25,12 @@ export function encodeRequest(
 ): ScriptRequest {
   const count = counters.length;
   const keys: string[] = new Array(count);
-  const args: string[] = [nowArgument, String(count)];
+  const args: string[] = new Array(count + 1);
+  args[0] = nowArgument;
   for (let i = 0; i < count; i++) {
     const counter = counters[i] as CounterSpec;
     keys[i] = keyOf(counter);
-    args.push(
-      ALGORITHM_CODES[counter.algorithm],
-      String(counter.limit),
-      windowArgument(counter.window),
-      String(counter.cost),
-      counter.mode === "observe" ? "o" : "e",
-    );
+    args[i + 1] = specArgument(counter);
   }
   return { keys, args };
 }
@@ -49,6 +44,11 @@ export function redisKeyOf(prefix: string, counter: CounterSpec): string {
     ? counter.key.slice(counter.subject.length)
     : `|${counter.key}`;
   return `${prefix}{${counter.subject}}${rest}`;
+}
+
+/** "f 100 60000 1": algorithm and mode, limit, window, cost (the script caches it by its text). */
+function specArgument(counter: CounterSpec): string {
+  return `${ALGORITHM_LETTERS[counter.mode][counter.algorithm]} ${counter.limit} ${windowArgument(counter.window)} ${counter.cost}`;
 }
 
 function windowArgument(window: WindowSpec): string {

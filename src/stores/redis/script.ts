@@ -1,39 +1,68 @@
 /**
- * The one Lua script the Redis store runs: it applies every counter of one request (all in one
- * hash slot) in a single atomic call, with the same three phases and the same arithmetic as
- * `src/core/algorithms/*` and `src/stores/memory.ts`, and returns each counter's state.
+ * The Lua that the Redis store runs: it applies every counter of one or more requests (all in
+ * one hash slot on a Cluster) in a single atomic call, with the same three phases and the same
+ * arithmetic as `src/core/algorithms/*` and `src/stores/memory.ts`, and returns each counter's
+ * state.
  *
- * Call: `EVALSHA <sha> <keys> key... <requests> (<now> <n> spec1..specN)...`: one or more
- * requests, applied one after the other, each atomically and all-or-nothing on its own `n`
- * counters (its keys follow the previous request's keys). `now` is "" (read the server's
- * `TIME`, so that gateways with skewed clocks agree) or the caller's epoch ms. Each spec is
- * five arguments: algorithm (`f` fixed window, `s` sliding window, `t` token bucket), limit,
- * window (`60000` ms or `m1` calendar months, UTC), cost, mode (`e` enforce, `o` observe).
+ * One source, two forms: a Redis 7 function library (`FUNCTION LOAD` once, then `FCALL`), whose
+ * helpers are created once per load, and the same code as a script (`EVALSHA`) for servers
+ * without functions. Both take the same keys and arguments and give the same reply.
+ *
+ * Call: `FCALL <APPLY_COUNTERS_FUNCTION> <keys> key... (<now> spec1..specN)...` (or `EVALSHA
+ * <APPLY_COUNTERS_SHA>` with the same keys and arguments): one or more requests, applied one
+ * after the other, each atomically and all-or-nothing on its own counters (one key per spec, in
+ * order). `now` is "" (read the server's `TIME`, once per call, so that gateways with skewed
+ * clocks agree) or the caller's epoch ms; a request's specs run up to the next `now`. A spec is
+ * one argument, `"f 60 60000 1"`: algorithm and mode in one letter (`f` fixed window, `s`
+ * sliding window, `t` token bucket; upper case for an observing counter), limit, window
+ * (`60000` ms, or `m1` calendar months, UTC), cost.
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
  *
- * State: a windowed counter is stored as "index count previous span" (span: the window's
- * length in ms, or minus its months, as `windowSpanOf`; states written before it have three
- * fields), a token bucket as its theoretical arrival time printed with 17 significant digits so
- * that a double survives the round trip exactly. Windows never move backwards: a request
- * stamped before the stored window is counted in the stored window, at its start
- * (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire when their state stops
- * mattering, and `LATE_GRACE_MS` more for a request that arrives late, measured from the time
- * the script counts with (`PX`, a duration): the server applies it on its own clock, so a
- * caller whose clock is behind the server's never writes an expiry that is already past.
+ * State: one string per counter, its algorithm's letter and then IEEE doubles (Lua's `struct`),
+ * so that reading it parses nothing and a double survives the round trip exactly: a windowed
+ * counter is `index count previous span` (span: the window's length in ms, or minus its months,
+ * as `windowSpanOf`), a token bucket its theoretical arrival time and its key's expiry. A state
+ * of another algorithm or another span is no state for the counter (a reload changed its rule),
+ * as in the memory store. States written as text by earlier versions ("index count previous
+ * span", "index count previous", or the arrival time printed with 17 digits) are read as those
+ * versions read them, and written back as text while they matter (see settle_windowed).
+ *
+ * Windows never move backwards: a request stamped before the stored window is counted in the
+ * stored window, at its start (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire
+ * when their state stops mattering (and `LATE_GRACE_MS`, 2 s, later, for a request that
+ * arrives late), measured from the time the script counts with (`PX`, a
+ * duration): the server applies it on its own clock, so a caller whose clock is behind the
+ * server's never writes an expiry that is already past. The first write of a window sets it;
+ * the writes after it keep it (`KEEPTTL`). A refused request leaves a token bucket as it was.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
- * drives both with the same random sequences).
+ * drives both with the same random sequences). The code allocates no table per counter and
+ * builds no string but the state it writes: in Redis, table and string churn cost more than the
+ * arithmetic (bench/redis.bench.ts measures the server time per decision).
  */
-export const APPLY_COUNTERS_LUA = `
--- Locals, not globals: a global lookup is a table access on every use.
-local floor, ceil, max, huge = math.floor, math.ceil, math.max, math.huge
-local format, match, byte, sub = string.format, string.match, string.byte, string.sub
-local call, tonumber = redis.call, tonumber
+const CORE = `
+-- Redis 7.0 runs a library's top level without the standard libraries: they are bound on the
+-- first call, into upvalues that the library's functions then share.
+local floor, ceil, max, huge, to_number, byte, sub, match, format, pack, unpack_state
+local function bind()
+  floor, ceil, max, huge = math.floor, math.ceil, math.max, math.huge
+  to_number, byte, sub, match, format = tonumber, string.byte, string.sub, string.match, string.format
+  pack, unpack_state = struct.pack, struct.unpack
+end
+
 local DAY_MS = 86400000
 local EPSILON = 1e-6
+-- LATE_GRACE_MS (src/core/windows.ts): a key outlives its state's expiry by this much, so that a
+-- request that reaches Redis late still finds its window's count.
+local LATE_GRACE = 2000
+local SLIDING, BUCKET = 115, 116 -- "s", "t" (and "f", the fixed window)
+-- How a windowed state is written back: as bytes with a new expiry, as bytes keeping the key's
+-- expiry (a state written for the same window), or as text (see WRITE_TEXT below).
+local WRITE_BYTES, KEEP_EXPIRY, WRITE_TEXT = 0, 1, 2
+local LOWER_CASE_A, DIGIT_NINE = 97, 57
 
 local function days_from_civil(y, m, d)
   if m <= 2 then y = y - 1 end
@@ -62,90 +91,102 @@ local function month_start(months)
   return days_from_civil(1970 + floor(months / 12), months % 12 + 1, 1) * DAY_MS
 end
 
--- Bounds of the window with this index, stored on the spec: index, start, finish.
-local function place(spec, index)
-  if spec.ms then
-    spec.index, spec.start, spec.finish = index, index * spec.ms, (index + 1) * spec.ms
-  else
-    spec.index = index
-    spec.start = month_start(index * spec.months)
-    spec.finish = month_start((index + 1) * spec.months)
+-- A window is ms milliseconds long, or months calendar months (ms is then false).
+local function start_of(ms, months, index)
+  if ms then return index * ms end
+  return month_start(index * months)
+end
+
+local function index_at(ms, months, now)
+  if ms then return floor(now / ms) end
+  return floor(months_since_epoch(now) / months)
+end
+
+-- Length of the window containing now (a month's own length).
+local function length_at(ms, months, now)
+  if ms then return ms end
+  local index = floor(months_since_epoch(now) / months)
+  return month_start((index + 1) * months) - month_start(index * months)
+end
+
+-- Counter specs by their text ("f 100 60000 1": algorithm letter, limit, window, cost):
+-- converting text to numbers (strtod) costs more than a counter's arithmetic, and a policy's
+-- specs repeat from call to call. Bounded: emptied when full.
+local MAX_SPECS = 256
+local specs, specs_held = {}, 0
+
+-- code (the lower-case letter's byte), limit, ms, months, cost, observe.
+local function spec_of(text)
+  local spec = specs[text]
+  if spec == nil then
+    local letter, limit, window, cost = match(text, "^(%a) (%S+) (%S+) (%S+)$")
+    if letter == nil then error("ERR edgelimit: bad counter spec '" .. text .. "'") end
+    local code = byte(letter)
+    local observe = code < LOWER_CASE_A
+    if observe then code = code + 32 end
+    local ms, months = to_number(window), false
+    if not ms then months = to_number(sub(window, 2)) end
+    spec = { code, to_number(limit), ms, months, to_number(cost), observe }
+    if specs_held >= MAX_SPECS then specs, specs_held = {}, 0 end
+    specs[text] = spec
+    specs_held = specs_held + 1
   end
+  return spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
 end
 
--- The window containing now, and now itself (what the spec is counted at).
-local function locate(spec, now)
-  if spec.ms then place(spec, floor(now / spec.ms))
-  else place(spec, floor(months_since_epoch(now) / spec.months)) end
-  spec.now = now
-end
-
-local function window_end_of(spec, index)
-  if spec.ms then return (index + 1) * spec.ms end
-  return month_start((index + 1) * spec.months)
-end
-
--- Loads a counter's state, already rolled into the current window, onto the spec.
-local function load(spec, raw)
-  if spec.algorithm == "t" then
-    spec.tat = raw and tonumber(raw) or false
-    return
+-- Where a windowed counter counts a request stamped now (countedAt, then rollWindow): the
+-- window's index, the time it counts at, the state rolled into that window (count, previous),
+-- how to write it back, and whether the key holds a state of another algorithm.
+local function windowed_at(raw, code, ms, months, now)
+  local index = index_at(ms, months, now)
+  if not raw then return index, now, 0, 0, WRITE_BYTES, false end
+  local first = byte(raw, 1)
+  local stored, count, previous, span
+  local form = KEEP_EXPIRY
+  if first == code then
+    local _
+    _, stored, count, previous, span = unpack_state("<Bdddd", raw)
+  elseif first ~= nil and first <= DIGIT_NINE then
+    -- Text, from an earlier version (without the span in the oldest), or from a process of the
+    -- previous version during a rolling upgrade.
+    local i, c, p, s = match(raw, "^(%S+) (%S+) (%S+) ?(%S*)$")
+    if i ~= nil then stored, count, previous, span = to_number(i), to_number(c), to_number(p), to_number(s) end
+    form = WRITE_TEXT
   end
-  spec.count, spec.previous = 0, 0
-  if not raw then return end
-  local index, count, previous, span = match(raw, "^(%S+) (%S+) (%S+) ?(%S*)$")
-  if index == nil then return end
-  index = tonumber(index)
+  if stored == nil then return index, now, 0, 0, WRITE_BYTES, true end
   -- A state of another window length belongs to another rule (a reload changed the window).
-  if span == "" then
-    if index > spec.index + 1 then return end
-  elseif tonumber(span) ~= spec.span then
-    return
+  if span == nil then
+    if stored > index + 1 then return index, now, 0, 0, WRITE_BYTES, false end
+  elseif span ~= (ms or -months) then
+    return index, now, 0, 0, WRITE_BYTES, false
   end
-  if index > spec.index then
-    -- Counted late: in the counter's newest window, at its start; never rewound.
-    place(spec, index)
-    spec.now = spec.start
-  end
-  if index == spec.index then
-    spec.count, spec.previous = tonumber(count), tonumber(previous)
-  elseif index == spec.index - 1 then
-    spec.previous = tonumber(count)
-  end
+  -- Counted late: in the counter's newest window, at its start; never rewound.
+  if stored > index then return stored, start_of(ms, months, stored), count, previous, form, false end
+  if stored == index then return index, now, count, previous, form, false end
+  if stored == index - 1 then return index, now, 0, count, WRITE_BYTES, false end
+  return index, now, 0, 0, WRITE_BYTES, false
 end
 
-local function allows(spec, now)
-  if spec.algorithm == "t" then
-    local tat = spec.tat
-    if not tat or tat < now then tat = now end
-    local length = spec.finish - spec.start
-    return tat + spec.cost * (length / spec.limit) - now <= length + EPSILON
+-- A token bucket's theoretical arrival time, no earlier than now; the expiry its key was given
+-- (false when unknown); whether to write it back as text (as settle_windowed: a text state
+-- that still limits); whether the key holds a state of another algorithm.
+local function arrival_at(raw, now)
+  if not raw then return now, false, false, false end
+  local first = byte(raw, 1)
+  local tat, expires, as_text = nil, false, false
+  if first == BUCKET then
+    local _
+    _, tat, expires = unpack_state("<Bdd", raw)
+  elseif first ~= nil and first <= DIGIT_NINE then
+    tat = to_number(raw)
+    as_text = true
   end
-  if spec.algorithm == "s" then
-    local weight = (spec.finish - now) / (spec.finish - spec.start)
-    return spec.previous * weight + spec.count + spec.cost <= spec.limit
-  end
-  return spec.count + spec.cost <= spec.limit
+  if tat == nil then return now, false, false, true end
+  if tat < now then return now, expires, false, false end
+  return tat, expires, as_text, false
 end
 
--- Counts the request on the spec's state and returns the encoded state and its expiry.
-local function count_request(spec, now, ok)
-  if spec.algorithm == "t" then
-    local tat = spec.tat
-    if not tat or tat < now then tat = now end
-    if ok then tat = tat + spec.cost * ((spec.finish - spec.start) / spec.limit) end
-    spec.tat = tat
-    return format("%.17g", tat), ceil(tat)
-  end
-  spec.count = spec.count + spec.cost
-  -- Whole numbers below 10^14 print exactly with Lua's default number format (%.14g).
-  local encoded = spec.index .. " " .. spec.count .. " " .. spec.previous .. " " .. spec.span
-  if spec.algorithm == "s" then return encoded, window_end_of(spec, spec.index + 1) end
-  return encoded, spec.finish
-end
-
-local function sliding_retry_after(count, previous, now, finish, length, spec)
-  local limit, cost = spec.limit, spec.cost
+local function sliding_retry_after(count, previous, now, finish, length, limit, cost)
   if count + cost <= limit and previous > 0 then
     local pass_at = finish - ((limit - cost - count) * length) / previous
     return max(1, ceil(pass_at - now))
@@ -156,110 +197,203 @@ local function sliding_retry_after(count, previous, now, finish, length, spec)
   return max(1, ceil(pass_at - now))
 end
 
--- Appends allowed, count, remaining, resetAt, retryAfterMs.
-local function describe(out, spec, now, ok)
-  local n = #out
-  out[n + 1] = ok and 1 or 0
-  local finish, length = spec.finish, spec.finish - spec.start
-  if spec.algorithm == "t" then
-    local step = length / spec.limit
-    local tat = spec.tat
-    if not tat or tat < now then tat = now end
-    local in_use = (tat - now) / step
-    local retry = 0
-    if not ok then
-      retry = max(1, ceil(tat + spec.cost * step - length - now))
-      if retry == huge then retry = -1 end
+-- A token bucket: counts the request when counted and admitted (a refused request leaves the
+-- bucket as it was), and returns allowed, count, remaining, resetAt, retryAfterMs. A state is
+-- dropped when it expires at the time it is counted at. Its key's expiry is set a window
+-- beyond the arrival time, so that the following requests, which move the arrival time a step
+-- at a time, keep it (setting an expiry costs Redis more than the rest of the call).
+local function settle_bucket(call, key, limit, ms, months, cost, now, ok, counted, present, tat, expires, as_text, foreign)
+  local length = length_at(ms, months, now)
+  local step = length / limit
+  if counted and ok then
+    tat = tat + cost * step
+    local needed = ceil(tat)
+    if needed + LATE_GRACE - now <= 0 then
+      call("DEL", key)
+    elseif as_text then
+      -- 17 significant digits: the double survives the round trip exactly.
+      call("SET", key, format("%.17g", tat), "PX", ceil(needed + LATE_GRACE - now))
+    elseif expires and needed + LATE_GRACE <= expires then
+      call("SET", key, pack("<Bdd", BUCKET, tat, expires), "KEEPTTL")
+    else
+      local ttl = ceil(needed + length + LATE_GRACE - now)
+      call("SET", key, pack("<Bdd", BUCKET, tat, now + ttl), "PX", ttl)
     end
-    out[n + 2] = ceil(in_use - EPSILON)
-    out[n + 3] = max(0, floor(spec.limit - in_use + EPSILON))
-    out[n + 4] = ceil(tat)
-    out[n + 5] = retry
-    return
+  elseif foreign then
+    -- Another algorithm's state.
+    call("DEL", key)
   end
-  local count, previous = spec.count, spec.previous
-  if spec.algorithm == "s" then
-    local used = previous * ((finish - now) / length) + count
-    local reset_at = now
-    if count > 0 then reset_at = finish + length elseif previous > 0 then reset_at = finish end
-    out[n + 2] = ceil(used - 1e-9)
-    out[n + 3] = max(0, floor(spec.limit - used + 1e-9))
-    out[n + 4] = reset_at
-    out[n + 5] = ok and 0 or sliding_retry_after(count, previous, now, finish, length, spec)
-    return
+  local in_use = (tat - now) / step
+  local retry = 0
+  if not ok then
+    retry = max(1, ceil(tat + cost * step - length - now))
+    if retry == huge then retry = -1 end
   end
-  out[n + 2] = count
-  out[n + 3] = max(0, spec.limit - count)
-  out[n + 4] = finish
-  out[n + 5] = ok and 0 or finish - now
+  return ok and 1 or 0, ceil(in_use - EPSILON), max(0, floor(limit - in_use + EPSILON)), ceil(tat), retry
 end
 
-local server_now
-local out = {}
-local key_at = 0
-local at = 2
-for _ = 1, tonumber(ARGV[1]) do
-  local now = ARGV[at]
-  if now == "" then
-    if server_now == nil then
-      local time = call("TIME")
-      server_now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000)
-    end
-    now = server_now
-  else
-    now = tonumber(now)
-  end
-  local n = tonumber(ARGV[at + 1])
-  at = at + 2
-  local specs = {}
-  local admitted = true
-  for i = 1, n do
-    local window = ARGV[at + 2]
-    -- Every field up front: a table that grows field by field rehashes several times.
-    local spec = {
-      algorithm = ARGV[at],
-      limit = tonumber(ARGV[at + 1]),
-      cost = tonumber(ARGV[at + 3]),
-      observe = ARGV[at + 4] == "o",
-      ms = false, months = false, span = 0,
-      index = 0, start = 0, finish = 0, now = 0,
-      count = 0, previous = 0, tat = false, ok = false,
-    }
-    if byte(window, 1) == 109 then -- "m"
-      spec.months = tonumber(sub(window, 2))
-      spec.span = -spec.months
+-- A windowed counter: as settle_bucket. Its key expires when its count stops mattering; a
+-- state written for this window already has that expiry, which the write keeps. A state read
+-- as text in this window is written back as text: during a rolling upgrade, processes of the
+-- previous version read only text, and would take bytes for an empty counter. The next window
+-- is written as bytes.
+local function settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
+  local start, finish = start_of(ms, months, index), start_of(ms, months, index + 1)
+  if counted then
+    count = count + cost
+    if form == KEEP_EXPIRY then
+      call("SET", key, pack("<Bdddd", code, index, count, previous, ms or -months), "KEEPTTL")
     else
-      spec.ms = tonumber(window)
-      spec.span = spec.ms
+      local expiry = finish
+      if code == SLIDING then expiry = start_of(ms, months, index + 2) end
+      -- Whole numbers below 10^14 print exactly with Lua's number format (%.14g).
+      local state = form == WRITE_TEXT and index .. " " .. count .. " " .. previous .. " " .. (ms or -months)
+        or pack("<Bdddd", code, index, count, previous, ms or -months)
+      call("SET", key, state, "PX", ceil(expiry + LATE_GRACE - at))
     end
-    at = at + 5
-    locate(spec, now)
-    load(spec, call("GET", KEYS[key_at + i]))
-    local ok = allows(spec, spec.now)
-    spec.ok = ok
-    if not ok and not spec.observe then admitted = false end
-    specs[i] = spec
+  elseif foreign then
+    -- A state of another algorithm is dropped even when not counted, as the memory store does.
+    call("DEL", key)
   end
-  for i = 1, n do
-    local spec = specs[i]
-    local ok = spec.ok
-    -- Refused requests count only on the enforcing counters that refused them.
-    if admitted or not ok or spec.observe then
-      local encoded, expiry = count_request(spec, spec.now, ok)
-      -- Kept LATE_GRACE_MS (src/core/windows.ts) longer, for a request that arrives late.
-      local ttl = expiry - spec.now + 2000
-      if ttl > 0 then
-        call("SET", KEYS[key_at + i], encoded, "PX", ceil(ttl))
-      else
-        call("DEL", KEYS[key_at + i])
+  if code == SLIDING then
+    local length = finish - start
+    local used = previous * ((finish - at) / length) + count
+    local reset_at = at
+    if count > 0 then reset_at = finish + length elseif previous > 0 then reset_at = finish end
+    return ok and 1 or 0, ceil(used - 1e-9), max(0, floor(limit - used + 1e-9)), reset_at,
+      ok and 0 or sliding_retry_after(count, previous, at, finish, length, limit, cost)
+  end
+  return ok and 1 or 0, count, max(0, limit - count), finish, ok and 0 or finish - at
+end
+
+-- A counter for a request at now, from its spec and its key's value raw: code, limit, ms,
+-- months, cost, observe; whether it allows the request (the algorithms' allows); where it is
+-- counted (index, at) and its state there (count, previous: windowed_at; a token bucket's
+-- arrival time in previous, its key's expiry in form); whether the key holds another
+-- algorithm's state; whether the key holds a value at all; (token bucket) whether to write it
+-- back as text. All returned as values, not a table: see settle.
+local function assess(raw, spec, now)
+  local code, limit, ms, months, cost, observe = spec_of(spec)
+  if code == BUCKET then
+    local tat, expires, as_text, foreign = arrival_at(raw, now)
+    local length = length_at(ms, months, now)
+    local ok = tat + cost * (length / limit) - now <= length + EPSILON
+    return code, limit, ms, months, cost, observe, ok, 0, now, 0, tat, expires, foreign, raw ~= false, as_text
+  end
+  local index, at, count, previous, form, foreign = windowed_at(raw, code, ms, months, now)
+  local ok
+  if code == SLIDING then
+    local start, finish = start_of(ms, months, index), start_of(ms, months, index + 1)
+    ok = previous * ((finish - at) / (finish - start)) + count + cost <= limit
+  else
+    ok = count + cost <= limit
+  end
+  return code, limit, ms, months, cost, observe, ok, index, at, count, previous, form, foreign, raw ~= false, false
+end
+
+-- Counts the request on an assessed counter when it must, writes its state, and returns its
+-- answer. Refused requests count only on the enforcing counters that refused them.
+local function settle(call, key, admitted, code, limit, ms, months, cost, observe, ok, index, at, count, previous, form, foreign, present, as_text)
+  local counted = admitted or not ok or observe
+  if code == BUCKET then
+    return settle_bucket(call, key, limit, ms, months, cost, at, ok, counted, present, previous, form, as_text, foreign)
+  end
+  return settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
+end
+
+-- Whether an assessed counter lets the request in: it allows it, or it only observes.
+local function lets_in(_, _, _, _, _, observe, ok)
+  return ok or observe
+end
+
+local function time_of(call, now)
+  if now ~= "" then return to_number(now) end
+  local time = call("TIME")
+  return to_number(time[1]) * 1000 + floor(to_number(time[2]) / 1000)
+end
+
+local function apply(keys, args)
+  if not floor then bind() end
+  local call = redis.call
+  local argc = #args
+  -- One request of one or two counters, the usual calls, have their reply built at its final
+  -- size: growing a table costs more than the arithmetic. A lone counter always counts.
+  if argc == 2 then
+    local key = keys[1]
+    return { settle(call, key, true, assess(call("GET", key), args[2], time_of(call, args[1]))) }
+  end
+  if argc == 3 then
+    local now = time_of(call, args[1])
+    local key1, key2 = keys[1], keys[2]
+    local code1, limit1, ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1 =
+      assess(call("GET", key1), args[2], now)
+    local code2, limit2, ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2 =
+      assess(call("GET", key2), args[3], now)
+    local admitted = (ok1 or observe1) and (ok2 or observe2)
+    local allowed, count, remaining, reset_at, retry = settle(call, key1, admitted, code1, limit1,
+      ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1)
+    return { allowed, count, remaining, reset_at, retry, settle(call, key2, admitted, code2, limit2,
+      ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2) }
+  end
+  local server_now
+  local out, o = {}, 0
+  local key_at, at = 0, 1
+  while at <= argc do
+    local now = args[at]
+    if now ~= "" then
+      now = to_number(now)
+    else
+      server_now = server_now or time_of(call, now)
+      now = server_now
+    end
+    at = at + 1
+    -- The request's specs run up to the next request's time (empty, or digits).
+    local n = 0
+    while at + n <= argc do
+      local first = byte(args[at + n], 1)
+      if first == nil or first <= DIGIT_NINE then break end
+      n = n + 1
+    end
+    -- Admitted when every enforcing counter lets it in. The first pass's answers are not kept:
+    -- the second pass reads each key again (a GET costs less than a table to keep them in).
+    local admitted = true
+    if n > 1 then
+      for i = 1, n do
+        if not lets_in(assess(call("GET", keys[key_at + i]), args[at + i - 1], now)) then
+          admitted = false
+          break
+        end
       end
     end
-    describe(out, spec, spec.now, ok)
+    for i = 1, n do
+      local key = keys[key_at + i]
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+        settle(call, key, admitted, assess(call("GET", key), args[at + i - 1], now))
+      o = o + 5
+    end
+    at = at + n
+    key_at = key_at + n
   end
-  key_at = key_at + n
+  return out
 end
-return out
+`;
+
+/** The Lua as a script, for `EVAL`/`EVALSHA` where functions are unavailable (Redis before 7). */
+export const APPLY_COUNTERS_LUA = `${CORE}
+return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "8960412bad6e5e7d301480ddf77e9b7eaf76fbb4";
+export const APPLY_COUNTERS_SHA = "c9a5f699b83f091af9f0a7e48dd1f4744f100184";
+
+/**
+ * The function's name: the script's SHA in it, so that processes of two versions sharing one
+ * Redis (a rolling deploy) each call their own code, as they would with `EVALSHA`.
+ */
+export const APPLY_COUNTERS_FUNCTION = `edgelimit_apply_${APPLY_COUNTERS_SHA.slice(0, 16)}`;
+
+/** The Lua as a Redis 7 function library (`FUNCTION LOAD`), registering `APPLY_COUNTERS_FUNCTION`. */
+export const APPLY_COUNTERS_LIBRARY = `#!lua name=${APPLY_COUNTERS_FUNCTION}
+${CORE}
+redis.register_function("${APPLY_COUNTERS_FUNCTION}", apply)
+`;

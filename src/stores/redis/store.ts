@@ -18,7 +18,7 @@ import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
-import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "./script.js";
+import { ScriptRunner } from "./runner.js";
 import { keySlot } from "./slot.js";
 
 export interface RedisStoreOptions extends ScriptStoreOptions {
@@ -67,6 +67,7 @@ export class RedisStore implements Store {
   readonly #gate: ConnectionGate;
   /** The single node's guard, or one per Cluster master (by `host:port`). */
   readonly #guards = new Map<string, RemoteGuard>();
+  readonly #runner: ScriptRunner;
   /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
   /** The last connection error of a client the store owns (for health pages). */
@@ -84,6 +85,9 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.#isCluster = this.client instanceof Cluster;
+    this.#runner = new ScriptRunner(this.client, () => {
+      this.roundTrips++;
+    });
     const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(
       options,
       "redisStore",
@@ -144,9 +148,8 @@ export class RedisStore implements Store {
     this.#gate.lost(this.lastConnectionError ?? "connection closed");
   };
 
-  async #loadScript(): Promise<void> {
-    const masters = this.client instanceof Cluster ? this.client.nodes("master") : [this.client];
-    await Promise.all(masters.map((node) => node.script("LOAD", APPLY_COUNTERS_LUA)));
+  #loadScript(): Promise<void> {
+    return this.#runner.load();
   }
 
   /**
@@ -283,30 +286,14 @@ export class RedisStore implements Store {
   #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {
     const request = encodeRequest(counters, nowArgument, (counter) => this.redisKey(counter));
     if (this.#batch !== undefined) return this.#batch.submit(request);
-    return this.#run(request.keys, ["1", ...request.args]).then((reply) =>
+    return this.#run(request.keys, request.args).then((reply) =>
       decodeReply(reply, 0, counters.length),
     );
   }
 
-  /** EVALSHA, bounded by `timeoutMs`; EVAL once when the server has lost the script. */
-  async #run(keys: string[], args: string[]): Promise<unknown> {
-    this.roundTrips++;
-    try {
-      return await answeredInTime(
-        this.client.evalsha(APPLY_COUNTERS_SHA, keys.length, ...keys, ...args),
-        this.#timeoutMs,
-        "redis",
-      );
-    } catch (error) {
-      if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
-      // A restarted or flushed server lost the script: EVAL runs it and caches it again.
-      this.roundTrips++;
-      return answeredInTime(
-        this.client.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args),
-        this.#timeoutMs,
-        "redis",
-      );
-    }
+  /** The script call (runner.ts), bounded by `timeoutMs`. */
+  #run(keys: string[], args: string[]): Promise<unknown> {
+    return answeredInTime(this.#runner.run(keys, args), this.#timeoutMs, "redis");
   }
 }
 
