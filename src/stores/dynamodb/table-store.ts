@@ -42,7 +42,10 @@ export interface DynamoDbTableOptions {
   readonly remoteCacheMs?: number;
   /** Seconds an item outlives its window before TTL may delete it (default 300, as the seed). */
   readonly ttlGraceSeconds?: number;
-  /** A call still unanswered this long after it went out on a ready socket has failed (default 3000 ms). */
+  /**
+   * A call still unanswered this long has failed (default 3000 ms): counted from when it went
+   * out on a ready socket (node:https), or from its start (`fetch`, which is then aborted).
+   */
   readonly requestTimeoutMs?: number;
   /**
    * Each endpoint's circuit breaker (default: 5 consecutive failures open it for 250 ms), or
