@@ -19,7 +19,7 @@ export type { AwsCredentials } from "./sigv4-request.js";
 
 export interface AwsRequestToSign extends AwsRequestFields {
   /** A cached signing key for the date (`YYYYMMDD`); derived from the secret when absent. */
-  readonly signingKey?: (date: string) => Buffer;
+  readonly signingKey?: ((date: string) => Buffer) | undefined;
 }
 
 /**
@@ -50,10 +50,7 @@ export interface DynamoDbSigningInput {
 
 /** SigV4 fields for one DynamoDB JSON call (`POST /`), `content-length` included. */
 export function signDynamoDbRequest(input: DynamoDbSigningInput): Record<string, string> {
-  const headers = signAwsRequest({
-    ...dynamoDbRequest(input),
-    ...(input.signingKey !== undefined ? { signingKey: input.signingKey } : {}),
-  });
+  const headers = signAwsRequest({ ...dynamoDbRequest(input), signingKey: input.signingKey });
   headers["content-length"] = String(Buffer.byteLength(input.body));
   return headers;
 }
