@@ -9,19 +9,25 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders } from "
 import { type AddressInfo, createServer as createTcpServer, type Socket } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { signAwsRequest } from "../../src/aws/sigv4.js";
-import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
+import type { CounterState, Store } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
-import { DynamoDbStore } from "../../src/stores/dynamodb.js";
+import {
+  type DynamoDbStore,
+  type DynamoDbStoreOptions,
+  dynamodbStore,
+} from "../../src/stores/dynamodb.js";
 import {
   DynamoDbFetchClient,
   type DynamoDbFetchStore,
+  type DynamoDbFetchStoreOptions,
   dynamodbFetchStore,
 } from "../../src/stores/dynamodb-fetch.js";
 import { lagMonitor } from "../support/loop-lag.js";
 import { EXAMPLE_BUDGET_MS, exampleLimiter, timedCheck } from "../support/store-failure.js";
 import { startSwitchboard } from "../support/switchboard.js";
 import {
+  counter,
   createRateLimitTable,
   type LocalDynamo,
   scanTable,
@@ -30,26 +36,9 @@ import {
   TEST_CREDENTIALS,
 } from "./harness.js";
 
-const MINUTE = { ms: 60_000 };
 const T0 = Date.UTC(2026, 1, 14, 14, 30, 5);
 /** Timer slack on a machine shared by other suites. */
 const SLACK_MS = 150;
-
-function counter(key: string, overrides: Partial<CounterSpec> = {}): CounterSpec {
-  return {
-    key,
-    subject: key.split("|")[0] ?? key,
-    algorithm: "fixed-window",
-    limit: 100,
-    window: MINUTE,
-    cost: 1,
-    mode: "enforce",
-    ruleId: "test",
-    namespace: "default",
-    backend: undefined,
-    ...overrides,
-  };
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const lag = lagMonitor();
@@ -64,27 +53,20 @@ async function freshTable(): Promise<string> {
   return table;
 }
 
-function fetchStoreOn(table: string, endpoint = dynamo.endpoint): DynamoDbFetchStore {
-  const store = dynamodbFetchStore({
-    table,
-    region: "us-east-1",
-    endpoint,
-    credentials: TEST_CREDENTIALS,
-  });
+/** A store of either client on `table`, closed after the file. */
+function storeOn<S extends DynamoDbFetchStore | DynamoDbStore>(
+  make: (options: DynamoDbFetchStoreOptions & DynamoDbStoreOptions) => S,
+  table: string,
+  endpoint = dynamo.endpoint,
+): S {
+  const store = make({ table, region: "us-east-1", endpoint, credentials: TEST_CREDENTIALS });
   stores.push(store);
   return store;
 }
 
-function nodeStoreOn(table: string): DynamoDbStore {
-  const store = new DynamoDbStore({
-    table,
-    region: "us-east-1",
-    endpoint: dynamo.endpoint,
-    credentials: TEST_CREDENTIALS,
-  });
-  stores.push(store);
-  return store;
-}
+const fetchStoreOn = (table: string, endpoint?: string) =>
+  storeOn(dynamodbFetchStore, table, endpoint);
+const nodeStoreOn = (table: string) => storeOn(dynamodbStore, table);
 
 /** A loopback server that records each request and answers with `answer`'s status and body. */
 async function startRecorder(answer: () => { status: number; body: string }) {

@@ -11,7 +11,7 @@ import {
   type DynamoDbClient,
   type DynamoDbTransport,
   endpointFor,
-  readAnswer,
+  guardedCall,
 } from "./protocol.js";
 
 export type { AwsCredentials } from "../../aws/sigv4.js";
@@ -119,32 +119,33 @@ export class DynamoDbHttpClient implements DynamoDbClient {
     const body = JSON.stringify(input);
     // Signed first: missing credentials are a mistake to fix, not the endpoint failing.
     const headers = this.#sign(operation, body, new Date());
-    const response = await this.#guard.run(async (progress) => {
-      let answer: HttpResponse;
-      try {
-        answer = await pool.post(
-          "/",
-          headers,
-          body,
-          this.#timeoutMs,
-          options?.resendOnStaleSocket ?? true,
-          progress,
-        );
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
-        throw new EdgelimitError(
-          code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
-          code === "EL_STORE_TIMEOUT"
-            ? `DynamoDB ${operation} timed out (${reason})`
-            : `DynamoDB ${operation}: ${reason}`,
-        );
-      }
-      // A server error is the endpoint failing; any other answer is the endpoint working.
-      if (answer.status >= 500) readAnswer(answer.status, answer.body.toString("utf8"));
-      return answer;
-    }, options?.progress);
-    return readAnswer<T>(response.status, response.body.toString("utf8"));
+    return guardedCall<T>(
+      this.#guard,
+      async (progress) => {
+        let answer: HttpResponse;
+        try {
+          answer = await pool.post(
+            "/",
+            headers,
+            body,
+            this.#timeoutMs,
+            options?.resendOnStaleSocket ?? true,
+            progress,
+          );
+        } catch (error) {
+          const reason = error instanceof Error ? error.message : String(error);
+          const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
+          throw new EdgelimitError(
+            code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
+            code === "EL_STORE_TIMEOUT"
+              ? `DynamoDB ${operation} timed out (${reason})`
+              : `DynamoDB ${operation}: ${reason}`,
+          );
+        }
+        return { status: answer.status, text: answer.body.toString("utf8") };
+      },
+      options?.progress,
+    );
   }
 
   /** Opens a connection ahead of the first call (TCP and TLS handshakes done in advance). */

@@ -12,7 +12,8 @@ import {
   credentialsFromEnv,
   type DynamoDbClient,
   endpointFor,
-  readAnswer,
+  guardedCall,
+  type RawAnswer,
 } from "./protocol.js";
 
 /**
@@ -107,19 +108,19 @@ export class DynamoDbFetchClient implements DynamoDbClient {
     const body = JSON.stringify(input);
     // Signed first: missing credentials are a mistake to fix, not the endpoint failing.
     const headers = await this.#sign(operation, body);
-    const answer = await this.#guard.run(async (progress) => {
-      const setupDone = this.#setup(progress);
-      try {
-        const answer = await this.#post(operation, headers, body);
-        // A server error is the endpoint failing; any other answer is the endpoint working.
-        if (answer.status >= 500) readAnswer(answer.status, answer.text);
-        return answer;
-      } finally {
-        this.#warm = true;
-        setupDone?.();
-      }
-    }, options?.progress);
-    return readAnswer<T>(answer.status, answer.text);
+    return guardedCall<T>(
+      this.#guard,
+      async (progress) => {
+        const setupDone = this.#setup(progress);
+        try {
+          return await this.#post(operation, headers, body);
+        } finally {
+          this.#warm = true;
+          setupDone?.();
+        }
+      },
+      options?.progress,
+    );
   }
 
   /** Reports a fresh client's call as connection setup (see the class), until it may no longer. */
@@ -146,7 +147,7 @@ export class DynamoDbFetchClient implements DynamoDbClient {
     operation: string,
     headers: Record<string, string>,
     body: string,
-  ): Promise<{ status: number; text: string }> {
+  ): Promise<RawAnswer> {
     const abort = new AbortController();
     this.#inFlight.add(abort);
     try {
@@ -168,7 +169,7 @@ export class DynamoDbFetchClient implements DynamoDbClient {
     headers: Record<string, string>,
     body: string,
     signal: AbortSignal,
-  ): Promise<{ status: number; text: string }> {
+  ): Promise<RawAnswer> {
     const response = await fetch(this.#url, { method: "POST", headers, body, signal });
     return { status: response.status, text: await readBody(response) };
   }

@@ -9,6 +9,12 @@ import { EdgelimitError } from "../../core/errors.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
 import type { RemoteGuard } from "../remote/guard.js";
 
+/** An HTTP answer's status and body, as a client read it. */
+export interface RawAnswer {
+  readonly status: number;
+  readonly text: string;
+}
+
 export type AttributeValue = { S: string } | { N: string };
 
 export interface CallOptions {
@@ -71,6 +77,24 @@ export class DynamoDbError extends EdgelimitError {
 /** AWS's endpoint for a region, when none is given. */
 export function endpointFor(region: string): string {
   return `https://dynamodb.${region}.amazonaws.com`;
+}
+
+/**
+ * One call through the endpoint's guard (breaker, health): `send` sends it and reads the answer.
+ * A server error (5xx) is the endpoint failing; any other answer, a failed condition or a
+ * throttling error included, is the endpoint working. Resolves to the JSON of a 2xx answer.
+ */
+export async function guardedCall<T>(
+  guard: RemoteGuard,
+  send: (progress: StoreCallProgress | undefined) => Promise<RawAnswer>,
+  progress: StoreCallProgress | undefined,
+): Promise<T> {
+  const answer = await guard.run(async (setup) => {
+    const answer = await send(setup);
+    if (answer.status >= 500) readAnswer(answer.status, answer.text);
+    return answer;
+  }, progress);
+  return readAnswer<T>(answer.status, answer.text);
 }
 
 /** The answer to a call: its JSON on a 2xx, else the `DynamoDbError` it carries. */
