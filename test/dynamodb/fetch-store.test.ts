@@ -58,15 +58,23 @@ function storeOn<S extends DynamoDbFetchStore | DynamoDbStore>(
   make: (options: DynamoDbFetchStoreOptions & DynamoDbStoreOptions) => S,
   table: string,
   endpoint = dynamo.endpoint,
+  requestTimeoutMs?: number,
 ): S {
-  const store = make({ table, region: "us-east-1", endpoint, credentials: TEST_CREDENTIALS });
+  const store = make({
+    table,
+    region: "us-east-1",
+    endpoint,
+    credentials: TEST_CREDENTIALS,
+    requestTimeoutMs,
+  });
   stores.push(store);
   return store;
 }
 
-const fetchStoreOn = (table: string, endpoint?: string) =>
-  storeOn(dynamodbFetchStore, table, endpoint);
-const nodeStoreOn = (table: string) => storeOn(dynamodbStore, table);
+const fetchStoreOn = (table: string, endpoint?: string, requestTimeoutMs?: number) =>
+  storeOn(dynamodbFetchStore, table, endpoint, requestTimeoutMs);
+const nodeStoreOn = (table: string, requestTimeoutMs?: number) =>
+  storeOn(dynamodbStore, table, undefined, requestTimeoutMs);
 
 /** A loopback server that records each request and answers with `answer`'s status and body. */
 async function startRecorder(answer: () => { status: number; body: string }) {
@@ -184,11 +192,13 @@ afterAll(async () => {
 describe("DynamoDbFetchStore against dynalite", () => {
   it("admits exactly the limit when 400 requests race from fetch and node:https instances on one table", async () => {
     const table = await freshTable();
+    // Each of 400 calls at once may wait its turn at dynalite on a busy machine: this counts,
+    // it does not time.
     const instances: Store[] = [
-      fetchStoreOn(table),
-      nodeStoreOn(table),
-      fetchStoreOn(table),
-      nodeStoreOn(table),
+      fetchStoreOn(table, undefined, 30_000),
+      nodeStoreOn(table, 30_000),
+      fetchStoreOn(table, undefined, 30_000),
+      nodeStoreOn(table, 30_000),
     ];
     const spec = counter("ip:203.0.113.9|default|global");
     const results = await Promise.all(
@@ -423,9 +433,11 @@ describe("DynamoDbFetchStore against dynalite", () => {
     // 3x the example policy's budget: a cold instance's TLS handshake to a far region.
     const endpoint = await startSlowFirstAnswer(dynamo.endpoint, EXAMPLE_BUDGET_MS * 3);
     const limiter = exampleLimiter(fetchStoreOn(table, endpoint));
+    const started = performance.now();
     const first = await timedCheck(lag, limiter, "10.42.0.1");
     expect(first.reason).toBe("within-limit");
-    expect(first.ms).toBeGreaterThanOrEqual(EXAMPLE_BUDGET_MS * 3);
+    // Counted, though its answer came after the budget had run out three times over.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(EXAMPLE_BUDGET_MS * 3);
   });
 
   it("keeps every decision over an endpoint that never answers bounded, fails closed where the policy says, and counts again once it answers", async () => {
