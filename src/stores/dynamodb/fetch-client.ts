@@ -1,5 +1,4 @@
-import type { AwsCredentials } from "../../aws/sigv4-request.js";
-import { dynamoDbRequest } from "../../aws/sigv4-request.js";
+import { type AwsCredentials, dynamoDbRequest } from "../../aws/sigv4-request.js";
 import { deriveWebSigningKey, signAwsRequestWeb } from "../../aws/sigv4-web.js";
 import { EdgelimitError } from "../../core/errors.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
