@@ -1,32 +1,25 @@
 /**
  * AWS Signature Version 4 with node:crypto: synchronous HMAC, so a cold start signs its first
- * request without waiting on WebCrypto (docs/aws.md, "Why a small SigV4 client"). One signer
- * for every AWS request edgelimit makes: the DynamoDB store's calls and the lists' S3 and
- * DynamoDB reads (`src/lists/sources.ts`).
+ * request without waiting on WebCrypto (docs/aws.md, "Why a small SigV4 client"). The signer of
+ * every AWS request edgelimit makes in Node: the DynamoDB store's calls and the lists' S3 and
+ * DynamoDB reads (`src/lists/sources.ts`). What is signed is built in `sigv4-request.ts`, which
+ * `sigv4-web.ts` shares for runtimes without node:crypto.
  */
 import { createHash, createHmac } from "node:crypto";
+import {
+  type AwsRequestFields,
+  canonicalRequest,
+  dynamoDbRequest,
+  signedHeaders,
+  signingKeySteps,
+  stringToSign,
+} from "./sigv4-request.js";
 
-export interface AwsCredentials {
-  readonly accessKeyId: string;
-  readonly secretAccessKey: string;
-  readonly sessionToken?: string | undefined;
-}
+export type { AwsCredentials } from "./sigv4-request.js";
 
-export interface AwsRequestToSign {
-  readonly method: string;
-  /** `host[:port]`, as sent in the `host` field. */
-  readonly host: string;
-  /** The path as it goes on the wire, already percent-encoded (`/bucket/deny/current.json`). */
-  readonly path: string;
-  readonly service: string;
-  readonly region: string;
-  /** Further fields to sign and send (lower-case names): `content-type`, `x-amz-target`. */
-  readonly headers?: Readonly<Record<string, string>>;
-  readonly body: string;
-  readonly credentials: AwsCredentials;
-  readonly now: Date;
+export interface AwsRequestToSign extends AwsRequestFields {
   /** A cached signing key for the date (`YYYYMMDD`); derived from the secret when absent. */
-  readonly signingKey?: (date: string) => Buffer;
+  readonly signingKey?: ((date: string) => Buffer) | undefined;
 }
 
 /**
@@ -35,37 +28,14 @@ export interface AwsRequestToSign {
  * it) and `authorization`, every one of them signed. No query string: edgelimit sends none.
  */
 export function signAwsRequest(input: AwsRequestToSign): Record<string, string> {
-  const { credentials } = input;
-  const amzDate = input.now
-    .toISOString()
-    .replace(/[-:]/g, "")
-    .replace(/\.\d{3}/, "");
-  const date = amzDate.slice(0, 8);
-  const bodyHash = sha256Hex(input.body);
-  const headers: Record<string, string> = { ...input.headers, host: input.host };
-  headers["x-amz-date"] = amzDate;
-  if (credentials.sessionToken !== undefined && credentials.sessionToken !== "") {
-    headers["x-amz-security-token"] = credentials.sessionToken;
-  }
-  if (input.service === "s3") headers["x-amz-content-sha256"] = bodyHash;
-  const names = Object.keys(headers).sort();
-  const canonical = [
-    input.method,
-    input.path,
-    "",
-    ...names.map((name) => `${name}:${(headers[name] as string).trim()}`),
-    "",
-    names.join(";"),
-    bodyHash,
-  ].join("\n");
-  const scope = `${date}/${input.region}/${input.service}/aws4_request`;
-  const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${sha256Hex(canonical)}`;
+  const request = canonicalRequest(input, sha256Hex(input.body));
   const key =
-    input.signingKey?.(date) ??
-    deriveSigningKey(credentials.secretAccessKey, date, input.region, input.service);
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
-  headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
-  return headers;
+    input.signingKey?.(request.date) ??
+    deriveSigningKey(input.credentials.secretAccessKey, request.date, input.region, input.service);
+  const signature = createHmac("sha256", key)
+    .update(stringToSign(request, sha256Hex(request.text)))
+    .digest("hex");
+  return signedHeaders(request, input.credentials.accessKeyId, signature);
 }
 
 export interface DynamoDbSigningInput {
@@ -73,28 +43,14 @@ export interface DynamoDbSigningInput {
   readonly host: string;
   readonly operation: string;
   readonly body: string;
-  readonly credentials: AwsCredentials;
+  readonly credentials: AwsRequestFields["credentials"];
   readonly now: Date;
   readonly signingKey?: (date: string) => Buffer;
 }
 
 /** SigV4 fields for one DynamoDB JSON call (`POST /`), `content-length` included. */
 export function signDynamoDbRequest(input: DynamoDbSigningInput): Record<string, string> {
-  const headers = signAwsRequest({
-    method: "POST",
-    host: input.host,
-    path: "/",
-    service: "dynamodb",
-    region: input.region,
-    headers: {
-      "content-type": "application/x-amz-json-1.0",
-      "x-amz-target": `DynamoDB_20120810.${input.operation}`,
-    },
-    body: input.body,
-    credentials: input.credentials,
-    now: input.now,
-    ...(input.signingKey !== undefined ? { signingKey: input.signingKey } : {}),
-  });
+  const headers = signAwsRequest({ ...dynamoDbRequest(input), signingKey: input.signingKey });
   headers["content-length"] = String(Buffer.byteLength(input.body));
   return headers;
 }
@@ -106,14 +62,11 @@ export function deriveSigningKey(
   region: string,
   service: string,
 ): Buffer {
-  let key = hmac(`AWS4${secret}`, date);
-  key = hmac(key, region);
-  key = hmac(key, service);
-  return hmac(key, "aws4_request");
-}
-
-function hmac(key: string | Buffer, data: string): Buffer {
-  return createHmac("sha256", key).update(data).digest();
+  let key: string | Buffer = `AWS4${secret}`;
+  for (const step of signingKeySteps(date, region, service)) {
+    key = createHmac("sha256", key).update(step).digest();
+  }
+  return key as Buffer;
 }
 
 function sha256Hex(data: string): string {

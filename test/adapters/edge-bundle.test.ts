@@ -1,7 +1,8 @@
 /**
- * `edgelimit` and `edgelimit/fetch` bundle for edge runtimes with no Node built-ins (SPEC): the
- * built package is bundled by esbuild for `--platform=browser` (which refuses `node:` imports,
- * as Next.js middleware and workerd do) and the bundle runs in workerd through Miniflare.
+ * `edgelimit` and `edgelimit/fetch` (with `edgelimit/dynamodb-fetch`) bundle for edge runtimes
+ * with no Node built-ins (SPEC): the built package is bundled by esbuild for
+ * `--platform=browser` (which refuses `node:` imports, as Next.js middleware and workerd do)
+ * and the bundle runs in workerd through Miniflare.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -78,6 +79,26 @@ export default { fetch: withRateLimit(() => new Response("ok"), { limiter }) };`
       /\b(?:De)?CompressionStream\s*\(/.test(readFileSync(input, "utf8")),
     );
     expect(unsupported).toEqual([]);
+  });
+
+  it("bring no Node built-in into a bundle with the DynamoDB store over fetch", async () => {
+    const entry = join(dir, "dynamodb-fetch.mjs");
+    writeFileSync(
+      entry,
+      `export { createLimiter } from ${JSON.stringify(join(dist, "index.js"))};
+export { withRateLimit } from ${JSON.stringify(join(dist, "adapters", "fetch.js"))};
+export { dynamodbFetchStore } from ${JSON.stringify(join(dist, "stores", "dynamodb-fetch.js"))};`,
+    );
+    const { nodeBuiltins, inputs, packages } = await bundleForEdge(
+      entry,
+      join(dir, "dynamodb-fetch"),
+    );
+    expect(nodeBuiltins).toEqual([]);
+    // Not even read: the node:https client and its pool (which load Node's modules at run
+    // time, not by import) and the node:crypto signer.
+    const nodeOnly = /stores\/dynamodb\/(?:client|http-pool|store)\.js$|aws\/sigv4\.js$/;
+    expect(inputs.filter((input) => nodeOnly.test(input))).toEqual([]);
+    expect(packages).toEqual(["jose"]);
   });
 
   it("bundle for the browser platform and limit requests in workerd", async () => {

@@ -1,11 +1,28 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
+import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
 
 const require = createRequire(import.meta.url);
 
 export const TEST_CREDENTIALS = { accessKeyId: "AKIDTEST", secretAccessKey: "test-secret" };
+
+/** A counter as the limiter sends it: by default a fixed window of 100 a minute, enforced. */
+export function counter(key: string, overrides: Partial<CounterSpec> = {}): CounterSpec {
+  return {
+    key,
+    subject: key.split("|")[0] ?? key,
+    algorithm: "fixed-window",
+    limit: 100,
+    window: { ms: 60_000 },
+    cost: 1,
+    mode: "enforce",
+    ruleId: "test",
+    namespace: "default",
+    ...overrides,
+  };
+}
 
 export interface LocalDynamo {
   readonly endpoint: string;

@@ -1,10 +1,10 @@
 import { AwsV4Signer } from "aws4fetch";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signDynamoDbRequest } from "../../src/aws/sigv4.js";
-import type { CounterSpec } from "../../src/core/types.js";
 import { DynamoDbHttpClient } from "../../src/stores/dynamodb/client.js";
 import { DynamoDbStore, parseDynamodbUrl } from "../../src/stores/dynamodb.js";
 import {
+  counter,
   createRateLimitTable,
   type LocalDynamo,
   scanTable,
@@ -13,24 +13,8 @@ import {
   TEST_CREDENTIALS,
 } from "./harness.js";
 
-const MINUTE = { ms: 60_000 };
 // Well inside a window, so that no test straddles a boundary by accident.
 const T0 = Date.UTC(2026, 1, 14, 14, 30, 5);
-
-function counter(key: string, overrides: Partial<CounterSpec> = {}): CounterSpec {
-  return {
-    key,
-    subject: key.split("|")[0] ?? key,
-    algorithm: "fixed-window",
-    limit: 100,
-    window: MINUTE,
-    cost: 1,
-    mode: "enforce",
-    ruleId: "test",
-    namespace: "default",
-    ...overrides,
-  };
-}
 
 let dynamo: LocalDynamo;
 const stores: DynamoDbStore[] = [];

@@ -14,6 +14,7 @@ export const ENTRY_POINTS: Record<string, string[]> = {
   "edgelimit/redis": ["redisStore", "redisStoreFromUrl", "RedisStore"],
   "edgelimit/redis-rest": ["redisRestStore", "redisRestStoreFromUrl", "RedisRestStore"],
   "edgelimit/dynamodb": ["dynamodbStore", "dynamodbStoreFromUrl", "DynamoDbStore"],
+  "edgelimit/dynamodb-fetch": ["dynamodbFetchStore", "DynamoDbFetchStore", "DynamoDbFetchClient"],
   "edgelimit/lambda-edge": ["createViewerRequestHandler", "createViewerResponseHandler"],
   "edgelimit/cloudflare": ["createCloudflareHandler", "EdgelimitCounter", "checkCloudflarePolicy"],
   "edgelimit/fetch": ["withRateLimit", "honoRateLimit", "refusalResponse"],

@@ -2,8 +2,8 @@
  * What only one edition needs is not installed for everyone: esbuild (build), ioredis (the
  * Redis store), pino, undici and uplot (the gateway, replay's HTML charts), @grpc/grpc-js (the
  * rate limit service) are optional peers.
- * Installed without them, the core, the memory store and the fetch, node, lambda-edge and
- * cloudflare entries work, and each command that needs one names it.
+ * Installed without them, the core, the memory store and the fetch, node, lambda-edge,
+ * cloudflare, dynamodb and dynamodb-fetch entries work, and each command that needs one names it.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -48,7 +48,7 @@ describe("an install without the optional peers", () => {
       import { createLimiter, definePolicy, memoryStore } from "edgelimit";
       await import("edgelimit/fetch"); await import("edgelimit/node");
       await import("edgelimit/lambda-edge"); await import("edgelimit/cloudflare");
-      await import("edgelimit/dynamodb");
+      await import("edgelimit/dynamodb"); await import("edgelimit/dynamodb-fetch");
       const limiter = createLimiter({
         policy: definePolicy({ version: 1, tiers: { anonymous: { global: 1 } } }),
         store: memoryStore(),

@@ -1,13 +1,25 @@
 import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "../../aws/sigv4.js";
-import type { StoreCallProgress } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
 import type { StoreStatus } from "../../core/types.js";
 import type { CircuitBreakerOptions } from "../remote/breaker.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { HttpPool, type HttpResponse } from "./http-pool.js";
+import {
+  type CallOptions,
+  credentialsFromEnv,
+  type DynamoDbClient,
+  type DynamoDbTransport,
+  endpointFor,
+  guardedCall,
+} from "./protocol.js";
 
 export type { AwsCredentials } from "../../aws/sigv4.js";
+export {
+  type AttributeValue,
+  DynamoDbError,
+  type DynamoDbTransport,
+} from "./protocol.js";
 
 export interface DynamoDbClientOptions {
   readonly region: string;
@@ -44,43 +56,6 @@ export interface DynamoDbClientOptions {
 }
 
 /**
- * Where a client's calls go when they do not go over HTTP. `send` resolves to the operation's
- * answer as DynamoDB JSON, and rejects with a `DynamoDbError` for an error DynamoDB would answer
- * (`ConditionalCheckFailedException`, with `item` when the call asked for
- * `ReturnValuesOnConditionCheckFailure: ALL_OLD`). `region` is the calling client's.
- */
-export interface DynamoDbTransport {
-  send(
-    region: string,
-    operation: string,
-    input: object,
-    progress?: StoreCallProgress,
-  ): Promise<unknown>;
-}
-
-/** An error DynamoDB answered with: `type` is the short name (`ConditionalCheckFailedException`). */
-export class DynamoDbError extends EdgelimitError {
-  readonly type: string;
-  readonly status: number;
-  /** The item as it was, when DynamoDB returns it with a failed condition. */
-  readonly item: Record<string, AttributeValue> | undefined;
-
-  constructor(
-    type: string,
-    status: number,
-    message: string,
-    item?: Record<string, AttributeValue>,
-  ) {
-    super("EL_STORE_FAILED", `DynamoDB ${type}: ${message}`);
-    this.type = type;
-    this.status = status;
-    this.item = item;
-  }
-}
-
-export type AttributeValue = { S: string } | { N: string };
-
-/**
  * A minimal DynamoDB JSON client: SigV4 signing with node:crypto (synchronous HMAC, cached
  * signing key) over `node:https` with a keep-alive Agent (`http-pool.ts`, loaded by the first
  * call). It is a few KB minified, which is what a Lambda@Edge cold start needs; the AWS SDK v3
@@ -88,7 +63,7 @@ export type AttributeValue = { S: string } | { N: string };
  * retries belong to the caller's time budget, not to the client. Calls over HTTP go through the
  * remote-store kit's guard (`stores/remote/guard.ts`): a circuit breaker per endpoint.
  */
-export class DynamoDbHttpClient {
+export class DynamoDbHttpClient implements DynamoDbClient {
   readonly region: string;
   readonly #url: URL;
   readonly #credentials: AwsCredentials | undefined;
@@ -100,7 +75,7 @@ export class DynamoDbHttpClient {
 
   constructor(options: DynamoDbClientOptions) {
     this.region = options.region;
-    this.#url = new URL(options.endpoint ?? `https://dynamodb.${options.region}.amazonaws.com`);
+    this.#url = new URL(options.endpoint ?? endpointFor(options.region));
     this.#credentials = options.credentials;
     this.#timeoutMs = options.requestTimeoutMs ?? 3000;
     this.#transport = options.transport;
@@ -135,15 +110,7 @@ export class DynamoDbHttpClient {
    * (see `HttpPool`): for an increment that can only ever count one too many. A call whose
    * repetition would count too few (a refund) passes `resendOnStaleSocket: false`.
    */
-  async call<T>(
-    operation: string,
-    input: object,
-    options?: {
-      readonly resendOnStaleSocket?: boolean;
-      /** Told of a new socket's setup (see `Store.apply`). */
-      readonly progress?: StoreCallProgress | undefined;
-    },
-  ): Promise<T> {
+  async call<T>(operation: string, input: object, options?: CallOptions): Promise<T> {
     const transport = this.#transport;
     if (transport !== undefined) {
       return transport.send(this.region, operation, input, options?.progress) as Promise<T>;
@@ -152,32 +119,33 @@ export class DynamoDbHttpClient {
     const body = JSON.stringify(input);
     // Signed first: missing credentials are a mistake to fix, not the endpoint failing.
     const headers = this.#sign(operation, body, new Date());
-    const response = await this.#guard.run(async (progress) => {
-      let answer: HttpResponse;
-      try {
-        answer = await pool.post(
-          "/",
-          headers,
-          body,
-          this.#timeoutMs,
-          options?.resendOnStaleSocket ?? true,
-          progress,
-        );
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
-        throw new EdgelimitError(
-          code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
-          code === "EL_STORE_TIMEOUT"
-            ? `DynamoDB ${operation} timed out (${reason})`
-            : `DynamoDB ${operation}: ${reason}`,
-        );
-      }
-      // A server error is the endpoint failing; any other answer is the endpoint working.
-      if (answer.status >= 500) readAnswer(answer);
-      return answer;
-    }, options?.progress);
-    return readAnswer<T>(response);
+    return guardedCall<T>(
+      this.#guard,
+      async (progress) => {
+        let answer: HttpResponse;
+        try {
+          answer = await pool.post(
+            "/",
+            headers,
+            body,
+            this.#timeoutMs,
+            options?.resendOnStaleSocket ?? true,
+            progress,
+          );
+        } catch (error) {
+          const reason = error instanceof Error ? error.message : String(error);
+          const code = error instanceof EdgelimitError ? error.code : "EL_STORE_FAILED";
+          throw new EdgelimitError(
+            code === "EL_STORE_TIMEOUT" ? code : "EL_STORE_FAILED",
+            code === "EL_STORE_TIMEOUT"
+              ? `DynamoDB ${operation} timed out (${reason})`
+              : `DynamoDB ${operation}: ${reason}`,
+          );
+        }
+        return { status: answer.status, text: answer.body.toString("utf8") };
+      },
+      options?.progress,
+    );
   }
 
   /** Opens a connection ahead of the first call (TCP and TLS handshakes done in advance). */
@@ -191,7 +159,7 @@ export class DynamoDbHttpClient {
   }
 
   #sign(operation: string, body: string, now: Date): Record<string, string> {
-    const credentials = this.#credentials ?? credentialsFromEnv();
+    const credentials = this.#credentials ?? credentialsFromEnv(process.env);
     return signDynamoDbRequest({
       region: this.region,
       host: this.#url.host,
@@ -210,37 +178,4 @@ export class DynamoDbHttpClient {
     this.#signingKey = { date, secret, key };
     return key;
   }
-}
-
-function credentialsFromEnv(): AwsCredentials {
-  const env = process.env;
-  const accessKeyId = env.AWS_ACCESS_KEY_ID;
-  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
-  if (accessKeyId === undefined || secretAccessKey === undefined) {
-    throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
-      "DynamoDB credentials missing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (Lambda sets them) or pass credentials",
-    );
-  }
-  return { accessKeyId, secretAccessKey, sessionToken: env.AWS_SESSION_TOKEN };
-}
-
-function readAnswer<T>(response: HttpResponse): T {
-  const text = response.body.toString("utf8");
-  let parsed: Record<string, unknown> = {};
-  try {
-    parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
-  } catch {
-    throw new DynamoDbError("InvalidResponse", response.status, text.slice(0, 200));
-  }
-  if (response.status >= 200 && response.status < 300) return parsed as T;
-  const fullType = String(parsed.__type ?? `HTTP${response.status}`);
-  const type = fullType.slice(fullType.lastIndexOf("#") + 1);
-  const message = String(parsed.message ?? parsed.Message ?? "");
-  throw new DynamoDbError(
-    type,
-    response.status,
-    message,
-    parsed.Item as Record<string, AttributeValue> | undefined,
-  );
 }

@@ -2,7 +2,6 @@ import type { WindowedState } from "../../core/algorithms/index.js";
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
 import { windowAt, windowSpanOf } from "../../core/windows.js";
-import type { AttributeValue } from "./client.js";
 import {
   type Attributes,
   counterAttribute,
@@ -12,6 +11,7 @@ import {
   type WindowedOutcome,
   windowKeyAt,
 } from "./items.js";
+import type { AttributeValue } from "./protocol.js";
 
 /**
  * Every fixed-window counter of one subject and one window, in one item (`PK` the subject,

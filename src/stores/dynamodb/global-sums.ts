@@ -1,7 +1,7 @@
 import { GenerationalCache } from "../../core/generational-cache.js";
 import type { StoreCallProgress } from "../../core/types.js";
-import type { DynamoDbHttpClient } from "./client.js";
 import { type Attributes, numberOf, readItem } from "./items.js";
+import type { DynamoDbClient } from "./protocol.js";
 
 /**
  * Counts that come from items this request does not write, cached for `cacheMs`: with Global
@@ -10,7 +10,7 @@ import { type Attributes, numberOf, readItem } from "./items.js";
  * a sliding window (over every region, or the one item without Global Tables).
  */
 export class GlobalSums {
-  readonly #client: DynamoDbHttpClient;
+  readonly #client: DynamoDbClient;
   readonly #table: string;
   readonly #regionSuffix: string;
   readonly #cacheMs: number;
@@ -18,7 +18,7 @@ export class GlobalSums {
   readonly #remote: GenerationalCache<{ sums: Map<string, number>; until: number }>;
 
   constructor(options: {
-    readonly client: DynamoDbHttpClient;
+    readonly client: DynamoDbClient;
     readonly table: string;
     /** `#<region>` with Global Tables, else "". */
     readonly regionSuffix: string;

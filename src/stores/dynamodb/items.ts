@@ -2,8 +2,8 @@
 import type { TokenBucketState, WindowedState } from "../../core/algorithms/index.js";
 import type { CounterSpec, StoreCallProgress, WindowSpec } from "../../core/types.js";
 import { windowAt, windowLengthMs } from "../../core/windows.js";
-import type { AttributeValue, DynamoDbHttpClient } from "./client.js";
 import type { GlobalSums } from "./global-sums.js";
+import type { AttributeValue, DynamoDbClient } from "./protocol.js";
 
 export interface ItemKey {
   readonly PK: { S: string };
@@ -12,7 +12,7 @@ export interface ItemKey {
 
 /** The table as one store instance writes it. */
 export interface Table {
-  readonly client: DynamoDbHttpClient;
+  readonly client: DynamoDbClient;
   readonly name: string;
   /** `#<region>` with Global Tables (each region writes its own items), else "". */
   readonly regionSuffix: string;
@@ -76,7 +76,7 @@ export function counterAttribute(spec: CounterSpec): string {
 
 /** A strongly consistent read of one item. */
 export async function readItem(
-  client: DynamoDbHttpClient,
+  client: DynamoDbClient,
   tableName: string,
   item: ItemKey,
   progress?: StoreCallProgress,

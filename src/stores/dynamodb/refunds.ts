@@ -1,5 +1,5 @@
-import type { AttributeValue, DynamoDbHttpClient } from "./client.js";
 import type { ItemKey } from "./items.js";
+import type { AttributeValue, DynamoDbClient } from "./protocol.js";
 
 /**
  * What a refused request took on the counters that admitted it, given back in the background:
@@ -8,13 +8,13 @@ import type { ItemKey } from "./items.js";
  * window ends (the safe direction), and is counted in `failures`.
  */
 export class Refunds {
-  readonly #client: DynamoDbHttpClient;
+  readonly #client: DynamoDbClient;
   readonly #table: string;
   readonly #pending = new Set<Promise<void>>();
   /** Refunds that failed: counts left one too high until their window ends (safe direction). */
   failures = 0;
 
-  constructor(client: DynamoDbHttpClient, table: string) {
+  constructor(client: DynamoDbClient, table: string) {
     this.#client = client;
     this.#table = table;
   }

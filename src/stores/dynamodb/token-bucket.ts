@@ -2,7 +2,6 @@ import { EdgelimitError } from "../../core/errors.js";
 import type { GenerationalCache } from "../../core/generational-cache.js";
 import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
 import { windowLengthMs } from "../../core/windows.js";
-import { DynamoDbError } from "./client.js";
 import {
   type Attributes,
   type ItemKey,
@@ -11,6 +10,7 @@ import {
   type Table,
   type TokenOutcome,
 } from "./items.js";
+import { DynamoDbError } from "./protocol.js";
 
 const ATTEMPTS = 4;
 const EPSILON = 1e-6;

@@ -1,7 +1,8 @@
 /**
  * The stores the conformance suite runs over, each a real one: the memory store, a
  * redis-server, a 3-master Redis Cluster, Redis over HTTP (the Upstash REST protocol, through a
- * bridge to a real redis-server), DynamoDB (dynalite, over HTTP with our client) and the Durable
+ * bridge to a real redis-server), DynamoDB (dynalite, over HTTP with our node:https client, and
+ * over fetch with edgelimit/dynamodb-fetch's) and the Durable
  * Object in workerd (Miniflare). A target gives one store instance per "process"
  * (its own client, its own caches), all on one backend, as a fleet of gateways has.
  */
@@ -12,6 +13,7 @@ import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import type { CounterSpec, CounterState, Store } from "../../../src/core/types.js";
 import { DynamoDbStore } from "../../../src/stores/dynamodb.js";
+import { DynamoDbFetchStore } from "../../../src/stores/dynamodb-fetch.js";
 import { MemoryStore } from "../../../src/stores/memory.js";
 import { RedisStore } from "../../../src/stores/redis.js";
 import { RedisRestStore } from "../../../src/stores/redis-rest.js";
@@ -152,25 +154,33 @@ export async function redisRestTarget(): Promise<Target> {
   };
 }
 
-export async function dynamodbTarget(): Promise<Target> {
+/** DynamoDB on dynalite, each "process" a store of `make`'s on one fresh table. */
+async function dynamoTarget(
+  name: string,
+  make: (options: {
+    table: string;
+    region: string;
+    endpoint: string;
+    credentials: typeof TEST_CREDENTIALS;
+    requestTimeoutMs: number;
+  }) => Store & { close(): Promise<void> },
+): Promise<Target> {
   const local = await startDynalite();
-  const opened: DynamoDbStore[] = [];
+  const opened: (Store & { close(): Promise<void> })[] = [];
   return {
-    name: "dynamodb",
+    name,
     canReset: false,
     async stores(count) {
       const table = freshName();
       await createRateLimitTable(local.client, table);
-      const stores = Array.from(
-        { length: count },
-        () =>
-          new DynamoDbStore({
-            table,
-            region: "us-east-1",
-            endpoint: local.endpoint,
-            credentials: TEST_CREDENTIALS,
-            requestTimeoutMs: 5000,
-          }),
+      const stores = Array.from({ length: count }, () =>
+        make({
+          table,
+          region: "us-east-1",
+          endpoint: local.endpoint,
+          credentials: TEST_CREDENTIALS,
+          requestTimeoutMs: 5000,
+        }),
       );
       opened.push(...stores);
       return stores;
@@ -180,6 +190,14 @@ export async function dynamodbTarget(): Promise<Target> {
       await local.close();
     },
   };
+}
+
+export function dynamodbTarget(): Promise<Target> {
+  return dynamoTarget("dynamodb", (options) => new DynamoDbStore(options));
+}
+
+export function dynamodbFetchTarget(): Promise<Target> {
+  return dynamoTarget("dynamodb-fetch", (options) => new DynamoDbFetchStore(options));
 }
 
 /** The Worker the Durable Object target runs: `CloudflareStore.apply` in workerd, over HTTP. */

@@ -1,0 +1,55 @@
+import type { AwsCredentials } from "../../aws/sigv4-request.js";
+import { type AwsCredentialsProvider, DynamoDbFetchClient } from "./fetch-client.js";
+import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
+
+export interface DynamoDbFetchStoreOptions extends DynamoDbTableOptions {
+  /**
+   * Static credentials or a provider of temporary ones. Default: `AWS_ACCESS_KEY_ID`,
+   * `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` from `process.env` where the runtime has
+   * one; on workerd pass them (from the Worker's secrets).
+   */
+  readonly credentials?: AwsCredentials | AwsCredentialsProvider;
+  /**
+   * How long a fresh instance's calls count as connection setup, from its first call (default
+   * 1000 ms): `fetch` cannot say when its connection is up (see `DynamoDbFetchClient`).
+   */
+  readonly connectTimeoutMs?: number;
+}
+
+/**
+ * Counters in DynamoDB over `fetch` (`fetch-client.ts`), for runtimes with Web APIs only:
+ * Next.js middleware, Vercel Edge, Deno Deploy, workerd, any bundle for the browser platform.
+ * The same items, expressions, block cache, fail modes and budget as `DynamoDbStore`
+ * (`DynamoDbTableStore` is both), so the two can count in one table.
+ */
+export class DynamoDbFetchStore extends DynamoDbTableStore<DynamoDbFetchClient> {
+  override readonly name = "dynamodb-fetch";
+
+  constructor(options: DynamoDbFetchStoreOptions) {
+    super(
+      options,
+      (region, endpoint) =>
+        new DynamoDbFetchClient({
+          region,
+          endpoint,
+          credentials: options.credentials,
+          requestTimeoutMs: options.requestTimeoutMs,
+          connectTimeoutMs: options.connectTimeoutMs,
+          breaker: options.breaker,
+        }),
+      "dynamodbFetchStore",
+      // On Workers a call one request started is never shared with another.
+      isWorkerd(),
+    );
+  }
+}
+
+export function dynamodbFetchStore(options: DynamoDbFetchStoreOptions): DynamoDbFetchStore {
+  return new DynamoDbFetchStore(options);
+}
+
+/** Cloudflare's runtime names itself here; there a request's I/O belongs to that request. */
+function isWorkerd(): boolean {
+  const navigator = (globalThis as { navigator?: { userAgent?: string } }).navigator;
+  return navigator?.userAgent === "Cloudflare-Workers";
+}
