@@ -62,7 +62,7 @@ export function withRateLimit<Context = unknown>(
   const source = limiter.policy.identity.ip.source;
   if (options.ip === undefined && readsPeer(limiter)) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_BAD_OPTION",
       `withRateLimit needs the ip option: the policy counts clients by their address (identity.ip.source: ${source}) and a Request does not carry it, so every client would share one counter. Pass the peer address as the runtime reports it, for example Deno: withRateLimit(handler, { limiter, ip: (req, info) => info.remoteAddr.hostname }); Bun: ip: (req, server) => server.requestIP(req)?.address. Behind a platform that sets a client header (Cloudflare's cf-connecting-ip), use identity.ip.source: header instead.`,
     );
   }

@@ -103,7 +103,7 @@ export function uplotFiles(what: string): ChartFiles {
     };
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_MISSING_PACKAGE",
       `${what} needs the package uplot (its charts), which is not installed: npm install uplot`,
     );
   }

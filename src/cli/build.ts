@@ -318,7 +318,7 @@ async function loadEsbuild(): Promise<typeof import("esbuild")> {
     return await import("esbuild");
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_MISSING_PACKAGE",
       "edgelimit build needs esbuild: install it next to edgelimit (npm install --save-dev esbuild)",
     );
   }

@@ -47,7 +47,7 @@ export async function run(argv: string[]): Promise<number> {
     const clash = [ports.grpc, ports.http].find((port) => port !== 0 && port === ports.admin);
     if (clash !== undefined) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_CLI_ARGUMENT",
         `--admin-port ${clash} is also a public port: the admin listener (dashboard, /metrics) never shares one; pick another port`,
       );
     }
@@ -256,7 +256,7 @@ function portFlag(value: string | undefined, flag: string, fallback: number): nu
   const number = Number(value);
   if (!Number.isInteger(number) || number < 0 || number > 65_535) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_CLI_ARGUMENT",
       `${flag} must be a port number (0 to 65535); got "${value}"`,
     );
   }

@@ -78,13 +78,13 @@ export async function run(argv: string[]): Promise<number> {
     logSample = rateFlag(values["log-sample"], 0.01);
     if (adminPort !== 0 && adminPort === port) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_CLI_ARGUMENT",
         `--admin-port ${adminPort} is the public port: the admin listener (dashboard, /metrics) never shares it; pick another port`,
       );
     }
   } catch (error) {
     printError(error);
-    return error instanceof EdgelimitError && error.code === "EL_BAD_ARGUMENT" ? 2 : 1;
+    return error instanceof EdgelimitError && error.code === "EL_CLI_ARGUMENT" ? 2 : 1;
   }
 
   // The demo mints tokens for any plan (/demo/token) and signs with session secrets: it stays
@@ -283,7 +283,7 @@ function integerFlag(value: unknown, flag: string, fallback: number): number {
   const number = Number(value);
   if (!Number.isInteger(number) || number < 0 || number > 65_535 * 1000) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_CLI_ARGUMENT",
       `${flag} must be a whole number; got "${String(value)}"`,
     );
   }
@@ -295,7 +295,7 @@ function rateFlag(value: unknown, fallback: number): number {
   const number = Number(value);
   if (!Number.isFinite(number) || number < 0 || number > 1) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_CLI_ARGUMENT",
       `--log-sample must be between 0 and 1; got "${String(value)}"`,
     );
   }

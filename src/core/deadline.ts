@@ -78,8 +78,8 @@ export function afterPendingIo(callback: () => void): void {
 
 /**
  * The runtime's clock and timers: what every limiter uses unless told otherwise. The runtime's
- * own functions, not wrappers around them: with wrappers, `limiter.check` on Redis in
- * bench/redis.bench.ts ran at 0.75x of the tree without a scheduler (same run).
+ * own functions, not wrappers around them: wrappers slow `limiter.check` on a remote store
+ * (bench/redis.bench.ts; docs/benchmarks.md, "Redis store").
  */
 export const REAL_SCHEDULER: Scheduler = {
   now: performance.now.bind(performance),

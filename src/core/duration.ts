@@ -108,14 +108,14 @@ function bareNumberProblem(input: number, options: DurationOptions): string {
  */
 export function parseWindow(input: string | number): WindowSpec {
   const problem = durationProblem(input, { months: true });
-  if (problem !== undefined) throw new EdgelimitError("EL_BAD_ARGUMENT", `window ${problem}`);
+  if (problem !== undefined) throw new EdgelimitError("EL_BAD_DURATION", `window ${problem}`);
   return toWindow(String(input));
 }
 
 /** Parses a duration that has a fixed length (no months); see DurationOptions. */
 export function parseDurationMs(input: string | number, options: DurationOptions = {}): number {
   const problem = durationProblem(input, { ...options, months: false });
-  if (problem !== undefined) throw new EdgelimitError("EL_BAD_ARGUMENT", `duration ${problem}`);
+  if (problem !== undefined) throw new EdgelimitError("EL_BAD_DURATION", `duration ${problem}`);
   if (typeof input === "number") return input;
   const window = toWindow(input);
   return "ms" in window ? window.ms : 0;

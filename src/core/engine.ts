@@ -158,7 +158,7 @@ export class DecisionEngine {
     const reset = this.store.reset;
     if (reset === undefined) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_NO_RESET",
         `the ${this.store.name} store cannot reset counters; use the memory or Redis store for limiter.reset`,
       );
     }

@@ -1,4 +1,7 @@
-/** Every error edgelimit raises carries a stable code, so that callers can branch on it. */
+/**
+ * Every error edgelimit raises carries a stable code, so that callers can branch on it, and
+ * each code has a section of its own in docs/errors.md (`EdgelimitError.docs`).
+ */
 export type ErrorCode =
   | "EL_POLICY_PARSE"
   | "EL_POLICY_UNKNOWN_FIELD"
@@ -10,16 +13,35 @@ export type ErrorCode =
   /** A warning: some traffic is counted by no rule (unlimited), or two rules overlap. */
   | "EL_POLICY_UNLIMITED"
   | "EL_POLICY_OVERLAP"
-  | "EL_BAD_ARGUMENT"
   /** A request's cost that is not a whole number from 1 to `MAX_COST`. */
   | "EL_BAD_COST"
   /** An application user (the middleware's `user` option) whose id or plan is not a string. */
   | "EL_BAD_USER"
+  /** An option of a middleware, an adapter or `createRateLimit` that cannot work as given. */
+  | "EL_BAD_OPTION"
+  /** A duration or window written in code that is not one (`"60s"`, `"1mo"`). */
+  | "EL_BAD_DURATION"
+  /** An address or range written in code or a list that is not one. */
+  | "EL_BAD_ADDRESS"
+  /** A command-line flag (or, for `rls`, an environment variable) out of range. */
+  | "EL_CLI_ARGUMENT"
+  /** An optional package a command or entry point needs is not installed. */
+  | "EL_MISSING_PACKAGE"
+  /** A store's option out of range or missing. */
+  | "EL_STORE_OPTION"
+  /** A store's URL (`--store`, a client's endpoint) that does not name a store. */
+  | "EL_STORE_URL"
+  /** A Workers binding the Cloudflare store needs is not in `env`. */
+  | "EL_STORE_BINDING"
+  /** `limiter.reset` on a store that cannot forget counters. */
+  | "EL_NO_RESET"
   /** A policy with `counting: hybrid` rules on a remote store without `hybridCounting()`. */
   | "EL_HYBRID_STORE"
   | "EL_LIST_SOURCE"
   /** An envoyproxy/ratelimit configuration (`edgelimit rls --config`) that cannot be loaded. */
   | "EL_RLS_CONFIG"
+  /** A call to `edgelimit rls` that cannot be decided (malformed, no domain, no descriptor). */
+  | "EL_RLS_REQUEST"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 
@@ -45,5 +67,10 @@ export class EdgelimitError extends Error {
     this.name = "EdgelimitError";
     this.code = code;
     this.issues = issues;
+  }
+
+  /** Where the code is explained, in the package's docs: `docs/errors.md#el_store_url`. */
+  get docs(): string {
+    return `docs/errors.md#${this.code.toLowerCase()}`;
   }
 }

@@ -4,10 +4,10 @@
  * one is dropped whole. A hit in the old map is copied to the young one, so busy keys survive;
  * the last `keysPerGeneration` distinct keys are always held, and never more than twice that.
  *
- * Why not one Map evicting its oldest key: V8's Map leaves a hole for every deleted entry
- * until its next rehash, and `keys().next()` walks over all of them, so first-in-first-out
- * eviction costs time proportional to the bound on every insert (measured: 15x slower at
- * 10,000 keys, the largest cost of a request from a new client).
+ * Why not one Map evicting its oldest key: with a new key on every insert (a new client per
+ * request), finding the oldest key gets slower as deleted entries pile up, and becomes the
+ * largest cost of a request from a new client; `bench/bounded-cache.bench.ts` measures both
+ * (docs/benchmarks.md, "Bounded caches").
  */
 export class GenerationalCache<V, K = string> {
   readonly #keysPerGeneration: number;

@@ -142,7 +142,7 @@ export class HybridCounting implements Store {
     const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     if (!Number.isFinite(leaseMs) || leaseMs <= 0) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `hybrid counting: leaseMs must be a positive number of milliseconds; got ${leaseMs}`,
       );
     }
@@ -180,7 +180,7 @@ export class HybridCounting implements Store {
     const inner = this.#inner;
     if (inner.reset === undefined) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_NO_RESET",
         `the ${inner.name} store cannot reset counters; use the memory or Redis store for limiter.reset`,
       );
     }

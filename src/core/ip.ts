@@ -245,7 +245,7 @@ export function parseCidr(text: string): [Address, number] {
     const bits = /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : Number.NaN;
     if (range === undefined || !(bits <= (range.kind() === "ipv4" ? 32 : 128))) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_BAD_ADDRESS",
         `"${text}" is not an address range; write it as 203.0.113.0/24 or 2001:db8::/32`,
       );
     }
@@ -258,7 +258,7 @@ export function parseCidr(text: string): [Address, number] {
   const address = parseIp(trimmed);
   if (address === undefined) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_BAD_ADDRESS",
       `"${text}" is not an IP address or range; write it as 203.0.113.7 or 203.0.113.0/24`,
     );
   }

@@ -36,7 +36,7 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
   const { store, limit } = options;
   if (!Number.isInteger(limit) || limit < 0) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_BAD_OPTION",
       `limit must be a whole number of 0 or more; got ${limit}`,
     );
   }
@@ -48,7 +48,7 @@ export function createRateLimit(options: RateLimitOptions): RateLimit {
     async limit({ key, cost = 1 }) {
       if (!Number.isInteger(cost) || cost < 0) {
         throw new EdgelimitError(
-          "EL_BAD_ARGUMENT",
+          "EL_BAD_OPTION",
           `cost must be a whole number of 0 or more; got ${cost}`,
         );
       }

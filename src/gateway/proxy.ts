@@ -44,13 +44,13 @@ export class UpstreamProxy {
       url = new URL(upstream);
     } catch {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_CLI_ARGUMENT",
         `--upstream must be a URL such as http://127.0.0.1:3000; got "${upstream}"`,
       );
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_CLI_ARGUMENT",
         `--upstream must be http:// or https://; got "${upstream}"`,
       );
     }

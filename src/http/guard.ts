@@ -230,7 +230,7 @@ export function checkGuardOptions(
 ): void {
   if (options.user === undefined || policy.identity.application === true) return;
   throw new EdgelimitError(
-    "EL_BAD_ARGUMENT",
+    "EL_BAD_OPTION",
     `${name}: the user option counts requests as the users your application verified, which the policy does not allow; set identity.user.application: true in the policy`,
   );
 }

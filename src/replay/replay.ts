@@ -1,4 +1,4 @@
-import { loadPolicy } from "../index.js";
+import { loadPolicy } from "../policy/load.js";
 import { MalformedLines, SampledLines, type SeenLines } from "./errors-seen.js";
 import { detectFormat, type FormatOptions, formatNamed } from "./formats/index.js";
 import { expandInputs } from "./glob.js";

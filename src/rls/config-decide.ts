@@ -175,10 +175,10 @@ export function decideByConfig(
 
 function checkRequest(request: RateLimitRequest): void {
   if (request.domain === "") {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", "rate limit domain must not be empty");
+    throw new EdgelimitError("EL_RLS_REQUEST", "rate limit domain must not be empty");
   }
   if (request.descriptors.length === 0) {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", "rate limit descriptor list must not be empty");
+    throw new EdgelimitError("EL_RLS_REQUEST", "rate limit descriptor list must not be empty");
   }
 }
 
@@ -195,7 +195,7 @@ function limitOf(
   const unit = override.unit in UNIT_SECONDS ? (override.unit as Exclude<Unit, 0>) : undefined;
   if (unit === undefined) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_RLS_REQUEST",
       `the descriptor's limit override has unit ${override.unit}, which is not a unit (SECOND to YEAR)`,
     );
   }

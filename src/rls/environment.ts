@@ -121,7 +121,7 @@ function storeUrlOf(env: Environment): string | undefined {
   if (/^rediss?(\+cluster)?:\/\//i.test(url)) return url;
   if (url.startsWith("/") || (env.REDIS_SOCKET_TYPE ?? "").toLowerCase() === "unix") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_CLI_ARGUMENT",
       `REDIS_URL ${url} is a unix socket (REDIS_SOCKET_TYPE=unix, the default of envoyproxy/ratelimit); edgelimit rls connects over TCP: set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port`,
     );
   }
@@ -143,7 +143,7 @@ function refuse(
 ): void {
   const value = nonEmpty(env[name]);
   if (value !== undefined && unsupported(value)) {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `${name}=${value}: ${message}`);
+    throw new EdgelimitError("EL_CLI_ARGUMENT", `${name}=${value}: ${message}`);
   }
 }
 

@@ -93,7 +93,7 @@ export async function startGrpc(
           });
         };
         const fail = (error: unknown): void => {
-          const invalid = error instanceof EdgelimitError && error.code === "EL_BAD_ARGUMENT";
+          const invalid = error instanceof EdgelimitError && error.code === "EL_RLS_REQUEST";
           notify("ShouldRateLimit", invalid ? "INVALID_ARGUMENT" : "INTERNAL");
           callback({
             code: invalid ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL,
@@ -159,7 +159,7 @@ async function loadGrpc(): Promise<typeof Grpc> {
   } catch (error) {
     if ((error as { code?: string }).code !== "ERR_MODULE_NOT_FOUND") throw error;
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_MISSING_PACKAGE",
       "edgelimit rls needs the package @grpc/grpc-js for its gRPC listener, which is not installed (it is optional, so that editions that do not use it do not install it): npm install @grpc/grpc-js",
     );
   }

@@ -175,7 +175,7 @@ async function handleJson(
     const request = requestFromJson(await readBody(req));
     answer = await handlers.shouldRateLimit(request, peer);
   } catch (error) {
-    if (!(error instanceof EdgelimitError) || error.code !== "EL_BAD_ARGUMENT") throw error;
+    if (!(error instanceof EdgelimitError) || error.code !== "EL_RLS_REQUEST") throw error;
     send(res, 400, "text/plain", `${error.message}\n`);
     return;
   }
@@ -230,7 +230,7 @@ function readBody(req: IncomingMessage): Promise<string> {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
         reject(
-          new EdgelimitError("EL_BAD_ARGUMENT", `the body is larger than ${MAX_BODY_BYTES} bytes`),
+          new EdgelimitError("EL_RLS_REQUEST", `the body is larger than ${MAX_BODY_BYTES} bytes`),
         );
         req.destroy();
         return;

@@ -144,5 +144,5 @@ export class ProtoWriter {
 }
 
 function malformed(detail: string): EdgelimitError {
-  return new EdgelimitError("EL_BAD_ARGUMENT", `malformed protobuf message: ${detail}`);
+  return new EdgelimitError("EL_RLS_REQUEST", `malformed protobuf message: ${detail}`);
 }

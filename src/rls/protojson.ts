@@ -156,5 +156,5 @@ function fieldsOnly(body: Json, path: string, allowed: readonly string[]): void 
 }
 
 function invalid(message: string): EdgelimitError {
-  return new EdgelimitError("EL_BAD_ARGUMENT", `invalid RateLimitRequest JSON: ${message}`);
+  return new EdgelimitError("EL_RLS_REQUEST", `invalid RateLimitRequest JSON: ${message}`);
 }

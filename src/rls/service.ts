@@ -93,7 +93,7 @@ export class RateLimitService {
     return this.#configEngine.blockCacheHits + (this.#limiter?.blockCacheHits ?? 0);
   }
 
-  /** Throws `EL_BAD_ARGUMENT` for a call without a domain or descriptors. */
+  /** Throws `EL_RLS_REQUEST` for a call without a domain or descriptors. */
   shouldRateLimit(
     request: RateLimitRequest,
     peer: string | undefined,

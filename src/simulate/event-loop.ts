@@ -5,7 +5,7 @@
  * The real limiter and store code runs on promises, so before the loop moves time on it drains
  * every microtask: a continuation then runs at the virtual time its cause happened. Draining
  * is `await new Promise(setImmediate)` (a macrotask runs only once the microtask queue is
- * empty, whatever its depth), about 1 µs, most of it a turn of the real event loop. So the
+ * empty, whatever its depth), a turn of the real event loop each time. So the
  * loop drains once per virtual instant, not once per event, and not at all after an instant
  * whose events all said `quiet()`: they queued no microtask (an arrival the limiter decided
  * synchronously, a store call arriving at its replica, which only schedules its reply), and

@@ -28,7 +28,7 @@ export async function storeFromUrl(
     const { redisStoreFromUrl } = await import("./redis.js").catch((error: unknown) => {
       if ((error as { code?: string }).code !== "ERR_MODULE_NOT_FOUND") throw error;
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_MISSING_PACKAGE",
         `--store ${redact(text)} needs the package ioredis, which is not installed: npm install ioredis`,
       );
     });
@@ -55,7 +55,7 @@ export async function storeFromUrl(
     return hybridCounting(dynamodbStoreFromUrl(text));
   }
   throw new EdgelimitError(
-    "EL_BAD_ARGUMENT",
+    "EL_STORE_URL",
     `--store: unknown store "${redact(text)}"; use memory, redis://HOST:PORT, rediss://HOST:PORT, redis+cluster://HOST:PORT,HOST:PORT, redis+https://:TOKEN@HOST or dynamodb://TABLE?region=REGION`,
   );
 }

@@ -79,7 +79,7 @@ export class MemoryStore implements Store {
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     if (!Number.isInteger(maxKeys) || maxKeys < 2) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `memoryStore: maxKeys must be an integer of at least 2; got ${maxKeys}`,
       );
     }

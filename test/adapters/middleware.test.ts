@@ -185,7 +185,8 @@ describe("middleware through real servers", () => {
       error = caught;
     }
     expect(error).toBeInstanceOf(EdgelimitError);
-    expect((error as EdgelimitError).code).toBe("EL_BAD_ARGUMENT");
+    expect((error as EdgelimitError).code).toBe("EL_BAD_OPTION");
+    expect((error as EdgelimitError).docs).toBe("docs/errors.md#el_bad_option");
     expect((error as EdgelimitError).message).toContain("withRateLimit needs the ip option");
     expect((error as EdgelimitError).message).toContain(
       "ip: (req, info) => info.remoteAddr.hostname",

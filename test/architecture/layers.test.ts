@@ -61,6 +61,42 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:stream",
     "package:node:zlib",
   ],
+  /** Stores build on the core only (and the AWS signer, and their clients' packages). */
+  stores: [
+    "core",
+    "aws",
+    "package:ioredis",
+    "package:node:http",
+    "package:node:https",
+    "package:node:net",
+  ],
+  /** The one way the project draws charts, for reports and the dashboard. */
+  charts: ["core", "package:node:fs", "package:node:module"],
+  /** What replay and simulate share: the policy rewrite, the reference engine, report pieces. */
+  offline: ["core", "stores", "charts"],
+  replay: [
+    "core",
+    "policy",
+    "stores",
+    "offline",
+    "charts",
+    "package:node:fs",
+    "package:node:path",
+    "package:node:stream",
+    "package:node:string_decoder",
+    "package:node:zlib",
+  ],
+  simulate: [
+    "core",
+    "policy",
+    "stores",
+    "offline",
+    "charts",
+    "package:yaml",
+    "package:zod",
+    "package:node:fs",
+    "package:node:path",
+  ],
   /**
    * The rate limit service, a server beside the gateway: it decides through the core and the
    * limiter, reads policies and its own YAML, and shares the gateway's admin listener. It never
@@ -127,6 +163,16 @@ describe("the layers", () => {
 
   it("lets adapters/ translate runtimes onto http/ and the challenge, lists and metrics", () => {
     expect(violations("adapters")).toEqual([]);
+  });
+
+  it("lets stores/ build on core/ only (and the AWS signer)", () => {
+    expect(violations("stores")).toEqual([]);
+  });
+
+  it("keeps the offline tools (replay, simulate, their toolkit, the charts) off the runtimes", () => {
+    for (const layer of ["charts", "offline", "replay", "simulate"]) {
+      expect(violations(layer)).toEqual([]);
+    }
   });
 
   it("lets rls/ decide through the core and the limiter, and serve beside the gateway", () => {

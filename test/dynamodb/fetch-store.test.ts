@@ -317,7 +317,7 @@ describe("DynamoDbFetchStore against dynalite", () => {
     for (const name of names) delete process.env[name];
     const client = new DynamoDbFetchClient({ region: "us-east-1", endpoint: recorder.endpoint });
     await expect(client.call("GetItem", {})).rejects.toMatchObject({
-      code: "EL_BAD_ARGUMENT",
+      code: "EL_STORE_OPTION",
       message: expect.stringContaining("AWS_ACCESS_KEY_ID"),
     });
     expect(recorder.requests).toHaveLength(0);

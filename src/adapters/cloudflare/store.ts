@@ -70,7 +70,7 @@ export class CloudflareStore implements Store {
     const objects = options.env[options.counter] as DurableObjectNamespaceLike | undefined;
     if (typeof objects?.idFromName !== "function") {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_BINDING",
         `cloudflare: no Durable Object binding "${options.counter}" in env; declare it in wrangler.toml ([[durable_objects.bindings]] name = "${options.counter}", class_name = "EdgelimitCounter")`,
       );
     }
@@ -152,7 +152,7 @@ export class CloudflareStore implements Store {
     const binding = name === undefined ? undefined : (this.#options.env[name] as RateLimitBinding);
     if (typeof binding?.limit !== "function") {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_BINDING",
         `cloudflare: rule "${spec.ruleId}" needs a rate-limit binding for namespace "${spec.namespace}"${name === undefined ? "" : ` (env.${name} is missing)`}; map it in ratelimits and declare it in wrangler.toml [[ratelimits]]`,
       );
     }

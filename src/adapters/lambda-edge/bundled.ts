@@ -50,7 +50,7 @@ export function lazyChallenge(
     pending ??= (async () => {
       const handler = await create();
       if (handler === undefined)
-        throw new EdgelimitError("EL_BAD_ARGUMENT", "the policy's challenge could not be built");
+        throw new EdgelimitError("EL_BAD_OPTION", "the policy's challenge could not be built");
       built = handler;
       return handler;
     })().catch((error: unknown) => {

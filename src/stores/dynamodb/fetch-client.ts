@@ -219,7 +219,7 @@ export class DynamoDbFetchClient implements DynamoDbClient {
 function positiveMs(ms: number, name: string): number {
   if (!Number.isFinite(ms) || ms <= 0) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_OPTION",
       `dynamodbFetchStore: ${name} must be a positive number of milliseconds; got ${ms}`,
     );
   }
@@ -271,19 +271,19 @@ function checkedEndpoint(endpoint: string): URL {
     url = new URL(endpoint);
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `dynamodbFetchStore: endpoint must be a URL such as https://dynamodb.eu-west-1.amazonaws.com; got "${endpoint}"`,
     );
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `dynamodbFetchStore: endpoint must start with https:// (or http:// for a local server); got "${url.protocol}//…"`,
     );
   }
   if (url.username !== "" || url.password !== "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       "dynamodbFetchStore: endpoint must not carry credentials; pass them as the credentials option",
     );
   }

@@ -91,7 +91,7 @@ export class HttpPool {
     this.#origin = options.origin;
     this.#secure = options.origin.protocol === "https:";
     if (!this.#secure && options.origin.protocol !== "http:") {
-      throw new EdgelimitError("EL_BAD_ARGUMENT", `unsupported endpoint ${options.origin.href}`);
+      throw new EdgelimitError("EL_STORE_URL", `unsupported endpoint ${options.origin.href}`);
     }
     this.#host = options.origin.hostname.replace(/^\[|\]$/g, "");
     this.#port = Number(options.origin.port || (this.#secure ? 443 : 80));
@@ -101,7 +101,7 @@ export class HttpPool {
     const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs <= 0) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `connectTimeoutMs must be a positive number of milliseconds; got ${connectTimeoutMs}`,
       );
     }
@@ -306,9 +306,9 @@ export class HttpPool {
    * node:https (which brings node:tls) or node:http, loaded by the first use only. Through
    * `process.getBuiltinModule`, not `import()`: in a CommonJS bundle made with esbuild's
    * defaults (an application's own Lambda bundle; `edgelimit build` turns `import()` into
-   * `require` itself) a dynamic import starts Node's ES module loader, about 1 ms of a fresh
-   * process's first call. bench/lambda-edge.bench.ts bundles its "floor: HttpPool UpdateItem"
-   * row so: with this, that row came about 1 ms nearer to the bare node:http floor.
+   * `require` itself) a dynamic import starts Node's ES module loader on a fresh process's first
+   * call. bench/lambda-edge.bench.ts bundles its "floor: HttpPool UpdateItem" row so, and shows
+   * the difference (docs/benchmarks.md, "Lambda@Edge bundle and cold start").
    */
   #load(): Loaded {
     if (this.#loaded === undefined) {

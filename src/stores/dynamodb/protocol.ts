@@ -125,7 +125,7 @@ export function credentialsFromEnv(
   const secretAccessKey = env?.AWS_SECRET_ACCESS_KEY;
   if (accessKeyId === undefined || secretAccessKey === undefined) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_OPTION",
       "DynamoDB credentials missing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (Lambda sets them) or pass credentials",
     );
   }

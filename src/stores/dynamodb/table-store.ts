@@ -143,7 +143,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
     };
     if (typeof options.region !== "string" || options.region === "") {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${owner}: region is required (for example eu-west-1)`,
       );
     }
@@ -159,7 +159,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
     const regions = options.globalRegions ?? [];
     if (regions.length > 0 && !regions.includes(options.region)) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${owner}: region ${options.region} is not one of globalRegions (${regions.join(", ")})`,
       );
     }
@@ -344,7 +344,7 @@ function isHybrid(spec: CounterSpec): boolean {
 function checkedRoundTrip(ms: number, name: string, owner: string): number {
   if (!Number.isFinite(ms) || ms < 0) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_OPTION",
       `${owner}: ${name} must be 0 or more milliseconds; got ${ms}`,
     );
   }

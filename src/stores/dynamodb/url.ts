@@ -14,18 +14,18 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
     parsed = new URL(url);
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `not a URL: ${url}; expected dynamodb://TABLE?region=R`,
     );
   }
   if (parsed.protocol !== "dynamodb:") {
-    throw new EdgelimitError("EL_BAD_ARGUMENT", `expected dynamodb://TABLE?region=R; got ${url}`);
+    throw new EdgelimitError("EL_STORE_URL", `expected dynamodb://TABLE?region=R; got ${url}`);
   }
   const table = decodeURIComponent(parsed.hostname || parsed.pathname.replace(/^\/+/, ""));
   const region = parsed.searchParams.get("region") ?? "";
   if (region === "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `${url}: add ?region=REGION (for example ?region=us-east-1)`,
     );
   }

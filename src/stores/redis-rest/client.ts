@@ -34,7 +34,7 @@ export class RedisRestClient {
     this.#pipelineUrl = `${this.url.replace(/\/+$/, "")}/pipeline`;
     if (typeof options.token !== "string" || options.token === "") {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         "redisRestStore: token is required: the REST token of the Redis database (Upstash: UPSTASH_REDIS_REST_TOKEN; Vercel KV: KV_REST_API_TOKEN)",
       );
     }
@@ -121,19 +121,19 @@ function checkedEndpoint(url: string): string {
     parsed = new URL(url);
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redisRestStore: url must be the REST endpoint, such as https://eu1-example-12345.upstash.io; got "${url}"`,
     );
   }
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redisRestStore: url must start with https:// (or http:// for a proxy on your own network); got "${parsed.protocol}//…". For redis:// use edgelimit/redis.`,
     );
   }
   if (parsed.username !== "" || parsed.password !== "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       "redisRestStore: url must not carry credentials; pass the token as the token option",
     );
   }

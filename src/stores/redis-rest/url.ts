@@ -17,7 +17,7 @@ export function redisRestOptionsFromUrl(
   const match = /^redis\+(https?):\/\/(.*)$/i.exec(url.trim());
   if (match === null) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `a Redis REST URL looks like redis+https://:TOKEN@HOST[/PATH] (or redis+https://HOST with ${REDIS_REST_TOKEN_VARIABLE} set); got "${redactToken(url)}"`,
     );
   }
@@ -28,7 +28,7 @@ export function redisRestOptionsFromUrl(
   const token = fromUrl === "" ? env[REDIS_REST_TOKEN_VARIABLE] : fromUrl;
   if (token === undefined || token === "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `${redactToken(url)} has no token: write redis+https://:TOKEN@${endpoint.host}${endpoint.pathname === "/" ? "" : endpoint.pathname}, or set ${REDIS_REST_TOKEN_VARIABLE}`,
     );
   }

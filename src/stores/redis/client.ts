@@ -59,20 +59,20 @@ function checkSingleNodeUrl(url: string): void {
     parsed = new URL(url);
   } catch {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis URL must look like redis://host:port[/db] or redis+cluster://host:port,host:port; got "${url}"`,
     );
   }
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis URL must start with redis://, rediss:// or redis+cluster://; got "${url}"`,
     );
   }
   // ioredis would quietly connect to 127.0.0.1: a missing host is a mistake, not a default.
   if (parsed.hostname === "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis URL has no host: write redis://HOST:PORT (for a local server, redis://127.0.0.1:6379); got "${url}"`,
     );
   }
@@ -80,7 +80,7 @@ function checkSingleNodeUrl(url: string): void {
   const db = parsed.pathname.replace(/^\//, "");
   if (db !== "" && !/^\d+$/.test(db)) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis URL database must be a whole number (redis://host:port/2); got "${db}"`,
     );
   }
@@ -97,7 +97,7 @@ function createClusterClient(url: string, tuning: RedisConnectionTuning): Cluste
     .map((part) => parseHostPort(part, url));
   if (nodes === undefined || nodes.length === 0) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis cluster URL must list at least one node, as in redis+cluster://10.0.0.1:6379,10.0.0.2:6379; got "${url}"`,
     );
   }
@@ -143,7 +143,7 @@ function parseHostPort(part: string, url: string): { host: string; port: number 
   const host = match?.[1];
   if (match === null || host === undefined || host === "") {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_URL",
       `redis cluster URL has a bad node "${part}" in "${url}"`,
     );
   }

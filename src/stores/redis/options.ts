@@ -47,14 +47,14 @@ export function scriptStoreSettings(
   const maxBatch = options.maxBatch ?? defaultMaxBatch;
   if (!Number.isInteger(maxBatch) || maxBatch < 1) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_OPTION",
       `${factory}: maxBatch must be a whole number of at least 1; got ${maxBatch}`,
     );
   }
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
     throw new EdgelimitError(
-      "EL_BAD_ARGUMENT",
+      "EL_STORE_OPTION",
       `${factory}: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
     );
   }

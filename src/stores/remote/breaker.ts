@@ -51,13 +51,13 @@ export class CircuitBreaker {
     const cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
     if (!Number.isInteger(failureThreshold) || failureThreshold < 1) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${owner}: breaker.failureThreshold must be a whole number of at least 1; got ${failureThreshold}`,
       );
     }
     if (!Number.isFinite(cooldownMs) || cooldownMs < 0) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${owner}: breaker.cooldownMs must be 0 or more milliseconds; got ${cooldownMs}`,
       );
     }

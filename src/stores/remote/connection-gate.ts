@@ -48,7 +48,7 @@ export class ConnectionGate {
     this.#timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     if (!Number.isFinite(this.#timeoutMs) || this.#timeoutMs <= 0) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${options.name}: connectTimeoutMs must be a positive number of milliseconds; got ${this.#timeoutMs}`,
       );
     }

@@ -52,7 +52,7 @@ export class RemoteGuard {
     const timeoutMs = options.timeoutMs;
     if (timeoutMs !== undefined && (!Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
       throw new EdgelimitError(
-        "EL_BAD_ARGUMENT",
+        "EL_STORE_OPTION",
         `${options.owner}: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
       );
     }
