@@ -16,6 +16,27 @@ export function writeEdgelimitError(
   return true;
 }
 
+/** An error class of a command's own (`ReplayError`, `ScenarioError`): a message and a code. */
+type CodedError = abstract new (...args: never[]) => Error & { readonly code: string };
+
+/**
+ * Writes a command's error, one of its own kinds (`own`) or an EdgelimitError, as
+ * `edgelimit COMMAND: message (CODE)`. Returns false for anything else, which the caller rethrows.
+ */
+export function writeCommandError(
+  command: string,
+  error: unknown,
+  own: readonly CodedError[],
+): boolean {
+  const known = own.find((kind) => error instanceof kind);
+  if (known !== undefined) {
+    const { message, code } = error as Error & { readonly code: string };
+    process.stderr.write(`edgelimit ${command}: ${message} (${code})\n`);
+    return true;
+  }
+  return writeEdgelimitError(command, error);
+}
+
 /** `edgelimit COMMAND: message`, then the command's usage, on stderr; the exit code 2. */
 export function usageError(command: string, usage: string, message: string): number {
   process.stderr.write(`edgelimit ${command}: ${message}\n\n${usage}`);

@@ -10,7 +10,7 @@ import { DEFAULT_REORDER_MS, replayLogs } from "../replay/replay.js";
 import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
 import { parseShare } from "../replay/tuning.js";
-import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
+import { parsedOrExit, usageError, writeCommandError } from "./errors.js";
 import { REPLAY_FORMAT_LINE, REPLAY_USAGE } from "./usage.js";
 
 const USAGE = REPLAY_USAGE.replace(
@@ -91,11 +91,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     progress?.done();
-    if (error instanceof ReplayError) {
-      process.stderr.write(`edgelimit replay: ${error.message} (${error.code})\n`);
-      return 1;
-    }
-    if (writeEdgelimitError("replay", error)) return 1;
+    if (writeCommandError("replay", error, [ReplayError])) return 1;
     throw error;
   }
 }

@@ -7,7 +7,7 @@ import { formatHtml } from "../simulate/report-html.js";
 import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
 import { loadScenario, ScenarioError } from "../simulate/scenario.js";
-import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
+import { parsedOrExit, usageError, writeCommandError } from "./errors.js";
 import { SIMULATE_USAGE } from "./usage.js";
 
 const fail = (message: string): number => usageError("simulate", SIMULATE_USAGE, message);
@@ -43,11 +43,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     progress?.done();
-    if (error instanceof ScenarioError) {
-      process.stderr.write(`edgelimit simulate: ${error.message}\n`);
-      return 2;
-    }
-    if (writeEdgelimitError("simulate", error)) return 2;
+    if (writeCommandError("simulate", error, [ScenarioError])) return 2;
     throw error;
   }
 }

@@ -64,6 +64,19 @@ export interface EngineOptions extends EngineCompanions {
   readonly localFallback?: { readonly maxKeys?: number } | undefined;
 }
 
+/** One request on its way through `decide`: what every step after identity needs. */
+interface Attempt {
+  readonly prepared: Prepared;
+  readonly request: RequestDescription;
+  readonly identity: Identity;
+  /** The normalised path. */
+  readonly path: string;
+  /** When the decision began (its duration is measured from here). */
+  readonly started: number;
+  /** Whether it waited for a token or pass check: it is then counted at a fresh reading. */
+  readonly waited: boolean;
+}
+
 /** One policy, ready to decide with. */
 interface Prepared {
   readonly policy: ResolvedPolicy;
@@ -187,65 +200,44 @@ export class DecisionEngine {
     const identity = prepared.identifier.identify(request, started);
     if (identity instanceof Promise) {
       return identity.then((known) =>
-        this.#decideFor(prepared, request, known, path, started, true),
+        this.#decideFor({ prepared, request, identity: known, path, started, waited: true }),
       );
     }
-    return this.#decideFor(prepared, request, identity, path, started, false);
+    return this.#decideFor({ prepared, request, identity, path, started, waited: false });
   }
 
-  #decideFor(
-    prepared: Prepared,
-    request: RequestDescription,
-    identity: Identity,
-    path: string,
-    started: number,
-    waited: boolean,
-  ): Decision | Promise<Decision> {
+  #decideFor(attempt: Attempt): Decision | Promise<Decision> {
+    const { prepared, request, identity } = attempt;
     const { address } = identity;
     if (listed(prepared.deny, this.#companions.denylists, address)) {
-      return this.#finish(identity, path, started, NO_RULES, unlisted("block", "denylisted"));
+      return this.#finish(attempt, NO_RULES, unlisted("block", "denylisted"));
     }
     if (listed(prepared.allow, this.#companions.allowlists, address)) {
-      return this.#finish(identity, path, started, NO_RULES, unlisted("allow", "allowlisted"));
+      return this.#finish(attempt, NO_RULES, unlisted("allow", "allowlisted"));
     }
-    const match = prepared.matcher.match(identity, path, request.method ?? "GET");
+    const match = prepared.matcher.match(identity, attempt.path, request.method ?? "GET");
     if (match.compiled.length === 0) {
-      return this.#finish(identity, path, started, NO_RULES, unlisted("allow", "no-rule"));
+      return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
     }
     // A challenge pass is checked only when a matched rule challenges.
     const passes = this.#companions.passes;
     if (request.passVerified === true || passes === undefined || !anyChallenges(match)) {
-      return this.#count(
-        prepared,
-        request,
-        identity,
-        path,
-        started,
-        waited,
-        match,
-        request.passVerified,
-      );
+      return this.#count(attempt, match, request.passVerified);
     }
-    const verified = passes.verify(request, primarySubject(identity), started);
+    const verified = passes.verify(request, primarySubject(identity), attempt.started);
     if (verified instanceof Promise) {
-      return verified.then((valid) =>
-        this.#count(prepared, request, identity, path, started, true, match, valid),
-      );
+      return verified.then((valid) => this.#count({ ...attempt, waited: true }, match, valid));
     }
-    return this.#count(prepared, request, identity, path, started, waited, match, verified);
+    return this.#count(attempt, match, verified);
   }
 
   #count(
-    prepared: Prepared,
-    request: RequestDescription,
-    identity: Identity,
-    path: string,
-    started: number,
-    waited: boolean,
+    attempt: Attempt,
     match: Match,
     passVerified: boolean | undefined,
   ): Decision | Promise<Decision> {
     const verified = passVerified === true;
+    const { prepared, request, identity } = attempt;
     const counters = prepared.counters.countersFor(
       match.compiled,
       identity,
@@ -254,18 +246,8 @@ export class DecisionEngine {
     );
     // Counted at the time it reaches the store, not when it started: a token or pass check may
     // have taken a while (a late request costs the counter's newest window, see countedAt).
-    const now = waited ? this.#clock() : started;
-    return this.#applyCounters(
-      prepared,
-      request,
-      identity,
-      path,
-      started,
-      now,
-      match,
-      counters,
-      verified,
-    );
+    const now = attempt.waited ? this.#clock() : attempt.started;
+    return this.#applyCounters(attempt, now, match, counters, verified);
   }
 
   /**
@@ -301,17 +283,15 @@ export class DecisionEngine {
       })),
       rules,
     };
-    return this.#applyCounters(
-      this.#prepared,
-      { path },
+    const attempt: Attempt = {
+      prepared: this.#prepared,
+      request: { path },
       identity,
       path,
       started,
-      started,
-      match,
-      counters,
-      false,
-    );
+      waited: false,
+    };
+    return this.#applyCounters(attempt, started, match, counters, false);
   }
 
   /**
@@ -319,23 +299,20 @@ export class DecisionEngine {
    * decision. `now` is the time they are counted at; `started`, when the decision began.
    */
   #applyCounters(
-    prepared: Prepared,
-    request: RequestDescription,
-    identity: Identity,
-    path: string,
-    started: number,
+    attempt: Attempt,
     now: number,
     match: Match,
     counters: readonly CounterSpec[],
     verified: boolean,
   ): Decision | Promise<Decision> {
-    const { policy } = prepared;
+    const { request, path } = attempt;
+    const { policy } = attempt.prepared;
     const { compiled, rules } = match;
     const blocked = this.#blockCache?.blockedUntil(counters, now);
     if (blocked !== undefined) {
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       const { rule } = compiled[at] as CompiledRule;
-      return this.#finish(identity, path, started, [rule], cachedBlock(rule, blocked, now));
+      return this.#finish(attempt, [rule], cachedBlock(rule, blocked, now));
     }
     const store = this.store;
     const applySync = this.#applySync;
@@ -347,10 +324,10 @@ export class DecisionEngine {
       } catch (error) {
         const cause = this.#storeFailed(error, request);
         const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
-        return this.#finish(identity, path, started, failed.rules, failed);
+        return this.#finish(attempt, failed.rules, failed);
       }
       const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
-      return this.#finish(identity, path, started, rules, counted);
+      return this.#finish(attempt, rules, counted);
     }
     const { budgetMs, connectBudgetMs } = policy;
     // What this process admitted on its own while the store was failed rides along (store-debt.ts).
@@ -368,9 +345,7 @@ export class DecisionEngine {
       (states) => {
         if (paying !== undefined) this.#local.settle(paying, states);
         return this.#finish(
-          identity,
-          path,
-          started,
+          attempt,
           rules,
           decideFromCounts(compiled, counters, states, verified, this.#blockCache, now),
         );
@@ -379,7 +354,7 @@ export class DecisionEngine {
         if (paying !== undefined) this.#local.settle(paying, undefined);
         const cause = this.#storeFailed(error, request);
         const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
-        return this.#finish(identity, path, started, failed.rules, failed);
+        return this.#finish(attempt, failed.rules, failed);
       },
     );
   }
@@ -394,13 +369,8 @@ export class DecisionEngine {
     return error instanceof Error ? error.message : String(error);
   }
 
-  #finish(
-    identity: Identity,
-    path: string,
-    started: number,
-    rules: readonly ResolvedRule[],
-    counted: CountedDecision,
-  ): Decision {
+  #finish(attempt: Attempt, rules: readonly ResolvedRule[], counted: CountedDecision): Decision {
+    const { identity } = attempt;
     return {
       action: counted.action,
       reason: counted.reason,
@@ -413,8 +383,8 @@ export class DecisionEngine {
       tier: identity.tier,
       plan: identity.plan,
       subject: primarySubject(identity),
-      path,
-      durationMs: this.#clock() - started,
+      path: attempt.path,
+      durationMs: this.#clock() - attempt.started,
       storeError: counted.storeError,
     };
   }
