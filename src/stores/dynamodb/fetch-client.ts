@@ -6,6 +6,7 @@ import { type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
+import { parseStoreUrl } from "../store-url.js";
 import {
   type CallOptions,
   credentialsFromEnv,
@@ -266,15 +267,10 @@ function runtimeEnv(): Readonly<Record<string, string | undefined>> | undefined 
 
 /** The endpoint, checked: http(s), a host, no credentials (they are the `credentials` option). */
 function checkedEndpoint(endpoint: string): URL {
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `dynamodbFetchStore: endpoint must be a URL such as https://dynamodb.eu-west-1.amazonaws.com; got "${endpoint}"`,
-    );
-  }
+  const url = parseStoreUrl(
+    endpoint,
+    "dynamodbFetchStore: endpoint must be a URL such as https://dynamodb.eu-west-1.amazonaws.com",
+  );
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new EdgelimitError(
       "EL_STORE_URL",

@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { parseStoreUrl } from "../store-url.js";
 import type { DynamoDbStoreOptions } from "./store.js";
 
 const DEFAULT_TABLE = "rate-limits";
@@ -9,15 +10,7 @@ const DEFAULT_TABLE = "rate-limits";
  * `edgelimit serve --store` and `edgelimit build lambda-edge --store` take it.
  */
 export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `not a URL: ${url}; expected dynamodb://TABLE?region=R`,
-    );
-  }
+  const parsed = parseStoreUrl(url, "not a URL: expected dynamodb://TABLE?region=R");
   if (parsed.protocol !== "dynamodb:") {
     throw new EdgelimitError("EL_STORE_URL", `expected dynamodb://TABLE?region=R; got ${url}`);
   }

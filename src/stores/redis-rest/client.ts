@@ -6,6 +6,7 @@
  * Web-standard runtime does (docs/redis.md says why this and not @upstash/redis).
  */
 import { EdgelimitError } from "../../core/errors.js";
+import { parseStoreUrl } from "../store-url.js";
 
 export type RedisArgument = string | number;
 
@@ -116,15 +117,10 @@ function isErrorReply(body: unknown): body is { error: string } {
 
 /** The endpoint URL, checked: http(s), a host, no credentials (the token is separate). */
 function checkedEndpoint(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `redisRestStore: url must be the REST endpoint, such as https://eu1-example-12345.upstash.io; got "${url}"`,
-    );
-  }
+  const parsed = parseStoreUrl(
+    url,
+    "redisRestStore: url must be the REST endpoint, such as https://eu1-example-12345.upstash.io",
+  );
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
     throw new EdgelimitError(
       "EL_STORE_URL",

@@ -5,6 +5,7 @@
  */
 import { Cluster, Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
+import { parseStoreUrl } from "../store-url.js";
 
 export type RedisClient = Redis | Cluster;
 
@@ -54,15 +55,10 @@ export function createRedisClient(url: string, tuning: RedisConnectionTuning = {
 
 /** What ioredis would take without complaint but we refuse, with a message saying what to write. */
 function checkSingleNodeUrl(url: string): void {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `redis URL must look like redis://host:port[/db] or redis+cluster://host:port,host:port; got "${url}"`,
-    );
-  }
+  const parsed = parseStoreUrl(
+    url,
+    "redis URL must look like redis://host:port[/db] or redis+cluster://host:port,host:port",
+  );
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw new EdgelimitError(
       "EL_STORE_URL",
