@@ -89,7 +89,7 @@ async function burstsThroughGateways(
   store: string,
   run: number,
   bursts: readonly { readonly size: number; readonly path: string }[],
-): Promise<{ results: BurstResult[]; failedOpen: number[]; storeErrors: number[] }> {
+): Promise<{ results: BurstResult[]; failedOpen: number[]; storeErrors: (number | string)[] }> {
   const gateways: BurstGateway[] = await Promise.all([
     startBurstGateway({ store }),
     startBurstGateway({ store }),
@@ -104,11 +104,23 @@ async function burstsThroughGateways(
     results.push(await fireBurst(pools, { ...burst, ip: burstAddress(run, index) }));
   }
   const scrapes = await Promise.all(gateways.map((gateway) => gateway.scrape()));
+  const storeErrors = scrapes.map((text) => metricValue(text, "edgelimit_store_errors_total"));
   return {
     results,
     failedOpen: scrapes.map((text) => metricValue(text, "edgelimit_failed_open_total")),
-    storeErrors: scrapes.map((text) => metricValue(text, "edgelimit_store_errors_total")),
+    // With the cause each gateway logged, so that a failure says what failed.
+    storeErrors: storeErrors.map((count, i) =>
+      count === 0 ? 0 : `${count}: ${causesIn((gateways[i] as BurstGateway).output())}`,
+    ),
   };
+}
+
+/** The store failures a gateway logged (its warnings name the cause). */
+function causesIn(output: string): string {
+  return output
+    .split("\n")
+    .filter((line) => line.includes("failed a decision"))
+    .join(" | ");
 }
 
 function repeat<T>(count: number, value: T): T[] {
