@@ -225,9 +225,9 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     });
     try {
       const calls = [secure.call("ListTables", {}), secure.call("ListTables", {})];
-      for (const call of calls) {
-        await expect(call).rejects.toMatchObject({ code: "EL_STORE_FAILED" });
-      }
+      await Promise.all(
+        calls.map((call) => expect(call).rejects.toMatchObject({ code: "EL_STORE_FAILED" })),
+      );
       await expect(secure.call("ListTables", {})).rejects.toMatchObject({
         code: "EL_STORE_FAILED",
       });
