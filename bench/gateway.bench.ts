@@ -87,7 +87,10 @@ async function startGateway(
   tree = ".",
 ): Promise<Target> {
   const port = await freePort();
-  const argv = [process.execPath, join(tree, "dist/cli/main.js"), "serve", "--policy", POLICY];
+  // Each tree reads its own copy of the example policy: an older tree may not know a newer
+  // option (failMode: local).
+  const policy = join(tree, POLICY);
+  const argv = [process.execPath, join(tree, "dist/cli/main.js"), "serve", "--policy", policy];
   argv.push("--upstream", `http://127.0.0.1:${upstream.port}`, "--host", "127.0.0.1");
   argv.push("--port", String(port), "--admin-port", String(await freePort()), ...extra);
   // The example policy names a JWT and a challenge secret; the bench's traffic uses neither.
