@@ -34,9 +34,25 @@ export interface BuiltWorker {
 export async function buildCloudflareWorker(options: BuildWorkerOptions): Promise<BuiltWorker> {
   const policy = typeof options.policy === "string" ? loadPolicy(options.policy) : options.policy;
   assertCloudflarePolicy(policy);
+  return bundleWorker(options.entry, options.outfile, {
+    define: { EDGELIMIT_POLICY: JSON.stringify(policy) },
+    minify: options.minify ?? false,
+  });
+}
+
+/**
+ * Bundles a Worker entry for workerd as the build above does (the tests' own Workers too, so
+ * that they run what users deploy): one ESM file, `cloudflare:` and `node:` imports left to the
+ * runtime, `define` replacing globals.
+ */
+export async function bundleWorker(
+  entry: string,
+  outfile: string,
+  options: { readonly define?: Record<string, string>; readonly minify?: boolean } = {},
+): Promise<BuiltWorker> {
   const result = await build({
-    entryPoints: [options.entry],
-    outfile: options.outfile,
+    entryPoints: [entry],
+    outfile,
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -44,14 +60,14 @@ export async function buildCloudflareWorker(options: BuildWorkerOptions): Promis
     conditions: ["workerd", "worker", "browser"],
     mainFields: ["browser", "module", "main"],
     external: ["cloudflare:*", "node:*"],
-    define: { EDGELIMIT_POLICY: JSON.stringify(policy) },
+    define: options.define ?? {},
     minify: options.minify ?? false,
     legalComments: "none",
     metafile: true,
     logLevel: "warning",
   });
   const output = Object.values(result.metafile.outputs)[0];
-  return { outfile: options.outfile, bytes: output?.bytes ?? 0 };
+  return { outfile, bytes: output?.bytes ?? 0 };
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -22,12 +22,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { getRequestListener } from "@hono/node-server";
-import { build } from "esbuild";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
 import { Miniflare } from "miniflare";
 import { pino } from "pino";
+import { bundleWorker } from "../../../scripts/build-cloudflare.js";
 import { honoRateLimit, withRateLimit } from "../../../src/adapters/fetch.js";
 import {
   type CloudFrontRequest,
@@ -498,16 +498,7 @@ function workerdDriver(
     async prepare() {
       dir = mkdtempSync(join(tmpdir(), "edgelimit-guard-worker-"));
       script = join(dir, "worker.js");
-      await build({
-        entryPoints: [entry],
-        outfile: script,
-        bundle: true,
-        format: "esm",
-        platform: "browser",
-        target: "es2022",
-        conditions: ["workerd", "worker", "browser"],
-        logLevel: "warning",
-      });
+      await bundleWorker(entry, script);
     },
     async dispose() {
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });

@@ -9,8 +9,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import { bundleWorker } from "../../../scripts/build-cloudflare.js";
 import type { CounterSpec, CounterState, Store } from "../../../src/core/types.js";
 import { DynamoDbStore } from "../../../src/stores/dynamodb.js";
 import { DynamoDbFetchStore } from "../../../src/stores/dynamodb-fetch.js";
@@ -211,17 +211,7 @@ const STORE_WORKER = join(import.meta.dirname, "store-worker.ts");
 export async function durableObjectTarget(): Promise<Target> {
   const dir = await mkdtemp(join(tmpdir(), "edgelimit-conformance-"));
   const script = join(dir, "worker.js");
-  await build({
-    entryPoints: [STORE_WORKER],
-    outfile: script,
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    external: ["cloudflare:*", "node:*"],
-    logLevel: "warning",
-  });
+  await bundleWorker(STORE_WORKER, script);
   const miniflare = new Miniflare({
     modules: true,
     scriptPath: script,
