@@ -6,9 +6,18 @@
  * `.ci/run` relies on), which a test cannot do without changing the machine.
  */
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { buildSync } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
 import { executableOf } from "../support/system-packages.js";
 
@@ -47,10 +56,31 @@ function pathWithout(hidden: RegExp): string {
 
 const hiddenPath = pathWithout(HIDDEN);
 
+/**
+ * The check as another user sees it. The project may sit in a folder that only its owner can
+ * enter (a clone made in `mktemp -d`), so that user runs the same script bundled into this
+ * test's world-readable folder, with the package list beside it where the script looks for it.
+ */
+const forOtherUser = join(dir, "requirements");
+mkdirSync(join(forOtherUser, "scripts"), { recursive: true });
+copyFileSync(join(ROOT, "test/system-packages.json"), join(forOtherUser, "system-packages.json"));
+buildSync({
+  entryPoints: [join(ROOT, "scripts/test-requirements.ts")],
+  outfile: join(forOtherUser, "scripts/test-requirements.mjs"),
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  logLevel: "warning",
+});
+
 function runCheck(env: Record<string, string>, uid?: number) {
   const started = performance.now();
-  const result = spawnSync(process.execPath, ["--import", "tsx", "scripts/test-requirements.ts"], {
-    cwd: ROOT,
+  const [args, cwd] =
+    uid === undefined
+      ? [["--import", "tsx", "scripts/test-requirements.ts"], ROOT]
+      : [["scripts/test-requirements.mjs"], forOtherUser];
+  const result = spawnSync(process.execPath, args, {
+    cwd,
     env: { HOME: dir, ...env },
     encoding: "utf8",
     timeout: 30_000,
