@@ -15,6 +15,7 @@ import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
 import { writeEdgelimitError } from "./errors.js";
 import { untilStopped, watchPath } from "./lifecycle.js";
+import { storeDownWarning } from "./store-down.js";
 import { SERVE_USAGE } from "./usage.js";
 
 const USAGE = SERVE_USAGE;
@@ -126,7 +127,7 @@ export async function run(argv: string[]): Promise<number> {
     store = await storeFromUrl(storeUrl, {
       onUnreachable: (cause) =>
         logger.warn({
-          msg: "the store is not reachable at start: decisions take their rules' fail modes (open, or 503 where closed) until it is",
+          msg: storeDownWarning(policy),
           cause,
         }),
     });
