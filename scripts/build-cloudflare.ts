@@ -2,11 +2,13 @@
  * Builds the example Worker: resolves the policy here, in Node (YAML, zod and node:fs never reach
  * the Worker), and bundles it as JSON with the Worker source into one ESM file.
  *
- *   npm run build:cloudflare [-- --policy FILE --entry FILE --outfile FILE]
+ *   npm run build:cloudflare [-- --policy FILE --entry FILE --outfile FILE --minify --analyze]
+ *
+ * `--analyze` prints what the bundle holds, file by file (esbuild's analysis of its metafile).
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { analyzeMetafile, build, type Metafile } from "esbuild";
 import { assertCloudflarePolicy } from "../src/adapters/cloudflare/handler.js";
 import { loadPolicy } from "../src/policy/load.js";
 import type { ResolvedPolicy } from "../src/policy/types.js";
@@ -28,6 +30,8 @@ export interface BuildWorkerOptions {
 export interface BuiltWorker {
   readonly outfile: string;
   readonly bytes: number;
+  /** esbuild's account of which input went where, for `--analyze`. */
+  readonly metafile: Metafile;
 }
 
 /** The entry reads the policy from the global `EDGELIMIT_POLICY`, replaced here by its JSON. */
@@ -67,7 +71,7 @@ export async function bundleWorker(
     logLevel: "warning",
   });
   const output = Object.values(result.metafile.outputs)[0];
-  return { outfile, bytes: output?.bytes ?? 0 };
+  return { outfile, bytes: output?.bytes ?? 0, metafile: result.metafile };
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -82,6 +86,7 @@ async function main(argv: string[]): Promise<number> {
     minify: argv.includes("--minify"),
   });
   console.log(`built ${built.outfile} (${(built.bytes / 1024).toFixed(1)} KiB)`);
+  if (argv.includes("--analyze")) console.log(await analyzeMetafile(built.metafile));
   return 0;
 }
 

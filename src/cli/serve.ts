@@ -6,6 +6,7 @@ import { type Logger, pino } from "pino";
 import { createChallenge } from "../challenge/index.js";
 import { challenges } from "../challenge/shared-secret.js";
 import { EdgelimitError } from "../core/errors.js";
+import { CidrSet, parseIp } from "../core/ip.js";
 import type { Store } from "../core/types.js";
 import { type DemoOrigin, demoSecret, startDemoOrigin } from "../gateway/demo-origin.js";
 import { createGateway, type Gateway } from "../gateway/server.js";
@@ -15,6 +16,7 @@ import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
 import { writeEdgelimitError } from "./errors.js";
 import { untilStopped, watchPath } from "./lifecycle.js";
+import { storeDownWarning } from "./store-down.js";
 import { SERVE_USAGE } from "./usage.js";
 
 const USAGE = SERVE_USAGE;
@@ -126,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     store = await storeFromUrl(storeUrl, {
       onUnreachable: (cause) =>
         logger.warn({
-          msg: "the store is not reachable at start: decisions take their rules' fail modes (open, or 503 where closed) until it is",
+          msg: storeDownWarning(policy),
           cause,
         }),
     });
@@ -177,6 +179,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   process.stdout.write(
     banner(
+      policy,
       addresses,
       gateway.port ?? port,
       policyFile,
@@ -302,6 +305,24 @@ function rateFlag(value: unknown, fallback: number): number {
   return number;
 }
 
+/**
+ * The banner's line for another client's counters, where the policy lets a curl on this machine
+ * play one: an `X-Forwarded-For` is believed only from a trusted proxy, and loopback is trusted
+ * here because a proxy on this machine would be. Said next to it, so that nobody takes it for a
+ * way in: from elsewhere the header is ignored (the spoofing README says we prevent).
+ */
+function forwardedForLines(policy: ResolvedPolicy, base: string): string[] {
+  const ip = policy.identity.ip;
+  const loopbackTrusted = new CidrSet(ip.trustedProxies).has(parseIp("127.0.0.1"));
+  if (ip.source !== "x-forwarded-for" || !loopbackTrusted) return [];
+  return [
+    `  curl -i -H "X-Forwarded-For: 203.0.113.7" ${base}/api/export   # counted as 203.0.113.7, with its own counters:`,
+    "    # only from this machine: the policy trusts X-Forwarded-For from loopback peers (identity.ip.trustedProxies),",
+    "    # as it would a proxy on the same machine. A client elsewhere is no trusted proxy: its X-Forwarded-For is",
+    "    # ignored and it is counted by its own address, whatever it writes there.",
+  ];
+}
+
 function printError(error: unknown): void {
   if (writeEdgelimitError("serve", error, (error as Error).message.split("\n")[0])) return;
   process.stderr.write(
@@ -310,6 +331,7 @@ function printError(error: unknown): void {
 }
 
 function banner(
+  policy: ResolvedPolicy,
   addresses: { url: string; adminUrl: string | undefined },
   port: number,
   policyFile: string,
@@ -333,7 +355,7 @@ function banner(
     "Try:",
     `  curl -i ${base}/api/search?q=shoes`,
     `  for i in $(seq 1 8); do curl -s -o /dev/null -w "%{http_code}\\n" ${base}/api/reports; done   # 5 allowed, then 429`,
-    `  curl -i -H "X-Forwarded-For: 203.0.113.7" ${base}/api/export   # another client, its own counters`,
+    ...forwardedForLines(policy, base),
   ];
   if (mintedSecret !== undefined && secretSource !== undefined && "env" in secretSource) {
     lines.push(

@@ -58,7 +58,7 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
       return;
     }
     if (path === "/" || path === "/index.html") {
-      send(res, 200, "text/html; charset=utf-8", dashboardPage(), {
+      send(res, 200, "text/html; charset=utf-8", dashboardPage(gateway.snapshot()), {
         "content-security-policy":
           "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'",
       });

@@ -1,4 +1,5 @@
 import { CHART_SCRIPT } from "../charts/uplot.js";
+import type { GatewaySnapshot } from "./snapshot.js";
 
 /**
  * The dashboard: one HTML page and one script, both served by the admin listener. The chart is
@@ -7,7 +8,7 @@ import { CHART_SCRIPT } from "../charts/uplot.js";
  * value from the gateway is written with textContent, never as HTML: offender keys contain
  * whatever a client put in its token's subject.
  */
-export function dashboardPage(): string {
+export function dashboardPage(first: GatewaySnapshot): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -57,6 +58,7 @@ export function dashboardPage(): string {
 <h2>Active policy</h2>
 <div class="meta" id="policy-meta"></div>
 <table><thead><tr><th>rule</th><th>who</th><th>path</th><th>key</th><th>limit</th><th>algorithm</th><th>over limit</th><th>store down</th></tr></thead><tbody id="rules"></tbody></table>
+<script type="application/json" id="first-snapshot">${snapshotData(first)}</script>
 <script src="/assets/uPlot.iife.min.js"></script>
 <script src="/assets/dashboard.js"></script>
 </body>
@@ -154,6 +156,10 @@ ${CHART_SCRIPT}
     });
   }
 
+  // The first frame is the snapshot the page was served with: numbers at once, not zeros
+  // until the live feed connects (or if it never does, behind a proxy that buffers it).
+  render(JSON.parse(document.getElementById("first-snapshot").textContent));
+
   var source = new EventSource("/events");
   source.onmessage = function (event) {
     text("status", "live");
@@ -166,4 +172,13 @@ ${CHART_SCRIPT}
   };
 })();
 `;
+}
+
+/**
+ * A snapshot as the text of a `<script type="application/json">`: data, never run (the page's
+ * CSP allows no inline script), and with every `<` escaped so that no value (an offender key is
+ * whatever a client wrote) can close the element or open a comment.
+ */
+function snapshotData(snapshot: GatewaySnapshot): string {
+  return JSON.stringify(snapshot).replace(/</g, "\\u003c");
 }

@@ -19,6 +19,9 @@ export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
   const enforcing = policy.rules.filter((rule) => !rule.shadow);
   const forTier = (tier: Tier) => enforcing.filter((rule) => rule.tiers.includes(tier));
 
+  // Tiers whose only rules come from namespaces, by the paths those rules cover: said once, at
+  // `namespaces`, since the file may have no `tiers` section to point at.
+  const namespaceOnly = new Map<string, Tier[]>();
   for (const tier of tiers) {
     const rules = forTier(tier);
     if (rules.length === 0) {
@@ -33,13 +36,24 @@ export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
     const everywhere = rules.some(
       (rule) => rule.pathPrefix === undefined && rule.methods === undefined && !planOnly(rule),
     );
-    if (!everywhere) {
+    if (!everywhere && !rules.some((rule) => rule.id.startsWith(`${tier}.`))) {
+      const covered = coverage(rules);
+      namespaceOnly.set(covered, [...(namespaceOnly.get(covered) ?? []), tier]);
+    } else if (!everywhere) {
       warnings.push({
         path: ["tiers", tier],
         code: "EL_POLICY_UNLIMITED",
         message: `no ${tier} rule applies to every path: requests elsewhere are unlimited; add tiers.${tier}.global`,
       });
     }
+  }
+
+  for (const [covered, uncovered] of namespaceOnly) {
+    warnings.push({
+      path: ["namespaces"],
+      code: "EL_POLICY_UNLIMITED",
+      message: `no rule applies to every path: ${uncovered.join(" and ")} requests outside ${covered} are counted by no rule, so they are unlimited; if they should be limited, add ${uncovered.map((tier) => `tiers.${tier}.global`).join(" and ")}, or a namespace without match.path`,
+    });
   }
 
   if (identifiesUsers) {
@@ -123,6 +137,20 @@ export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
     }
   }
   return warnings;
+}
+
+/**
+ * The paths some rules count, for a warning: `POST /login, /api/`. A path a plan's rule counts is
+ * named with its plan (`/api/ (plan free)`) unless a rule for every plan counts it too.
+ */
+function coverage(rules: readonly ResolvedRule[]): string {
+  const where = (rule: ResolvedRule) =>
+    `${rule.methods === undefined ? "" : `${rule.methods.join("|")} `}${rule.pathPrefix ?? "every path"}`;
+  const forAll = new Set(rules.filter((rule) => !planOnly(rule)).map(where));
+  const forPlans = rules
+    .filter((rule) => planOnly(rule) && !forAll.has(where(rule)))
+    .map((rule) => `${where(rule)} (plan ${(rule.plans ?? []).join("|")})`);
+  return [...new Set([...forAll, ...forPlans])].join(", ");
 }
 
 /** A rule that applies only to the users of some plans. */

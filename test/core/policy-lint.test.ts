@@ -22,6 +22,13 @@ describe("check's warnings: valid policies that leave traffic unlimited", () => 
     expect(warningsOf(seed)).toEqual([]);
   });
 
+  it("points a policy of namespaces at its namespaces, not at a tiers section it does not have", () => {
+    const text = `version: 1\n${JWT}namespaces:\n  login:\n    match: { path: /login, methods: [POST] }\n    limit: 5\n  api:\n    match: { path: /api/ }\n    rules:\n      - { name: rate, limit: 100 }\n      - { name: daily, key: user, plans: [free], limit: 50, window: 1d }\n`;
+    expect(warningsOf(text)).toEqual([
+      "line 9: namespaces: no rule applies to every path: anonymous and authenticated requests outside POST /login, /api/ are counted by no rule, so they are unlimited; if they should be limited, add tiers.anonymous.global and tiers.authenticated.global, or a namespace without match.path",
+    ]);
+  });
+
   it("names a tier that no rule counts", () => {
     const text = `version: 1\n${JWT}tiers:\n  anonymous:\n    global: 60\n`;
     expect(warningsOf(text)).toEqual([
@@ -83,6 +90,19 @@ describe("edgelimit check with warnings", () => {
     expect(result.status).toBe(0);
     expect(result.stderr).toContain(
       "warning: line 3: tiers.anonymous: no anonymous rule applies to every path",
+    );
+  });
+
+  it("warns about examples/policies/workers.yaml's namespaces, where its traffic goes uncounted", () => {
+    const result = spawnSync(
+      process.execPath,
+      ["dist/cli/main.js", "check", "examples/policies/workers.yaml"],
+      { encoding: "utf8" },
+    );
+    expect(result.status).toBe(0);
+    expect(result.stderr).not.toMatch(/line \d+: tiers\./);
+    expect(result.stderr).toContain(
+      "examples/policies/workers.yaml: warning: line 18: namespaces: no rule applies to every path: anonymous and authenticated requests outside POST /login, /api/ are counted by no rule",
     );
   });
 

@@ -5,7 +5,8 @@ import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/server.js";
 import { launchChromium } from "../support/chromium.js";
-import { startOrigin, type TestServer, testGateway } from "./helpers.js";
+import { signToken } from "../support/jwt.js";
+import { startOrigin, TEST_SECRET, type TestServer, testGateway } from "./helpers.js";
 
 /** The dashboard in Debian's Chromium, driven by playwright-core. */
 const userDataDir = mkdtempSync(join(tmpdir(), "edgelimit-chromium-"));
@@ -81,6 +82,39 @@ describe("the live dashboard", () => {
     expect(Number(await page.textContent("#decision-p99"))).toBeGreaterThanOrEqual(0);
     expect(pageErrors).toEqual([]);
     expect(outside).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it("shows the numbers at once, from the snapshot it was served with, before its live feed connects", async () => {
+    // A user whose token's subject is markup is refused and becomes a top offender: the page
+    // carries that key as data and shows it as text.
+    const subject = "</script><script>window.injected = 1</script><!--";
+    const token = await signToken({ sub: subject }, { secret: TEST_SECRET });
+    for (let i = 0; i < 22; i++) {
+      const response = await fetch(`${base}api/export`, {
+        headers: { "x-forwarded-for": "203.0.113.6", authorization: `Bearer ${token}` },
+      });
+      await response.arrayBuffer();
+    }
+    const snapshot = (await (await fetch(`${adminUrl}api/snapshot`)).json()) as {
+      totals: Record<string, number>;
+    };
+    expect(snapshot.totals.block).toBeGreaterThan(0);
+
+    const page = await (browser as BrowserContext).newPage();
+    const pageErrors: string[] = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    // The live feed never connects.
+    await page.route("**/events", (route) => route.abort());
+    await page.goto(adminUrl);
+    expect(await page.textContent("#status")).not.toBe("live");
+    expect(await page.textContent("#total-block")).toBe(String(snapshot.totals.block));
+    expect(await page.textContent("#total-allow")).toBe(String(snapshot.totals.allow));
+    expect(await page.textContent("#rules")).toContain("anonymous.path./api/export");
+    await page.waitForSelector("#chart canvas");
+    expect(await page.textContent("#offenders")).toContain(`user:${subject}`);
+    expect(await page.evaluate(() => (window as { injected?: number }).injected)).toBeUndefined();
+    expect(pageErrors).toEqual([]);
     await page.close();
   }, 60_000);
 });

@@ -5,6 +5,9 @@
  * with no host is refused before anything starts.
  */
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
@@ -18,6 +21,12 @@ async function waitFor(predicate: () => boolean, what: string, timeoutMs = 20_00
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** The `msg` of the log line that says the store did not answer at start. */
+function startWarning(output: string): string | undefined {
+  const line = output.split("\n").find((text) => text.includes("not reachable at start"));
+  return line === undefined ? undefined : (JSON.parse(line) as { msg: string }).msg;
 }
 
 describe("a store that is down", () => {
@@ -41,7 +50,10 @@ describe("a store that is down", () => {
     });
     const output = served.output;
     await waitFor(() => output().includes('"msg":"gateway started"'), "the gateway to start");
-    expect(output()).toContain("the store is not reachable at start");
+    // Said as it is: the seed policy's rules count in the gateway, its failClosed paths answer 503.
+    expect(startWarning(output())).toBe(
+      "the store is not reachable at start; until it answers, all 11 rules (failMode local) are counted in this process, each against its own limit; requests under /api/admin/, /api/billing/ (failClosed) are answered 503",
+    );
 
     const health = async () => (await fetch(`http://127.0.0.1:${adminPort}/healthz`)).json();
     expect(await health()).toMatchObject({ status: "ok", store: { name: "redis", failures: 0 } });
@@ -75,6 +87,50 @@ describe("a store that is down", () => {
       .filter((line) => line.includes('"reason":"store-failed-local"'));
     expect(decisions.length).toBeGreaterThan(0);
     expect(JSON.parse(decisions[0] as string).storeError).toMatch(/\S/);
+  });
+
+  it("is said at start with what each rule's failMode does until the store answers", async () => {
+    const folder = mkdtempSync(join(tmpdir(), "edgelimit-store-down-"));
+    const policy = join(folder, "policy.yaml");
+    writeFileSync(
+      policy,
+      [
+        "version: 1",
+        "tiers:",
+        "  anonymous:",
+        "    global: 60",
+        "    paths:",
+        "      /api/search: { limit: 30, failMode: open }",
+        "      /api/pay: { limit: 5, failMode: closed }",
+        "      /api/beta: { limit: 5, failMode: closed, shadow: true }",
+        "failClosed: [/api/admin/]",
+        "",
+      ].join("\n"),
+    );
+    const [port, adminPort, redisPort] = [
+      await closedPort(),
+      await closedPort(),
+      await closedPort(),
+    ];
+    const mixed = spawnServe({
+      policy,
+      upstream: `http://127.0.0.1:${await closedPort()}`,
+      port,
+      adminPort,
+      args: ["--store", `redis://127.0.0.1:${redisPort}`],
+    });
+    try {
+      await waitFor(
+        () => mixed.output().includes('"msg":"gateway started"'),
+        "the gateway to start",
+      );
+      expect(startWarning(mixed.output())).toBe(
+        "the store is not reachable at start; until it answers, rule anonymous.global (failMode local) is counted in this process against its own limit; rules anonymous.path./api/search, anonymous.path./api/beta (failMode open, or closed on a shadow rule) are not counted: their requests are admitted; a request matching rule anonymous.path./api/pay (failMode closed) is answered 503; requests under /api/admin/ (failClosed) are answered 503",
+      );
+    } finally {
+      mixed.child.kill("SIGKILL");
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it("tells library users through onStoreError, and warns once by default", async () => {
