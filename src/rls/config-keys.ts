@@ -139,7 +139,7 @@ function refusedAsNumber(node: Scalar, path: string, report: KeyReport): boolean
   if (refused === undefined) return false;
   const what =
     refused === "decimal"
-      ? `a decimal number (YAML reads ${source} as a float)`
+      ? "a decimal number (YAML reads it as a float)"
       : "a number beyond 64-bit integers";
   report.fail(
     report.lineOf(node),

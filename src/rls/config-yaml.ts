@@ -103,8 +103,10 @@ class FileReader {
     this.#text = text;
   }
 
+  /** The problems in the order of their lines (the checks run in several passes). */
   result(): { issues: PolicyIssue[]; warnings: PolicyIssue[] } {
-    return { issues: this.issues, warnings: this.#warnings };
+    const byLine = (a: PolicyIssue, b: PolicyIssue) => (a.line ?? 0) - (b.line ?? 0);
+    return { issues: this.issues.toSorted(byLine), warnings: this.#warnings.toSorted(byLine) };
   }
 
   read(): YamlFile | undefined {

@@ -138,7 +138,7 @@ describe("envoyproxy/ratelimit's invalid configurations", () => {
       yaml: "domain: shop\ndescriptors:\n  - key: version\n    value: 1.5\n    rate_limit: { unit: day, requests_per_unit: 5 }\n",
       line: 4,
       message:
-        "config error, 1.5 is a decimal number (YAML reads 1.5 as a float), which envoyproxy/ratelimit refuses anywhere in its configuration: quote it ('\"1.5\"')",
+        "config error, 1.5 is a decimal number (YAML reads it as a float), which envoyproxy/ratelimit refuses anywhere in its configuration: quote it ('\"1.5\"')",
     },
     {
       case: "a decimal where a whole number is expected, even a whole one",
