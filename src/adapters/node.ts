@@ -38,8 +38,9 @@ export interface NodeRateLimitOptions extends NodeGuardOptions {
 
 /**
  * The decisions of one limiter as Prometheus metrics: the same names and labels as the
- * gateway's `/metrics` (`edgelimit_decisions_total`, `edgelimit_decision_duration_seconds`,
- * store errors, failed-open and failed-closed counts, block cache hits). Follows the limiter's
+ * gateway's `/metrics` (`edgelimit_decisions_total`, `edgelimit_shadow_refusals_total`,
+ * `edgelimit_decision_duration_seconds`, store errors, failed-open and failed-closed counts,
+ * block cache hits). Follows the limiter's
  * policy across reloads. Serve `handler` where your scraper can reach it and the public cannot.
  */
 export class NodeMetrics extends DecisionMetrics {

@@ -45,6 +45,7 @@ export function dashboardPage(first: GatewaySnapshot): string {
   <div class="figure challenge"><div>challenged</div><div class="value" id="total-challenge">0</div><div class="rate"><span id="rate-challenge">0</span>/s</div></div>
   <div class="figure unavailable"><div>failed closed</div><div class="value" id="total-unavailable">0</div><div class="rate"><span id="rate-unavailable">0</span>/s</div></div>
   <div class="figure failed-open"><div>failed open</div><div class="value" id="total-failed-open">0</div><div class="rate">store failed, let through</div></div>
+  <div class="figure shadow"><div>shadow refusals</div><div class="value" id="total-shadow">0</div><div class="rate">shadow rules would have refused; let through</div></div>
   <div class="figure failed-local"><div>counted locally</div><div class="value" id="total-failed-local">0</div><div class="rate" id="local-state">store failed, counted here</div></div>
   <div class="figure store"><div>store</div><div class="value" id="store-state">-</div><div class="rate" id="store-error">no failure</div><div class="rate" id="store-calls"></div></div>
   <div class="figure latency"><div>decision time</div><div class="value"><span id="decision-p50">0</span> ms</div><div class="rate">p99 <span id="decision-p99">0</span> ms (last <span id="decision-count">0</span>)</div></div>
@@ -57,7 +58,7 @@ export function dashboardPage(first: GatewaySnapshot): string {
 <table><thead><tr><th>list</th><th>kind</th><th>entries</th><th>last refresh</th><th>errors</th></tr></thead><tbody id="lists"></tbody></table>
 <h2>Active policy</h2>
 <div class="meta" id="policy-meta"></div>
-<table><thead><tr><th>rule</th><th>who</th><th>path</th><th>key</th><th>limit</th><th>algorithm</th><th>over limit</th><th>store down</th></tr></thead><tbody id="rules"></tbody></table>
+<table><thead><tr><th>rule</th><th>who</th><th>path</th><th>key</th><th>limit</th><th>algorithm</th><th>over limit</th><th>store down</th><th>shadow refusals</th></tr></thead><tbody id="rules"></tbody></table>
 <script type="application/json" id="first-snapshot">${snapshotData(first)}</script>
 <script src="/assets/uPlot.iife.min.js"></script>
 <script src="/assets/dashboard.js"></script>
@@ -119,6 +120,8 @@ ${CHART_SCRIPT}
     text("block-cache-hits", snapshot.blockCacheHits);
     text("total-failed-open", snapshot.decisions.failedOpen);
     text("total-failed-local", snapshot.decisions.failedLocal);
+    text("total-shadow", snapshot.decisions.shadowRefusals);
+    var shadowByRule = snapshot.decisions.shadowRefusalsByRule;
     var local = snapshot.storeHealth.local;
     text("local-state", local.counting
       ? "counting here now; " + local.owedKeys + " counters owed to the store"
@@ -152,7 +155,8 @@ ${CHART_SCRIPT}
       return [[r.id + (r.shadow ? " (shadow)" : "")],
         [r.tiers.join(", ") + (r.plans ? " plan " + r.plans.join("|") : "")],
         [(r.methods ? r.methods.join("|") + " " : "") + r.path], [r.key],
-        [r.limit + " / " + r.window, true], [r.algorithm], [r.action], [r.failMode]];
+        [r.limit + " / " + r.window, true], [r.algorithm], [r.action], [r.failMode],
+        [Object.prototype.hasOwnProperty.call(shadowByRule, r.id) ? shadowByRule[r.id] : r.shadow ? 0 : "", true]];
     });
   }
 

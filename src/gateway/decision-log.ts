@@ -2,8 +2,11 @@ import type { Logger } from "pino";
 import type { Verdict } from "../http/respond.js";
 
 /**
- * One JSON line per refused, challenged or failed (open or counted locally) decision, and one
- * per `1 / sampleRate` allowed ones (deterministically, every Nth: no randomness to reason about in an incident).
+ * One JSON line per refused, challenged or failed (open or counted locally) decision, one per
+ * decision a shadow rule would have refused (admitted, `info`, with `shadowed`: trying a rule in
+ * shadow is asking which requests it would refuse, so none is sampled away), and one per
+ * `1 / sampleRate` other allowed ones (deterministically, every Nth: no randomness to reason
+ * about in an incident).
  */
 export class DecisionLog {
   readonly #logger: Logger;
@@ -21,7 +24,7 @@ export class DecisionLog {
   record(verdict: Verdict, method: string | undefined): void {
     const failed =
       verdict.reason === "store-failed-open" || verdict.reason === "store-failed-local";
-    if (verdict.action === "allow" && !failed) {
+    if (verdict.action === "allow" && !failed && verdict.shadowed.length === 0) {
       this.#allowedSeen++;
       if (this.#allowedSeen % this.#allowEvery !== 0) return;
     }

@@ -31,7 +31,10 @@ function branch<Value>(map: Map<string, Map<string, Value>>, key: string): Map<s
 }
 
 /** What a decision's metrics read of its verdict (the rate limit service records no more). */
-export type RecordedDecision = Pick<Verdict, "rule" | "tier" | "reason" | "action" | "durationMs">;
+export type RecordedDecision = Pick<
+  Verdict,
+  "rule" | "tier" | "reason" | "action" | "durationMs" | "shadowed"
+>;
 
 /** Label for decisions that no rule decided (allowlisted, no rule matched). */
 const NO_RULE = "none";
@@ -45,8 +48,10 @@ export interface DecisionMetricsOptions {
 
 /**
  * The limiter's decisions as Prometheus metrics (prom-client): decisions by action, reason,
- * tier, deciding rule and the rule's path prefix; decision time; store failures, failed-open,
- * failed-closed and failed-local (counted in this process) counts. Label values come only from
+ * tier, deciding rule and the rule's path prefix; what shadow rules would have refused, by rule
+ * (a decision a shadow rule would have refused is still admitted, `within-limit`: its own
+ * counter, not a reason, keeps the decisions' labels meaning what they did); decision time;
+ * store failures, failed-open, failed-closed and failed-local (counted in this process) counts. Label values come only from
  * the policy (rule ids and their path prefixes) and from fixed enums, never from the request,
  * so cardinality is bounded by the policy's size. The gateway and `edgelimit/node` share it.
  */
@@ -58,6 +63,7 @@ export class DecisionMetrics {
   readonly #failedOpen: Counter;
   readonly #failedClosed: Counter;
   readonly #failedLocal: Counter;
+  readonly #shadowRefusals: Counter<"rule" | "path">;
   /** Rule id -> the path label its decisions carry. */
   #rulePaths = new Map<string, string>();
   /**
@@ -67,6 +73,8 @@ export class DecisionMetrics {
   #decisionChildren: ChildTree = new Map();
   /** The previous decision's labels and child: steady traffic repeats them, no lookup then. */
   #last: DecisionLabels | undefined;
+  /** Children of the shadow refusals counter by rule, counted as the decisions' are. */
+  #shadowChildren = new Map<string, DecisionLeaf>();
 
   constructor(policy: ResolvedPolicy, options: DecisionMetricsOptions = {}) {
     this.registry = options.registry ?? new Registry();
@@ -78,6 +86,13 @@ export class DecisionMetrics {
       labelNames: ["action", "reason", "tier", "rule", "path"],
       registers,
       // Decisions are counted in the label tree's leaves and handed over at each scrape.
+      collect: flush,
+    });
+    this.#shadowRefusals = new Counter({
+      name: "edgelimit_shadow_refusals_total",
+      help: "Decisions a shadow rule (rls: a shadow_mode descriptor, or any limit under SHADOW_MODE) would have refused had it been enforced; they were admitted. By rule and the rule's path prefix.",
+      labelNames: ["rule", "path"],
+      registers,
       collect: flush,
     });
     this.#latency = new Histogram({
@@ -131,6 +146,7 @@ export class DecisionMetrics {
     // decisions counted under the old ones are handed over.
     this.#flush();
     this.#decisionChildren = new Map();
+    this.#shadowChildren = new Map();
     this.#last = undefined;
   }
 
@@ -157,6 +173,7 @@ export class DecisionMetrics {
       };
     }
     leaf.pending++;
+    for (const shadowRule of verdict.shadowed) this.#shadowLeaf(shadowRule).pending++;
     this.#latency.observe(verdict.durationMs / 1000);
     if (verdict.reason === "store-failed-open") {
       this.#storeErrors.inc();
@@ -192,8 +209,24 @@ export class DecisionMetrics {
     return leaf;
   }
 
-  /** Hands the decisions counted since the last scrape to prom-client's counter. */
+  #shadowLeaf(rule: string): DecisionLeaf {
+    // Bounded as the decisions' children are: rule ids come from the policy or configuration.
+    let leaf = this.#shadowChildren.get(rule);
+    if (leaf === undefined) {
+      const child = this.#shadowRefusals.labels({ rule, path: this.#rulePaths.get(rule) ?? "-" });
+      leaf = { child, pending: 0 };
+      this.#shadowChildren.set(rule, leaf);
+    }
+    return leaf;
+  }
+
+  /** Hands the counts since the last scrape to prom-client's counters. */
   #flush(): void {
+    for (const leaf of this.#shadowChildren.values()) {
+      if (leaf.pending === 0) continue;
+      leaf.child.inc(leaf.pending);
+      leaf.pending = 0;
+    }
     for (const byTier of this.#decisionChildren.values()) {
       for (const byReason of byTier.values()) {
         for (const byAction of byReason.values()) {

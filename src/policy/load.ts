@@ -5,6 +5,7 @@ import { policyWarnings } from "./lint.js";
 import { type RawIssue, resolvePolicy } from "./resolve.js";
 import { type PolicyInput, policySchema } from "./schema.js";
 import type { ResolvedPolicy } from "./types.js";
+import { repeatedKeys } from "./yaml-keys.js";
 
 /**
  * Validates a policy written in TypeScript (or parsed by the caller) and resolves it into the
@@ -48,7 +49,8 @@ function nodeFs(): typeof import("node:fs") | undefined {
 /** Parses policy text (YAML, of which JSON is a subset). `source` names it in messages. */
 export function parsePolicy(text: string, source = "policy"): ResolvedPolicy {
   const lineCounter = new LineCounter();
-  const document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  // Repeated keys are found by repeatedKeys, which names the field; the parser would not.
+  const document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: false });
   if (document.errors.length > 0) {
     const issues: PolicyIssue[] = document.errors.map((error) => {
       const { line, col } = lineCounter.linePos(error.pos[0]);
@@ -64,6 +66,18 @@ export function parsePolicy(text: string, source = "policy"): ResolvedPolicy {
       };
     });
     throw policyError(source, issues);
+  }
+  const repeated = repeatedKeys(document.contents, lineCounter);
+  if (repeated.length > 0) {
+    throw policyError(
+      source,
+      repeated.map((repetition) => ({
+        path: repetition.path.join("."),
+        message: `written twice in one mapping (first on line ${repetition.firstLine}); keep one`,
+        line: repetition.line,
+        code: "EL_POLICY_PARSE",
+      })),
+    );
   }
   const input = document.toJS();
   return validate(input, { document, lineCounter }, source);

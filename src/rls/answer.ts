@@ -14,6 +14,12 @@ export interface DecisionRecord {
   readonly tier: Tier;
   readonly subject: string;
   readonly durationMs: number;
+  /**
+   * The rules that would have refused the call had they been enforced: a policy's shadow rules,
+   * `shadow_mode` descriptors over their limit, and under `SHADOW_MODE` the limits that would
+   * have made the answer OVER_LIMIT.
+   */
+  readonly shadowed: readonly string[];
 }
 
 export interface RlsAnswer {

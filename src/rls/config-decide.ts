@@ -24,6 +24,7 @@ import type { ResolvedRule } from "../core/model.js";
 import type { CounterSpec, CounterState } from "../core/types.js";
 import { type DecisionRecord, type RlsAnswer, retryAfterHeader } from "./answer.js";
 import { type ConfiguredLimit, descriptorRules, type RlsConfig, reportedLimits } from "./config.js";
+import { shadowRefusals } from "./config-shadow.js";
 import { findLimit } from "./descriptor-match.js";
 import { NO_EXTENSION } from "./extension.js";
 import {
@@ -117,8 +118,12 @@ export function decideByConfig(
     }
     held[index] = { limit, first, end: counters.length };
   });
-  const respond = (statuses: DescriptorStatus[], record: DecisionRecord, retryAfterMs: number) =>
-    answer(statuses, held, record, retryAfterMs, options);
+  const respond = (
+    statuses: DescriptorStatus[],
+    record: DecisionRecord,
+    retryAfterMs: number,
+    overRules: readonly (string | undefined)[] = [],
+  ) => answer(statuses, held, record, retryAfterMs, overRules, options);
   if (counters.length === 0) {
     const statuses = descriptors.map((_, index) => (unlimited[index] ? OK_UNLIMITED : OK_NO_LIMIT));
     return respond(statuses, noRuleRecord(domain), 0);
@@ -133,6 +138,7 @@ export function decideByConfig(
       tier: "anonymous",
       subject: decision.subject,
       durationMs: decision.durationMs,
+      shadowed: [],
     };
     if (decision.action === "unavailable") {
       return {
@@ -148,6 +154,8 @@ export function decideByConfig(
     const states = new Map<string, CounterState>();
     for (const outcome of decision.outcomes) states.set(outcome.key, outcome.state);
     let retryAfterMs = decision.action === "block" ? decision.retryAfterSeconds * 1000 : 0;
+    // The rule binding each descriptor over its limit, enforced or not (for shadow refusals).
+    const overRules: (string | undefined)[] = new Array(descriptors.length);
     const statuses = descriptors.map((_, index): DescriptorStatus => {
       if (unlimited[index]) return OK_UNLIMITED;
       const part = held[index];
@@ -159,6 +167,7 @@ export function decideByConfig(
         return { ...OK_NO_LIMIT, currentLimit: part.limit.reported[0] };
       }
       const { state, rule } = binding;
+      if (!state.allowed) overRules[index] = (counters[rule] as CounterSpec).ruleId;
       const over = !state.allowed && !part.limit.shadowMode;
       if (over && part.limit.quotaMode) retryAfterMs = Math.max(retryAfterMs, state.retryAfterMs);
       return {
@@ -168,7 +177,7 @@ export function decideByConfig(
         durationUntilResetMs: Math.max(0, state.resetAt - now),
       };
     });
-    return respond(statuses, record, retryAfterMs);
+    return respond(statuses, record, retryAfterMs, overRules);
   };
   return decided instanceof Promise ? decided.then(conclude) : conclude(decided);
 }
@@ -307,6 +316,7 @@ function noRuleRecord(domain: string): DecisionRecord {
     tier: "anonymous",
     subject: `rls:${escapeKeyPart(domain)}`,
     durationMs: 0,
+    shadowed: [],
   };
 }
 
@@ -316,6 +326,7 @@ function answer(
   held: readonly (Held | undefined)[],
   record: DecisionRecord,
   retryAfterMs: number,
+  overRules: readonly (string | undefined)[],
   options: ConfigDecideOptions,
 ): RlsAnswer {
   let overRateLimit = false;
@@ -328,7 +339,8 @@ function answer(
     if (quota) quotasOver++;
     else overRateLimit = true;
   });
-  const over = !options.globalShadow && (overRateLimit || (quotas > 0 && quotasOver === quotas));
+  const quotasRefused = quotas > 0 && quotasOver === quotas;
+  const over = !options.globalShadow && (overRateLimit || quotasRefused);
   const headers: HeaderValue[] = [];
   if (over) headers.push(retryAfterHeader(retryAfterMs));
   if (options.limitHeaders !== undefined) limitHeaders(headers, statuses, options.limitHeaders);
@@ -341,7 +353,16 @@ function answer(
   // A quota over its limit refuses with no core rule refusing; shadow rules refuse nothing.
   const action = over ? "block" : "allow";
   const reason = record.action === action ? record.reason : over ? "over-limit" : "within-limit";
-  return { response, unavailable: undefined, record: { ...record, action, reason } };
+  const shadowed = shadowRefusals(
+    held.map((part) => part?.limit),
+    statuses,
+    overRules,
+    {
+      globalShadowRefused: options.globalShadow && (overRateLimit || quotasRefused),
+      quotasRefused,
+    },
+  );
+  return { response, unavailable: undefined, record: { ...record, action, reason, shadowed } };
 }
 
 /** envoyproxy/ratelimit's optional headers: the descriptor over its limit, else the fullest. */

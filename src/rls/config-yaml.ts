@@ -1,10 +1,11 @@
 /**
  * One file of envoyproxy/ratelimit's configuration, read as that service reads it: YAML 1.1
- * (its parser's dialect: `yes` is true, `012` is 10), a closed set of keys checked at every
- * depth (an unknown or misspelt key is refused, so is a key that is not a string and a list
- * of anything but maps), scalar values taken as written where a string is expected, and the
- * first document only. Each problem is reported with its line; the checks that span files
- * (duplicate domains and descriptors, units, `replaces`) are in config.ts.
+ * (its parser's dialect: `yes` is true, `012` is 10), the keys and leaves checked first as it
+ * checks them (config-keys.ts: a closed set of keys at every depth, lists of maps only, no
+ * float where any value stands, no key twice in one mapping), scalar values taken as written
+ * where a string is expected, and the first document only. Each problem is reported with its
+ * line; the checks that span files (duplicate domains and descriptors, units, `replaces`) are in
+ * config.ts.
  */
 import {
   isMap,
@@ -12,11 +13,22 @@ import {
   isSeq,
   LineCounter,
   type Node,
-  type Pair,
   parseAllDocuments,
   type YAMLMap,
 } from "yaml";
 import type { PolicyIssue } from "../core/errors.js";
+import {
+  checkKeys,
+  checkRepeatedKeys,
+  DESCRIPTOR_KEYS,
+  describe,
+  join,
+  type KeyReport,
+  RATE_LIMIT_KEYS,
+  REPLACES_KEYS,
+  TOP_KEYS,
+  warnMisplaced,
+} from "./config-keys.js";
 
 export interface YamlReplaces {
   readonly name: string;
@@ -56,42 +68,6 @@ export interface YamlFile {
   readonly line: number;
 }
 
-/** Every key envoyproxy/ratelimit accepts, wherever it appears (its check is not per level). */
-const VALID_KEYS = new Set([
-  "domain",
-  "key",
-  "value",
-  "descriptors",
-  "rate_limit",
-  "unit",
-  "requests_per_unit",
-  "unlimited",
-  "shadow_mode",
-  "quota_mode",
-  "name",
-  "replaces",
-  "detailed_metric",
-  "value_to_metric",
-  "share_threshold",
-  "metadata",
-]);
-
-const TOP_KEYS = new Set(["domain", "descriptors"]);
-const DESCRIPTOR_KEYS = new Set([
-  "key",
-  "value",
-  "descriptors",
-  "rate_limit",
-  "shadow_mode",
-  "quota_mode",
-  "detailed_metric",
-  "value_to_metric",
-  "share_threshold",
-  "metadata",
-]);
-const RATE_LIMIT_KEYS = new Set(["unit", "requests_per_unit", "unlimited", "name", "replaces"]);
-const REPLACES_KEYS = new Set(["name"]);
-
 const MAX_UINT32 = 4_294_967_295;
 
 /**
@@ -114,14 +90,23 @@ class FileReader {
   readonly #lines = new LineCounter();
   readonly issues: PolicyIssue[] = [];
   readonly #warnings: PolicyIssue[] = [];
+  readonly #report: KeyReport = {
+    lineOf: (node) => this.#lineOf(node),
+    fail: (line, path, message) => this.#fail(line, path, message),
+    warn: (line, path, message) => this.#warn(line, path, message),
+  };
+  /** Values checkKeys refused as numbers: the readers of each field skip them. */
+  #refused: ReadonlySet<Node> = new Set();
 
   constructor(name: string, text: string) {
     this.#name = name;
     this.#text = text;
   }
 
+  /** The problems in the order of their lines (the checks run in several passes). */
   result(): { issues: PolicyIssue[]; warnings: PolicyIssue[] } {
-    return { issues: this.issues, warnings: this.#warnings };
+    const byLine = (a: PolicyIssue, b: PolicyIssue) => (a.line ?? 0) - (b.line ?? 0);
+    return { issues: this.issues.toSorted(byLine), warnings: this.#warnings.toSorted(byLine) };
   }
 
   read(): YamlFile | undefined {
@@ -157,6 +142,7 @@ class FileReader {
       );
     }
     const root = first?.contents ?? null;
+    checkRepeatedKeys(root, this.#lines, this.#report);
     if (root === null || (isScalar(root) && root.value === null)) {
       this.#fail(1, "", "config file cannot have empty domain");
       return undefined;
@@ -165,56 +151,21 @@ class FileReader {
       this.#fail(this.#lineOf(root), "", "the file must be a map with domain and descriptors");
       return undefined;
     }
-    this.#checkKeys(root, "");
-    this.#warnMisplaced(root, "", TOP_KEYS, "the top of the file");
+    this.#refused = checkKeys(root, "", this.#report);
+    warnMisplaced(root, "", TOP_KEYS, "the top of the file", this.#report);
     const domain = this.#string(root, "domain", "");
     const descriptors = this.#descriptors(root, "");
     return { name: this.#name, domain, descriptors, line: this.#lineOf(root) };
   }
 
-  /**
-   * envoyproxy/ratelimit checks keys before it reads values: every key anywhere must be a string
-   * from its list; lists may hold only maps. `metadata` holds anything.
-   */
-  #checkKeys(map: YAMLMap, path: string): void {
-    for (const pair of map.items as Pair<Node | null, Node | null>[]) {
-      const key = pair.key;
-      const keyValue = isScalar(key) ? key.value : undefined;
-      const line = this.#lineOf(key);
-      if (typeof keyValue !== "string") {
-        this.#fail(
-          line,
-          path,
-          `config error, key is not of type string: ${isScalar(key) ? String(key.source ?? key.value) : "a map or list"}`,
-        );
-        continue;
-      }
-      const here = path === "" ? keyValue : `${path}.${keyValue}`;
-      if (!VALID_KEYS.has(keyValue)) {
-        this.#fail(line, here, `config error, unknown key '${keyValue}'`);
-        continue;
-      }
-      if (keyValue === "metadata") continue;
-      const value = pair.value;
-      if (isMap(value)) this.#checkKeys(value, here);
-      else if (isSeq(value)) {
-        value.items.forEach((item, index) => {
-          const itemPath = `${here}[${index}]`;
-          if (isMap(item)) this.#checkKeys(item, itemPath);
-          else {
-            this.#fail(
-              this.#lineOf(item as Node | null),
-              itemPath,
-              `config error, yaml file contains list of type other than map: ${describe(item as Node | null)}`,
-            );
-          }
-        });
-      }
-    }
+  /** A field's node; undefined when absent or already refused by checkKeys. */
+  #node(map: YAMLMap, key: string): Node | null | undefined {
+    const found = map.get(key, true) as Node | null | undefined;
+    return found !== undefined && found !== null && this.#refused.has(found) ? undefined : found;
   }
 
   #descriptors(map: YAMLMap, path: string): YamlDescriptor[] {
-    const node = map.get("descriptors", true) as Node | null | undefined;
+    const node = this.#node(map, "descriptors");
     const here = path === "" ? "descriptors" : `${path}.descriptors`;
     if (node === undefined || node === null || isNull(node)) return [];
     if (!isSeq(node)) {
@@ -230,8 +181,8 @@ class FileReader {
   }
 
   #descriptor(map: YAMLMap, path: string): YamlDescriptor {
-    this.#warnMisplaced(map, path, DESCRIPTOR_KEYS, "a descriptor");
-    const metadataNode = map.get("metadata", true) as Node | null | undefined;
+    warnMisplaced(map, path, DESCRIPTOR_KEYS, "a descriptor", this.#report);
+    const metadataNode = this.#node(map, "metadata");
     let metadata: Record<string, unknown> | undefined;
     if (metadataNode !== undefined && metadataNode !== null && !isNull(metadataNode)) {
       if (isMap(metadataNode)) metadata = metadataNode.toJSON() as Record<string, unknown>;
@@ -254,15 +205,15 @@ class FileReader {
   }
 
   #rateLimit(descriptor: YAMLMap, path: string): YamlRateLimit | undefined {
-    const node = descriptor.get("rate_limit", true) as Node | null | undefined;
+    const node = this.#node(descriptor, "rate_limit");
     const here = `${path}.rate_limit`;
     if (node === undefined || node === null || isNull(node)) return undefined;
     if (!isMap(node)) {
       this.#fail(this.#lineOf(node), here, "must be a map with unit and requests_per_unit");
       return undefined;
     }
-    this.#warnMisplaced(node, here, RATE_LIMIT_KEYS, "rate_limit");
-    const replacesNode = node.get("replaces", true) as Node | null | undefined;
+    warnMisplaced(node, here, RATE_LIMIT_KEYS, "rate_limit", this.#report);
+    const replacesNode = this.#node(node, "replaces");
     const replaces: YamlReplaces[] = [];
     if (replacesNode !== undefined && replacesNode !== null && !isNull(replacesNode)) {
       if (!isSeq(replacesNode)) {
@@ -271,7 +222,7 @@ class FileReader {
         replacesNode.items.forEach((item, index) => {
           if (!isMap(item)) return; // reported by #checkKeys
           const itemPath = `${here}.replaces[${index}]`;
-          this.#warnMisplaced(item, itemPath, REPLACES_KEYS, "a replaces entry");
+          warnMisplaced(item, itemPath, REPLACES_KEYS, "a replaces entry", this.#report);
           replaces.push({ name: this.#string(item, "name", itemPath), line: this.#lineOf(item) });
         });
       }
@@ -283,13 +234,13 @@ class FileReader {
       name: this.#string(node, "name", here),
       replaces,
       line: this.#lineOf(node),
-      unitLine: this.#lineOf((node.get("unit", true) as Node | undefined) ?? node),
+      unitLine: this.#lineOf(this.#node(node, "unit") ?? node),
     };
   }
 
   /** A string field: any scalar, as written (`value: 012` is the string "012"). */
   #string(map: YAMLMap, key: string, path: string): string {
-    const node = map.get(key, true) as Node | null | undefined;
+    const node = this.#node(map, key);
     if (node === undefined || node === null || isNull(node)) return "";
     if (isScalar(node)) {
       if (typeof node.value === "string") return node.value;
@@ -300,7 +251,7 @@ class FileReader {
   }
 
   #boolean(map: YAMLMap, key: string, path: string): boolean {
-    const node = map.get(key, true) as Node | null | undefined;
+    const node = this.#node(map, key);
     if (node === undefined || node === null || isNull(node)) return false;
     if (isScalar(node) && typeof node.value === "boolean") return node.value;
     this.#fail(this.#lineOf(node), join(path, key), `must be true or false, not ${describe(node)}`);
@@ -308,7 +259,7 @@ class FileReader {
   }
 
   #uint32(map: YAMLMap, key: string, path: string): number {
-    const node = map.get(key, true) as Node | null | undefined;
+    const node = this.#node(map, key);
     if (node === undefined || node === null || isNull(node)) return 0;
     if (isScalar(node)) {
       const value = node.value;
@@ -322,19 +273,6 @@ class FileReader {
       `must be a whole number from 0 to ${MAX_UINT32}, not ${describe(node)}`,
     );
     return 0;
-  }
-
-  /** A key from the valid list in a place where envoyproxy/ratelimit ignores it. */
-  #warnMisplaced(map: YAMLMap, path: string, allowed: ReadonlySet<string>, where: string): void {
-    for (const pair of map.items as Pair<Node | null, Node | null>[]) {
-      const key = isScalar(pair.key) ? pair.key.value : undefined;
-      if (typeof key !== "string" || !VALID_KEYS.has(key) || allowed.has(key)) continue;
-      this.#warn(
-        this.#lineOf(pair.key),
-        join(path, key),
-        `'${key}' has no effect in ${where} (envoyproxy/ratelimit ignores it there too); ${hintFor(key)}`,
-      );
-    }
   }
 
   #lineOf(node: Node | null | undefined): number {
@@ -351,25 +289,6 @@ class FileReader {
   }
 }
 
-function hintFor(key: string): string {
-  if (key === "domain") return "it belongs at the top of the file";
-  if (RATE_LIMIT_KEYS.has(key)) return "put it under rate_limit";
-  if (DESCRIPTOR_KEYS.has(key)) return "put it on the descriptor";
-  return "remove it";
-}
-
 function isNull(node: Node): boolean {
   return isScalar(node) && node.value === null;
-}
-
-function describe(node: Node | null): string {
-  if (node === null) return "nothing";
-  if (isMap(node)) return "a map";
-  if (isSeq(node)) return "a list";
-  if (isScalar(node)) return String(node.source ?? node.value);
-  return "a value";
-}
-
-function join(path: string, key: string): string {
-  return path === "" ? key : `${path}.${key}`;
 }

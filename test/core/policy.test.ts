@@ -166,6 +166,35 @@ describe("policy validation", () => {
     expect(issue?.code).toBe("EL_POLICY_PARSE");
     expect(issue?.line).toBeGreaterThan(0);
   });
+
+  it("refuses a key written twice in one mapping, naming the field and both lines", () => {
+    const issues = issuesOf(
+      [
+        "version: 1",
+        "tiers:",
+        "  anonymous:",
+        "    global: { limit: 60, window: 1m }",
+        "    paths:",
+        "      /api/export: { limit: 3, window: 1m, limit: 30 }",
+        "    global: { limit: 600, window: 1m }",
+        "",
+      ].join("\n"),
+    );
+    expect(issues).toEqual([
+      {
+        path: "tiers.anonymous.paths./api/export.limit",
+        line: 6,
+        code: "EL_POLICY_PARSE",
+        message: "written twice in one mapping (first on line 6); keep one",
+      },
+      {
+        path: "tiers.anonymous.global",
+        line: 7,
+        code: "EL_POLICY_PARSE",
+        message: "written twice in one mapping (first on line 4); keep one",
+      },
+    ]);
+  });
 });
 
 describe("edgelimit check", () => {

@@ -4,8 +4,10 @@ import { join } from "node:path";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/server.js";
+import { parsePolicy } from "../../src/policy/load.js";
 import { launchChromium } from "../support/chromium.js";
 import { signToken } from "../support/jwt.js";
+import { withinOneWindow } from "../support/windows.js";
 import { startOrigin, TEST_SECRET, type TestServer, testGateway } from "./helpers.js";
 
 /** The dashboard in Debian's Chromium, driven by playwright-core. */
@@ -116,5 +118,61 @@ describe("the live dashboard", () => {
     expect(await page.evaluate(() => (window as { injected?: number }).injected)).toBeUndefined();
     expect(pageErrors).toEqual([]);
     await page.close();
+  }, 60_000);
+
+  it("shows what a shadow rule would have refused, in all and on the rule's row", async () => {
+    const shadowGateway = testGateway(origin.url, {
+      policy: parsePolicy(
+        [
+          "version: 1",
+          "identity:",
+          '  ip: { source: x-forwarded-for, trustedProxies: [127.0.0.0/8, "::1/128"] }',
+          "defaults: { window: 1h }",
+          "tiers:",
+          "  anonymous:",
+          "    global: 1000",
+          "    paths:",
+          "      /api/export: { limit: 2, shadow: true }",
+          "",
+        ].join("\n"),
+      ),
+    });
+    const started = await shadowGateway.start();
+    const page = await (browser as BrowserContext).newPage();
+    const pageErrors: string[] = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    try {
+      await page.goto(started.adminUrl as string);
+      await page.waitForSelector("#status:text('live')");
+      expect(await page.textContent("#total-shadow")).toBe("0");
+      await withinOneWindow(3_600_000, 20_000);
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const response = await fetch(`${started.url}api/export`, {
+          headers: { "x-forwarded-for": "203.0.113.6" },
+        });
+        await response.arrayBuffer();
+        statuses.push(response.status);
+      }
+      expect(new Set(statuses)).toEqual(new Set([200]));
+      // 2 an hour: the last 4 would have been refused.
+      await page.waitForFunction(
+        () => document.querySelector("#total-shadow")?.textContent === "4",
+        undefined,
+        { timeout: 10_000 },
+      );
+      expect(await page.textContent("#total-block")).toBe("0");
+      const row = await page.$$eval("#rules tr", (rows) =>
+        rows
+          .map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent))
+          .find((cells) => cells[0]?.startsWith("anonymous.path./api/export")),
+      );
+      expect(row?.[0]).toBe("anonymous.path./api/export (shadow)");
+      expect(row?.at(-1)).toBe("4");
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await page.close();
+      await shadowGateway.close();
+    }
   }, 60_000);
 });

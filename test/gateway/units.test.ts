@@ -70,7 +70,7 @@ describe("GatewayMetrics", () => {
     const policy = parsePolicy("version: 1\ntiers:\n  anonymous:\n    global: 10\n");
     const metrics = new GatewayMetrics(policy, { blockCacheHits: () => 0, listStats: () => [] });
     const labels = (action: string, reason: string, tier: string, rule: string) =>
-      ({ action, reason, tier, rule, durationMs: 0.01 }) as unknown as Verdict;
+      ({ action, reason, tier, rule, durationMs: 0.01, shadowed: [] }) as unknown as Verdict;
     const base = ["allow", "allowed", "anonymous", "anonymous.global"] as const;
     // Each decision differs from the one before it in exactly one label, then repeats.
     const sequence = [
@@ -115,6 +115,7 @@ describe("GatewayMetrics", () => {
       tier: "anonymous",
       rule: "anonymous.global",
       durationMs: 0,
+      shadowed: [],
     } as unknown as Verdict;
     const line = (text: string) =>
       text.split("\n").find((entry) => entry.startsWith("edgelimit_decisions_total{"));

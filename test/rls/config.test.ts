@@ -133,6 +133,44 @@ describe("envoyproxy/ratelimit's invalid configurations", () => {
       line: 6,
       message: "must be a whole number from 0 to 4294967295, not lots",
     },
+    {
+      case: "an unquoted decimal where a string is expected",
+      yaml: "domain: shop\ndescriptors:\n  - key: version\n    value: 1.5\n    rate_limit: { unit: day, requests_per_unit: 5 }\n",
+      line: 4,
+      message:
+        "config error, 1.5 is a decimal number (YAML reads it as a float), which envoyproxy/ratelimit refuses anywhere in its configuration: quote it ('\"1.5\"')",
+    },
+    {
+      case: "a decimal where a whole number is expected, even a whole one",
+      yaml: "domain: shop\ndescriptors:\n  - key: client\n    rate_limit:\n      unit: day\n      requests_per_unit: 5.0\n",
+      line: 6,
+      message: "config error, 5.0 is a decimal number",
+    },
+    {
+      case: "a number its reader types as a float (08 is not octal)",
+      yaml: "domain: shop\ndescriptors:\n  - key: code\n    value: 08\n",
+      line: 4,
+      message: "config error, 08 is a decimal number",
+    },
+    {
+      case: "an integer beyond int64",
+      yaml: "domain: shop\ndescriptors:\n  - key: account\n    value: 9223372036854775808\n",
+      line: 4,
+      message: "config error, 9223372036854775808 is a number beyond 64-bit integers",
+    },
+    {
+      case: "a key written twice in one mapping",
+      yaml: "domain: shop\ndescriptors:\n  - key: client\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n      requests_per_unit: 10\n",
+      line: 7,
+      message:
+        "config error, key 'requests_per_unit' is written twice in one mapping (first on line 6)",
+    },
+    {
+      case: "a key written twice in a descriptor's metadata",
+      yaml: "domain: shop\ndescriptors:\n  - key: client\n    metadata:\n      team: search\n      team: ads\n",
+      line: 6,
+      message: "config error, key 'team' is written twice in one mapping (first on line 5)",
+    },
   ])("refuses $case, with the file and the line", ({ yaml, line, message }) => {
     const problems = problemsOf({ "config.yaml": yaml });
     expect(problems).toHaveLength(1);
@@ -240,6 +278,19 @@ describe("what loads", () => {
     expect(loaded.warnings.map((warning) => [warning.line, warning.message])).toEqual([
       [4, expect.stringContaining("'unit' has no effect in a descriptor")],
     ]);
+  });
+
+  it("takes as text the numbers envoyproxy/ratelimit takes: integers in Go's syntax, quoted decimals", () => {
+    const values = ["0x1F", "0o17", "1_000", "012", "9223372036854775807", "'1.5'", "2001-12-14"];
+    const dir = directory({
+      "config.yaml": `domain: shop\ndescriptors:\n${values.map((value) => `  - key: v\n    value: ${value}\n`).join("")}`,
+    });
+    const children = loadRlsConfig(dir, DEFAULTS).config.domains.get("shop")?.children;
+    expect([...(children?.keys() ?? [])]).toEqual(
+      ["0x1F", "0o17", "1_000", "012", "9223372036854775807", "1.5", "2001-12-14"].map(
+        (value) => `v_${value}`,
+      ),
+    );
   });
 
   it("reads values as written and YAML 1.1 as envoyproxy/ratelimit's parser does", () => {
