@@ -91,3 +91,14 @@ describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index
     });
   },
 );
+
+describe("examples/rls/Caddyfile with an address written in", () => {
+  it("still serves plain HTTP, as docs/proxies.md says (a site without http:// would be HTTPS)", async () => {
+    const url = await launcher.start("caddy", { appPort, rlsPort: rls.httpPort }, "127.0.0.1");
+    const response = await fetch(`${url}/api/search`, {
+      headers: { "x-forwarded-for": "203.0.113.40" },
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe("app /api/search");
+  });
+});

@@ -34,14 +34,19 @@ export class ProxyLauncher {
     this.#dir = dir;
   }
 
-  /** Starts one proxy of `kind` in front of `targets`; resolves to its base URL once it answers. */
-  async start(kind: ProxyKind, targets: ProxyTargets): Promise<string> {
+  /**
+   * Starts one proxy of `kind` in front of `targets`; resolves to its base URL once it answers.
+   * With `host`, the proxy's address is written in front of its port, as someone who wants it
+   * on one address would (Caddy: `http://127.0.0.1:PORT`).
+   */
+  async start(kind: ProxyKind, targets: ProxyTargets, host?: string): Promise<string> {
     const port = await closedPort();
+    const listen = host === undefined ? String(port) : `${host}:${port}`;
     const home = join(this.#dir, `${kind}-${this.#count++}`);
     mkdirSync(join(home, "logs"), { recursive: true });
     if (kind === "nginx") {
       const conf = join(home, "nginx.conf");
-      writeFileSync(conf, example("nginx.conf", targets, [["listen 80;", `listen ${port};`]]));
+      writeFileSync(conf, example("nginx.conf", targets, [["listen 80;", `listen ${listen};`]]));
       const global = `daemon off; pid ${join(home, "nginx.pid")};`;
       return this.#launch(
         "nginx",
@@ -52,7 +57,7 @@ export class ProxyLauncher {
     }
     if (kind === "caddy") {
       const conf = join(home, "Caddyfile");
-      writeFileSync(conf, example("Caddyfile", targets, [["http://:80 {", `http://:${port} {`]]));
+      writeFileSync(conf, example("Caddyfile", targets, [[":80 {", `${host ?? ""}:${port} {`]]));
       return this.#launch("caddy", ["run", "--config", conf, "--adapter", "caddyfile"], port, {
         HOME: home,
         XDG_DATA_HOME: home,
@@ -66,7 +71,7 @@ export class ProxyLauncher {
       conf,
       example("haproxy.cfg", targets, [
         ["/etc/haproxy/edgelimit.lua", lua],
-        ["bind :80", `bind :${port}`],
+        ["bind :80", `bind ${host ?? ""}:${port}`],
       ]),
     );
     return this.#launch("haproxy", ["-f", conf, "-db"], port, {});
