@@ -11,8 +11,8 @@ import { PROXY_NAMES, type ProxyKind, ProxyLauncher } from "./proxy-servers.js";
 
 /**
  * Real nginx (auth_request), Caddy (forward_auth) and HAProxy (a Lua action) from Debian, in
- * front of an app, asking one `edgelimit rls --policy examples/policies/cloudfront.yaml` through
- * `/check`, each with its configuration from examples/rls/ as docs/proxies.md shows it (only
+ * front of an app, asking one `edgelimit rls --policy examples/policies/cloudfront.yaml` at
+ * `/check/PROXY`, each with its configuration from examples/rls/ as docs/proxies.md shows it (only
  * the ports changed: proxy-servers.ts). The seed policy: anonymous `/api/export` is 3 a minute;
  * a user with a JWT gets the authenticated limits (20 a minute there).
  */
@@ -94,11 +94,30 @@ describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index
 
 describe("examples/rls/Caddyfile with an address written in", () => {
   it("still serves plain HTTP, as docs/proxies.md says (a site without http:// would be HTTPS)", async () => {
-    const url = await launcher.start("caddy", { appPort, rlsPort: rls.httpPort }, "127.0.0.1");
+    const url = await launcher.start(
+      "caddy",
+      { appPort, rlsPort: rls.httpPort },
+      { host: "127.0.0.1" },
+    );
     const response = await fetch(`${url}/api/search`, {
       headers: { "x-forwarded-for": "203.0.113.40" },
     });
     expect(response.status).toBe(200);
     expect(await response.text()).toBe("app /api/search");
+  });
+});
+
+describe("HAProxy's action, asking an rls that cannot decide (started without --policy)", () => {
+  it("answers 500, never a pass", async () => {
+    const undecided = await startRls(["--config", "test/rls/fixtures/small.yaml"]);
+    try {
+      const before = seen.length;
+      const url = await launcher.start("haproxy", { appPort, rlsPort: undecided.httpPort });
+      const response = await fetch(`${url}/api/search`);
+      expect(response.status).toBe(500);
+      expect(seen.length).toBe(before);
+    } finally {
+      await undecided.stop();
+    }
   });
 });

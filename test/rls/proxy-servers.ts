@@ -37,16 +37,25 @@ export class ProxyLauncher {
   /**
    * Starts one proxy of `kind` in front of `targets`; resolves to its base URL once it answers.
    * With `host`, the proxy's address is written in front of its port, as someone who wants it
-   * on one address would (Caddy: `http://127.0.0.1:PORT`).
+   * on one address would (Caddy: `http://127.0.0.1:PORT`); `withoutLines` drops the lines of
+   * the main configuration file that contain any of these texts.
    */
-  async start(kind: ProxyKind, targets: ProxyTargets, host?: string): Promise<string> {
+  async start(
+    kind: ProxyKind,
+    targets: ProxyTargets,
+    options: { readonly host?: string; readonly withoutLines?: readonly string[] } = {},
+  ): Promise<string> {
+    const { host, withoutLines = [] } = options;
     const port = await closedPort();
     const listen = host === undefined ? String(port) : `${host}:${port}`;
     const home = join(this.#dir, `${kind}-${this.#count++}`);
     mkdirSync(join(home, "logs"), { recursive: true });
     if (kind === "nginx") {
       const conf = join(home, "nginx.conf");
-      writeFileSync(conf, example("nginx.conf", targets, [["listen 80;", `listen ${listen};`]]));
+      writeFileSync(
+        conf,
+        example("nginx.conf", targets, [["listen 80;", `listen ${listen};`]], withoutLines),
+      );
       const global = `daemon off; pid ${join(home, "nginx.pid")};`;
       return this.#launch(
         "nginx",
@@ -57,7 +66,10 @@ export class ProxyLauncher {
     }
     if (kind === "caddy") {
       const conf = join(home, "Caddyfile");
-      writeFileSync(conf, example("Caddyfile", targets, [[":80 {", `${host ?? ""}:${port} {`]]));
+      writeFileSync(
+        conf,
+        example("Caddyfile", targets, [[":80 {", `${host ?? ""}:${port} {`]], withoutLines),
+      );
       return this.#launch("caddy", ["run", "--config", conf, "--adapter", "caddyfile"], port, {
         HOME: home,
         XDG_DATA_HOME: home,
@@ -69,10 +81,15 @@ export class ProxyLauncher {
     const conf = join(home, "haproxy.cfg");
     writeFileSync(
       conf,
-      example("haproxy.cfg", targets, [
-        ["/etc/haproxy/edgelimit.lua", lua],
-        ["bind :80", `bind ${host ?? ""}:${port}`],
-      ]),
+      example(
+        "haproxy.cfg",
+        targets,
+        [
+          ["/etc/haproxy/edgelimit.lua", lua],
+          ["bind :80", `bind ${host ?? ""}:${port}`],
+        ],
+        withoutLines,
+      ),
     );
     return this.#launch("haproxy", ["-f", conf, "-db"], port, {});
   }
@@ -131,8 +148,16 @@ function example(
   name: string,
   targets: ProxyTargets,
   replace: readonly (readonly [string, string])[] = [],
+  withoutLines: readonly string[] = [],
 ): string {
   let text = readFileSync(join("examples/rls", name), "utf8");
+  for (const line of withoutLines) {
+    if (!text.includes(line)) throw new Error(`examples/rls/${name} no longer contains "${line}"`);
+  }
+  text = text
+    .split("\n")
+    .filter((line) => !withoutLines.some((dropped) => line.includes(dropped)))
+    .join("\n");
   const ports = [
     ["127.0.0.1:3000", `127.0.0.1:${targets.appPort}`],
     ["127.0.0.1:8080", `127.0.0.1:${targets.rlsPort}`],
