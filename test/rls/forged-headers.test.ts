@@ -168,8 +168,9 @@ describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index
 );
 
 describe("nginx with only the headers /check/nginx reads set (the lines clearing the others dropped)", () => {
-  it("still counts the path nginx names, not the X-Forwarded-Uri the client wrote", async () => {
-    const url = await launcher.start(
+  let url: string;
+  beforeAll(async () => {
+    url = await launcher.start(
       "nginx",
       { appPort, rlsPort: counting.httpPort },
       {
@@ -180,6 +181,9 @@ describe("nginx with only the headers /check/nginx reads set (the lines clearing
         ],
       },
     );
+  }, 30_000);
+
+  it("still counts the path nginx names, not the X-Forwarded-Uri the client wrote", async () => {
     await spendExportThenForge(url, `127.0.0.${2 + KINDS.length}`);
   });
 });

@@ -119,5 +119,5 @@ describe("HAProxy's action, asking an rls that cannot decide (started without --
     } finally {
       await undecided.stop();
     }
-  });
+  }, 90_000);
 });
