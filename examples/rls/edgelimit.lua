@@ -1,6 +1,6 @@
 -- An HAProxy action that asks edgelimit rls (HTTP, /check) about the request it is holding,
 -- with HAProxy's own HTTP client (2.5 and later), and leaves the answer in variables for
--- haproxy.cfg to act on. Tested by test/rls/proxies.test.ts; explained in docs/proxies.md.
+-- haproxy.cfg to act on. Tested by test/rls/proxies.test.ts; explained in docs/forward-auth.md.
 local check_url = os.getenv("EDGELIMIT_CHECK_URL") or "http://127.0.0.1:8080/check/haproxy"
 
 -- /check/haproxy reads the request from x-forwarded-method, x-forwarded-uri and

@@ -45,7 +45,7 @@ export const RLS_USAGE = `Usage: edgelimit rls [--config PATH] [--policy FILE] [
 A decision-only rate limit service, a drop-in for envoyproxy/ratelimit: Envoy's gRPC
 ShouldRateLimit and grpc.health.v1, POST /json and GET /healthcheck, and forward-auth at
 /check/nginx, /check/caddy, /check/traefik and /check/haproxy, each reading only the headers
-that proxy sets (docs/proxies.md).
+that proxy sets (docs/proxies.md, docs/forward-auth.md).
 Runs until SIGTERM or SIGINT, then drains.
 
   --config PATH          envoyproxy/ratelimit's YAML configuration: a file or a directory of

@@ -93,7 +93,7 @@ export function describeForwarded(
   if (proxy === undefined) {
     return {
       status: 404,
-      problem: `not found: forward-auth is asked at ${FORWARD_AUTH_PROXIES.map((known) => `${CHECK_PATH}/${known}`).join(", ")}, the path naming the proxy that asks, whose own headers alone describe the request (docs/proxies.md)\n`,
+      problem: `not found: forward-auth is asked at ${FORWARD_AUTH_PROXIES.map((known) => `${CHECK_PATH}/${known}`).join(", ")}, the path naming the proxy that asks, whose own headers alone describe the request (docs/forward-auth.md)\n`,
     };
   }
   const missing: string[] = [];

@@ -8,7 +8,7 @@ import { type RlsProcess, startRls } from "./harness.js";
 
 /**
  * `/check/PROXY` called directly, as a proxy that passes on every header of its client would:
- * each path believes only the headers its proxy sets itself (docs/proxies.md), whatever else
+ * each path believes only the headers its proxy sets itself (docs/forward-auth.md), whatever else
  * the request carries. The proxies themselves, with the examples' configurations, are in
  * proxies.test.ts and forged-headers.test.ts.
  */

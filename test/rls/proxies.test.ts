@@ -12,7 +12,7 @@ import { PROXY_NAMES, type ProxyKind, ProxyLauncher } from "./proxy-servers.js";
 /**
  * Real nginx (auth_request), Caddy (forward_auth) and HAProxy (a Lua action) from Debian, in
  * front of an app, asking one `edgelimit rls --policy examples/policies/cloudfront.yaml` at
- * `/check/PROXY`, each with its configuration from examples/rls/ as docs/proxies.md shows it (only
+ * `/check/PROXY`, each with its configuration from examples/rls/ as docs/forward-auth.md shows it (only
  * the ports changed: proxy-servers.ts). The seed policy: anonymous `/api/export` is 3 a minute;
  * a user with a JWT gets the authenticated limits (20 a minute there).
  */
@@ -93,7 +93,7 @@ describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index
 );
 
 describe("examples/rls/Caddyfile with an address written in", () => {
-  it("still serves plain HTTP, as docs/proxies.md says (a site without http:// would be HTTPS)", async () => {
+  it("still serves plain HTTP, as docs/forward-auth.md says (a site without http:// would be HTTPS)", async () => {
     const url = await launcher.start(
       "caddy",
       { appPort, rlsPort: rls.httpPort },

@@ -1,6 +1,6 @@
 /**
  * Debian's nginx, Caddy and HAProxy, each started with its configuration from examples/rls/ as
- * docs/proxies.md shows it, with only the ports changed: the proxy's own (80 in the examples),
+ * docs/forward-auth.md shows it, with only the ports changed: the proxy's own (80 in the examples),
  * the app's (3000) and rls's HTTP port (8080); HAProxy also gets the path of edgelimit.lua.
  * A replacement that no longer finds its text fails the test, so an example cannot drift away
  * from what the tests run.
