@@ -4,7 +4,8 @@ import { formatWindow } from "../core/duration.js";
 import { EdgelimitError, type PolicyIssue } from "../core/errors.js";
 import { matchesPrefix } from "../core/path.js";
 import { formatIssue, loadPolicy, policyWarningsOf } from "../policy/load.js";
-import type { ResolvedPolicy, ResolvedRule, SecretSource } from "../policy/types.js";
+import { namedSecrets } from "../policy/secrets.js";
+import type { ResolvedPolicy, ResolvedRule } from "../policy/types.js";
 import { CHECK_USAGE } from "./usage.js";
 
 const TARGETS = ["any", "cloudflare"] as const;
@@ -118,19 +119,9 @@ export function unsetSecrets(
   policy: ResolvedPolicy,
   env: Readonly<Record<string, string | undefined>>,
 ): string[] {
-  const sources: [string, SecretSource | undefined][] = [
-    ["identity.user.jwt.secret", policy.identity.jwt?.secret],
-    ["identity.user.jwt.publicKey", policy.identity.jwt?.publicKey],
-    ["challenge.secret", policy.challenge.secret],
-    ["challenge.previousSecret", policy.challenge.previousSecret],
-    [
-      "challenge.provider.secret",
-      policy.challenge.provider.kind === "pow" ? undefined : policy.challenge.provider.secret,
-    ],
-  ];
   const warnings: string[] = [];
-  for (const [path, source] of sources) {
-    if (source === undefined || !("env" in source)) continue;
+  for (const { path, source } of namedSecrets(policy)) {
+    if (!("env" in source)) continue;
     if (env[source.env] === undefined || env[source.env] === "") {
       warnings.push(
         `${path} reads the environment variable ${source.env}, which is not set here; serve and build refuse to start without it`,

@@ -6,6 +6,7 @@ import { EdgelimitError } from "../core/errors.js";
 import type { ChallengeHandler, Store } from "../core/types.js";
 import { createLists } from "../lists/index.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
+import { requireSecrets } from "../policy/secrets.js";
 import type { ResolvedPolicy } from "../policy/types.js";
 import { type LoadedConfig, loadRlsConfig } from "../rls/config-files.js";
 import { type RlsEnvironment, readEnvironment } from "../rls/environment.js";
@@ -66,6 +67,8 @@ export async function run(argv: string[]): Promise<number> {
 
   const logger = pino({ base: undefined });
   for (const note of environment.notes) logger.warn({ msg: note });
+  const env: Record<string, string | undefined> = { ...process.env };
+  const readFile = (path: string) => readFileSync(path, "utf8");
   const build = { mergeDomains: environment.mergeDomains, globalShadow: environment.globalShadow };
   let loaded: LoadedConfig | undefined;
   let policy: ResolvedPolicy | undefined;
@@ -76,6 +79,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (policyFile !== undefined) {
       policy = loadPolicy(policyFile);
+      requireSecrets(policy, { env, readFile });
       warnUntrustedProxies(policy, logger);
     }
   } catch (error) {
@@ -83,8 +87,6 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
 
-  const env: Record<string, string | undefined> = { ...process.env };
-  const readFile = (path: string) => readFileSync(path, "utf8");
   const storeUrl = values.store ?? environment.storeUrl ?? "memory";
   let store: Store | undefined;
   let server: RlsServer;
@@ -183,6 +185,7 @@ export async function run(argv: string[]): Promise<number> {
       let nextLists: typeof lists;
       try {
         const next = loadPolicy(policyFile);
+        requireSecrets(next, { env, readFile });
         const challenge: ChallengeHandler | undefined = createChallenge(next, { env, readFile });
         nextLists = next.lists.length > 0 ? await createLists(next, { env, logger }) : undefined;
         server.usePolicy(next, {

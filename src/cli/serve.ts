@@ -12,6 +12,7 @@ import { type DemoOrigin, demoSecret, startDemoOrigin } from "../gateway/demo-or
 import { createGateway, type Gateway } from "../gateway/server.js";
 import { createLists } from "../lists/index.js";
 import { formatIssue, loadPolicy } from "../policy/load.js";
+import { requireSecrets } from "../policy/secrets.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { redact, storeFromUrl } from "../stores/from-url.js";
 import { writeEdgelimitError } from "./errors.js";
@@ -119,6 +120,12 @@ export async function run(argv: string[]): Promise<number> {
     env[challengeSecret.env] = demoSecret();
   }
   const readFile = (path: string) => readFileSync(path, "utf8");
+  try {
+    requireSecrets(policy, { env, readFile });
+  } catch (error) {
+    printError(error);
+    return 1;
+  }
 
   let store: Store | undefined;
   let demoOrigin: DemoOrigin | undefined;
@@ -208,6 +215,7 @@ export async function run(argv: string[]): Promise<number> {
     let lists: Awaited<ReturnType<typeof createLists>> | undefined;
     try {
       const next = loadPolicy(policyFile);
+      requireSecrets(next, { env, readFile });
       // The challenge and the lists come from the policy too: rebuild them with it.
       const challenge = createChallenge(next, { env, readFile });
       warnUnsharedChallenge(next, logger);

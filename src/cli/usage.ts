@@ -43,14 +43,15 @@ Runs the gateway in front of an origin until SIGTERM or SIGINT, then drains.
 export const RLS_USAGE = `Usage: edgelimit rls [--config PATH] [--policy FILE] [options]
 
 A decision-only rate limit service, a drop-in for envoyproxy/ratelimit: Envoy's gRPC
-ShouldRateLimit and grpc.health.v1, POST /json and GET /healthcheck, and forward-auth at /check
-for nginx auth_request, Caddy forward_auth, Traefik ForwardAuth and HAProxy (docs/proxies.md).
+ShouldRateLimit and grpc.health.v1, POST /json and GET /healthcheck, and forward-auth at
+/check/nginx, /check/caddy, /check/traefik and /check/haproxy, each reading only the headers
+that proxy sets (docs/proxies.md, docs/forward-auth.md).
 Runs until SIGTERM or SIGINT, then drains.
 
   --config PATH          envoyproxy/ratelimit's YAML configuration: a file or a directory of
                          them (default: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY);
                          reloaded on change and on SIGHUP, counters kept
-  --policy FILE          an edgelimit policy, for /check and for the gRPC domains the
+  --policy FILE          an edgelimit policy, for /check/PROXY and for the gRPC domains the
                          configuration does not name; reloaded as --config is
   --store URL            memory | redis://HOST:PORT | redis+cluster://H:P,H:P |
                          dynamodb://TABLE?region=R&endpoint=URL (default: REDIS_URL, else memory)

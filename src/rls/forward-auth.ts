@@ -1,42 +1,127 @@
 /**
- * Forward-auth (`/check`): nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth` and
- * HAProxy ask about the request they are holding, which they describe in headers:
+ * Forward-auth (`/check/PROXY`): nginx `auth_request`, Caddy `forward_auth`, Traefik
+ * `ForwardAuth` and HAProxy (a Lua action) ask about the request they are holding, which they
+ * describe in headers. Which headers depends on the proxy, and so does who else can write them:
+ * nginx's subrequest carries every header of the client as it came, so a client's own
+ * `X-Forwarded-Uri` reaches us through nginx untouched, where Caddy would have replaced it. A
+ * header is therefore believed only from the proxy that sets it itself, replacing whatever the
+ * client sent, and the proxy names itself in the path it asks (its configuration, never the
+ * client, chooses that path):
  *
- * - the method: `X-Forwarded-Method` (Caddy, Traefik), else `X-Original-Method` (nginx
- *   configurations set it), else GET;
- * - the path: `X-Forwarded-Uri` (Caddy, Traefik), else `X-Original-URI` (nginx), else `/`;
- * - the client: `X-Forwarded-For` (or, without it, `X-Real-IP`), believed only as the policy
- *   believes `X-Forwarded-For`: walked right to left over `identity.ip.trustedProxies`, which
- *   must list the proxy; anything else counts as the proxy's own address;
- * - everything else as the client sent it (`Authorization` for the policy's JWTs, cookies for
- *   challenge passes).
+ * | path              | method               | path and query     | set by                     |
+ * | `/check/nginx`    | `X-Original-Method`  | `X-Original-URI`   | examples/rls/nginx.conf    |
+ * | `/check/caddy`    | `X-Forwarded-Method` | `X-Forwarded-Uri`  | `forward_auth` itself      |
+ * | `/check/traefik`  | `X-Forwarded-Method` | `X-Forwarded-Uri`  | `ForwardAuth` itself       |
+ * | `/check/haproxy`  | `X-Forwarded-Method` | `X-Forwarded-Uri`  | examples/rls/edgelimit.lua |
+ *
+ * Every path reads the client from `X-Forwarded-For`, which each of them sets (appending the
+ * address it saw), believed only as the policy believes that header: walked right to left over
+ * `identity.ip.trustedProxies`, so what a client writes there is never reached. Nothing else
+ * describes the request: not the other proxies' headers, not `X-Real-IP`, `Forwarded` or
+ * `X-Forwarded-Host`. The rest of the headers go to the policy as the client sent them
+ * (`Authorization` for its JWTs, cookies for challenge passes). A header that is missing or
+ * arrives twice means the proxy is not configured as the examples are: the answer is a 500 that
+ * says what to fix (a proxy turns it into an error, never into a pass), and `/check` without a
+ * known proxy is a 404.
  *
  * The answer: 200 with the rate-limit headers and the origin's header when allowed; 429 with
- * `Retry-After` and the JSON body when blocked (403 with `?deny=403`, for nginx, whose
- * `auth_request` passes on only 401 and 403); 302 to the challenge page when challenged (401
- * with `?deny=403`); 503 when a fail-closed rule's store failed (403 with `?deny=403`). Every
- * answer says what it is in `X-Edgelimit-Action`, for a proxy to branch on.
+ * `Retry-After` and the JSON body when blocked; 302 to the challenge page when challenged; 503
+ * when a fail-closed rule's store failed. nginx's `auth_request` passes on only 401 and 403, so
+ * `/check/nginx` answers a challenge with 401 and any other refusal with 403. Every answer says
+ * what it is in `X-Edgelimit-Action`, for a proxy to branch on.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import type { RequestDescription } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 
 export const ACTION_HEADER = "x-edgelimit-action";
+export const CHECK_PATH = "/check";
 
+interface ProxyHeaders {
+  readonly method: string;
+  readonly uri: string;
+  /** What sets them, for the answer when one is missing. */
+  readonly setBy: string;
+  /** nginx's `auth_request` passes on only 401 and 403 (see the file's comment). */
+  readonly denyWith403: boolean;
+}
+
+const FORWARDED = { method: "x-forwarded-method", uri: "x-forwarded-uri" } as const;
+
+/** The proxies `/check/PROXY` answers, each with the headers it sets itself. */
+const PROXIES: ReadonlyMap<string, ProxyHeaders> = new Map([
+  [
+    "nginx",
+    {
+      method: "x-original-method",
+      uri: "x-original-uri",
+      setBy:
+        "the auth_request location must set them: proxy_set_header X-Original-URI $request_uri; proxy_set_header X-Original-Method $request_method; proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for (examples/rls/nginx.conf)",
+      denyWith403: true,
+    },
+  ],
+  ["caddy", { ...FORWARDED, setBy: "Caddy's forward_auth sets them", denyWith403: false }],
+  ["traefik", { ...FORWARDED, setBy: "Traefik's ForwardAuth sets them", denyWith403: false }],
+  ["haproxy", { ...FORWARDED, setBy: "examples/rls/edgelimit.lua sets them", denyWith403: false }],
+]);
+
+export const FORWARD_AUTH_PROXIES: readonly string[] = [...PROXIES.keys()];
+
+/** The request a proxy describes, or why it cannot be believed (a status and a message). */
+export type Forwarded =
+  | {
+      readonly request: RequestDescription;
+      readonly denyWith403: boolean;
+      readonly problem?: undefined;
+    }
+  | { readonly problem: string; readonly status: number };
+
+/** What `describeForwarded` reads of an incoming request (node's `IncomingMessage` has both). */
+export interface ForwardedHeaders {
+  readonly headers: IncomingHttpHeaders;
+  readonly headersDistinct: Readonly<Record<string, readonly string[] | undefined>>;
+}
+
+/** The request behind a call of `checkPath` (`/check/nginx`, ...), as that proxy describes it. */
 export function describeForwarded(
-  headers: IncomingHttpHeaders,
+  checkPath: string,
+  incoming: ForwardedHeaders,
   peer: string | undefined,
-): RequestDescription {
-  const forwardedFor = headers["x-forwarded-for"] ?? headers["x-real-ip"];
+): Forwarded {
+  const name = checkPath.startsWith(`${CHECK_PATH}/`) ? checkPath.slice(CHECK_PATH.length + 1) : "";
+  const proxy = PROXIES.get(name);
+  if (proxy === undefined) {
+    return {
+      status: 404,
+      problem: `not found: forward-auth is asked at ${FORWARD_AUTH_PROXIES.map((known) => `${CHECK_PATH}/${known}`).join(", ")}, the path naming the proxy that asks, whose own headers alone describe the request (docs/forward-auth.md)\n`,
+    };
+  }
+  const missing: string[] = [];
+  const repeated: string[] = [];
+  const single = (header: string): string => {
+    const values = incoming.headersDistinct[header] ?? [];
+    if (values.length === 0 || values[0] === "") missing.push(header);
+    else if (values.length > 1) repeated.push(header);
+    return values[0] ?? "";
+  };
+  const method = single(proxy.method);
+  const path = single(proxy.uri);
+  if ((incoming.headersDistinct["x-forwarded-for"] ?? []).length === 0) {
+    missing.push("x-forwarded-for");
+  }
+  if (missing.length > 0 || repeated.length > 0) {
+    const said = [
+      missing.length > 0 ? `${missing.join(", ")} missing` : "",
+      repeated.length > 0 ? `${repeated.join(", ")} sent more than once` : "",
+    ].filter((part) => part !== "");
+    return {
+      status: 500,
+      problem: `${CHECK_PATH}/${name} reads the request from headers that ${name} sets, replacing any the client sent; this call had ${said.join(" and ")}: ${proxy.setBy}\n`,
+    };
+  }
   return {
-    ip: peer,
-    method: first(headers["x-forwarded-method"]) ?? first(headers["x-original-method"]) ?? "GET",
-    path: first(headers["x-forwarded-uri"]) ?? first(headers["x-original-uri"]) ?? "/",
-    headers:
-      forwardedFor === headers["x-forwarded-for"]
-        ? headers
-        : { ...headers, "x-forwarded-for": forwardedFor },
-    lowerCaseHeaders: true,
+    request: { ip: peer, method, path, headers: incoming.headers, lowerCaseHeaders: true },
+    denyWith403: proxy.denyWith403,
   };
 }
 
@@ -56,8 +141,4 @@ export function forwardAuthAnswer(verdict: Verdict, denyWith403: boolean): Forwa
   const body = verdict.body ?? "";
   if (!denyWith403) return { status: verdict.status, headers, body };
   return { status: verdict.action === "challenge" ? 401 : 403, headers, body };
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

@@ -1,7 +1,7 @@
 /**
  * The HTTP listener: `POST /json` (a `RateLimitRequest` in JSON: 200 when OK, 429 when over the
- * limit, as envoyproxy/ratelimit answers), `GET /healthcheck`, forward-auth at `/check` (see
- * forward-auth.ts), and the policy's challenge page, for a proxy that routes its path here.
+ * limit, as envoyproxy/ratelimit answers), `GET /healthcheck`, forward-auth at `/check/PROXY`
+ * (see forward-auth.ts), and the policy's challenge page, for a proxy that routes its path here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -13,7 +13,7 @@ import { unavailableBody } from "../http/headers.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import type { RlsAnswer } from "./answer.js";
-import { describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
+import { CHECK_PATH, describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
 import { CODE, type RateLimitRequest } from "./messages.js";
 import { requestFromJson, responseToJson } from "./protojson.js";
 
@@ -26,7 +26,7 @@ export interface HttpHandlers {
     request: RateLimitRequest,
     peer: string | undefined,
   ): RlsAnswer | Promise<RlsAnswer>;
-  /** Undefined when there is no `--policy` (then `/check` answers 404). */
+  /** Undefined when there is no `--policy` (then `/check/PROXY` answers 404). */
   check(request: RequestDescription): Verdict | Promise<Verdict> | undefined;
   healthy(): boolean;
   /** The policy's challenge page and the limiter it resolves clients with, when it has one. */
@@ -37,6 +37,11 @@ export interface HttpHandlers {
     status: number,
   ): void;
   onError(error: unknown): void;
+  /**
+   * Called when `/check` cannot believe what a proxy sent (a header missing, a proxy it does
+   * not know), with the answer's text, which names no value of the request. Must not throw.
+   */
+  onCheckRefused?(problem: string): void;
 }
 
 export interface HttpListener {
@@ -128,8 +133,8 @@ async function handle(
     done("healthcheck");
     return;
   }
-  if (path === "/check") {
-    await handleCheck(handlers, req, res, peer, url.slice(path.length));
+  if (path === CHECK_PATH || path.startsWith(`${CHECK_PATH}/`)) {
+    await handleCheck(handlers, req, res, peer, path);
     done("check");
     return;
   }
@@ -155,7 +160,7 @@ async function handle(
     res,
     404,
     "text/plain",
-    "not found: this is edgelimit rls (POST /json, GET /healthcheck, /check)\n",
+    "not found: this is edgelimit rls (POST /json, GET /healthcheck, /check/PROXY)\n",
   );
   done("other");
 }
@@ -198,9 +203,17 @@ async function handleCheck(
   req: IncomingMessage,
   res: ServerResponse,
   peer: string | undefined,
-  query: string,
+  path: string,
 ): Promise<void> {
-  const decided = handlers.check(describeForwarded(req.headers, peer));
+  // The body of the original request is never needed: drain whatever the proxy sent.
+  req.resume();
+  const forwarded = describeForwarded(path, req, peer);
+  if (forwarded.problem !== undefined) {
+    handlers.onCheckRefused?.(forwarded.problem);
+    send(res, forwarded.status, "text/plain", forwarded.problem);
+    return;
+  }
+  const decided = handlers.check(forwarded.request);
   if (decided === undefined) {
     send(
       res,
@@ -210,11 +223,8 @@ async function handleCheck(
     );
     return;
   }
-  // The body of the original request is never needed: drain whatever the proxy sent.
-  req.resume();
   const verdict = decided instanceof Promise ? await decided : decided;
-  const denyWith403 = new URLSearchParams(query).get("deny") === "403";
-  const answer = forwardAuthAnswer(verdict, denyWith403);
+  const answer = forwardAuthAnswer(verdict, forwarded.denyWith403);
   res.writeHead(answer.status, {
     ...answer.headers,
     "content-length": String(Buffer.byteLength(answer.body)),

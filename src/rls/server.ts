@@ -80,6 +80,11 @@ export class RlsServer implements AdminSource {
   #admin: Server | undefined;
   #stopping = false;
   #closing: Promise<void> | undefined;
+  /**
+   * What `/check` refused to believe, each logged once: a misconfigured proxy would otherwise
+   * log every request. Bounded, since the texts name a known proxy and headers, never a value.
+   */
+  readonly #checkProblems = new Set<string>();
 
   constructor(options: RlsServerOptions) {
     this.#options = options;
@@ -146,6 +151,14 @@ export class RlsServer implements AdminSource {
           },
           onRequest: (endpoint, status) => this.metrics.recordCall(endpoint, status),
           onError: (error) => this.logger.error({ msg: "request failed", err: error }),
+          onCheckRefused: (problem) => {
+            if (this.#checkProblems.has(problem)) return;
+            this.#checkProblems.add(problem);
+            this.logger.warn({
+              msg: "forward-auth refused (logged once)",
+              problem: problem.trim(),
+            });
+          },
         },
         options.httpHost ?? "0.0.0.0",
         options.httpPort ?? 8080,

@@ -1,180 +1,57 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closedPort } from "../gateway/helpers.js";
 import { JWT_SECRET, signToken } from "../support/jwt.js";
 import { loopbackServers } from "../support/listen.js";
 import { withinOneWindow } from "../support/windows.js";
 import { type RlsProcess, startRls } from "./harness.js";
+import { PROXY_NAMES, type ProxyKind, ProxyLauncher } from "./proxy-servers.js";
 
 /**
  * Real nginx (auth_request), Caddy (forward_auth) and HAProxy (a Lua action) from Debian, in
- * front of an app, asking one `edgelimit rls --policy examples/policies/cloudfront.yaml` through
- * `/check`, each with its configuration from examples/rls/ as docs/proxies.md shows it (only
- * the ports and paths changed). The seed policy: anonymous `/api/export` is 3 a minute; a user
- * with a JWT gets the authenticated limits (20 a minute there).
+ * front of an app, asking one `edgelimit rls --policy examples/policies/cloudfront.yaml` at
+ * `/check/PROXY`, each with its configuration from examples/rls/ as docs/forward-auth.md shows it (only
+ * the ports changed: proxy-servers.ts). The seed policy: anonymous `/api/export` is 3 a minute;
+ * a user with a JWT gets the authenticated limits (20 a minute there).
  */
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-proxies-"));
 const listen = loopbackServers();
+const launcher = new ProxyLauncher(dir);
 const seen: IncomingHttpHeaders[] = [];
-let app: string;
+let appPort: number;
 let rls: RlsProcess;
-const proxies: ChildProcess[] = [];
-
-interface Proxy {
-  readonly name: string;
-  start(rlsPort: number): Promise<string>;
-}
-
-/** The example file with the documented addresses replaced by the test's. */
-function example(
-  name: string,
-  rlsPort: number,
-  replace: readonly [string | RegExp, string][] = [],
-): string {
-  let text = readFileSync(join("examples/rls", name), "utf8")
-    .replaceAll("127.0.0.1:3000", app.replace("http://", ""))
-    .replaceAll("127.0.0.1:8080", `127.0.0.1:${rlsPort}`);
-  for (const [from, to] of replace) text = text.replace(from, to);
-  return text;
-}
-
-/** Starts a proxy process and waits until its port answers. */
-async function launch(
-  command: string,
-  args: string[],
-  port: number,
-  env: Record<string, string> = {},
-): Promise<string> {
-  let output = "";
-  const child = spawn(command, args, {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...env },
-  });
-  child.stdout?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  proxies.push(child);
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${command} exited ${child.exitCode}:\n${output}`);
-    try {
-      await fetch(`${url}/ready`, { headers: { "x-forwarded-for": "192.0.2.250" } });
-      return url;
-    } catch {
-      if (Date.now() > deadline)
-        throw new Error(`${command} did not listen on ${port}:\n${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
-
-const PROXIES: readonly Proxy[] = [
-  {
-    name: "nginx (auth_request)",
-    async start(rlsPort) {
-      const port = await closedPort();
-      const prefix = join(dir, "nginx");
-      mkdirSync(join(prefix, "logs"), { recursive: true });
-      const conf = join(prefix, "nginx.conf");
-      writeFileSync(
-        conf,
-        example("nginx.conf", rlsPort, [["listen 80;", `listen 127.0.0.1:${port};`]]),
-      );
-      return launch(
-        "nginx",
-        [
-          "-p",
-          prefix,
-          "-c",
-          conf,
-          "-e",
-          "stderr",
-          "-g",
-          `daemon off; pid ${join(prefix, "nginx.pid")};`,
-        ],
-        port,
-      );
-    },
-  },
-  {
-    name: "Caddy (forward_auth)",
-    async start(rlsPort) {
-      const port = await closedPort();
-      const home = join(dir, "caddy");
-      mkdirSync(home, { recursive: true });
-      const conf = join(home, "Caddyfile");
-      writeFileSync(
-        conf,
-        example("Caddyfile", rlsPort, [[":80 {", `http://127.0.0.1:${port} {\n\tbind 127.0.0.1`]]),
-      );
-      return launch("caddy", ["run", "--config", conf, "--adapter", "caddyfile"], port, {
-        HOME: home,
-        XDG_DATA_HOME: home,
-        XDG_CONFIG_HOME: home,
-      });
-    },
-  },
-  {
-    name: "HAProxy (Lua action)",
-    async start(rlsPort) {
-      const port = await closedPort();
-      const home = join(dir, "haproxy");
-      mkdirSync(home, { recursive: true });
-      writeFileSync(join(home, "edgelimit.lua"), example("edgelimit.lua", rlsPort));
-      const conf = join(home, "haproxy.cfg");
-      writeFileSync(
-        conf,
-        example("haproxy.cfg", rlsPort, [
-          ["/etc/haproxy/edgelimit.lua", join(home, "edgelimit.lua")],
-          ["bind :80", `bind 127.0.0.1:${port}`],
-        ]),
-      );
-      return launch("haproxy", ["-f", conf, "-db"], port, {
-        EDGELIMIT_CHECK_URL: `http://127.0.0.1:${rlsPort}/check`,
-      });
-    },
-  },
-];
 
 beforeAll(async () => {
-  app = await listen(
+  const app = await listen(
     createServer((req, res) => {
       seen.push(req.headers);
       res.writeHead(200, { "content-type": "text/plain" });
       res.end(`app ${req.url}`);
     }),
   );
+  appPort = Number(new URL(app).port);
   rls = await startRls(["--policy", "examples/policies/cloudfront.yaml"], {
     env: { EDGELIMIT_JWT_SECRET: JWT_SECRET, EDGELIMIT_CHALLENGE_SECRET: JWT_SECRET },
   });
 }, 30_000);
 
 afterAll(async () => {
-  for (const child of proxies) child.kill("SIGTERM");
-  await Promise.all(
-    proxies.map((child) =>
-      child.exitCode === null ? new Promise((resolve) => child.once("exit", resolve)) : null,
-    ),
-  );
+  await launcher.stopAll();
   await rls?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe.each(PROXIES.map((proxy, index) => ({ proxy, index })))(
-  "$proxy.name in front of an app, asking edgelimit rls",
-  ({ proxy, index }) => {
+const KINDS: readonly ProxyKind[] = ["nginx", "caddy", "haproxy"];
+
+describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index })))(
+  "$name in front of an app, asking edgelimit rls",
+  ({ kind, index }) => {
     let url: string;
     beforeAll(async () => {
-      url = await proxy.start(rls.httpPort);
+      url = await launcher.start(kind, { appPort, rlsPort: rls.httpPort });
     }, 30_000);
 
     it("gives anonymous /api/export 200, 200, 200, then 429 with Retry-After", async () => {
@@ -214,3 +91,33 @@ describe.each(PROXIES.map((proxy, index) => ({ proxy, index })))(
     });
   },
 );
+
+describe("examples/rls/Caddyfile with an address written in", () => {
+  it("still serves plain HTTP, as docs/forward-auth.md says (a site without http:// would be HTTPS)", async () => {
+    const url = await launcher.start(
+      "caddy",
+      { appPort, rlsPort: rls.httpPort },
+      { host: "127.0.0.1" },
+    );
+    const response = await fetch(`${url}/api/search`, {
+      headers: { "x-forwarded-for": "203.0.113.40" },
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe("app /api/search");
+  });
+});
+
+describe("HAProxy's action, asking an rls that cannot decide (started without --policy)", () => {
+  it("answers 500, never a pass", async () => {
+    const undecided = await startRls(["--config", "test/rls/fixtures/small.yaml"]);
+    try {
+      const before = seen.length;
+      const url = await launcher.start("haproxy", { appPort, rlsPort: undecided.httpPort });
+      const response = await fetch(`${url}/api/search`);
+      expect(response.status).toBe(500);
+      expect(seen.length).toBe(before);
+    } finally {
+      await undecided.stop();
+    }
+  }, 90_000);
+});
