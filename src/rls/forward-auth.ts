@@ -22,7 +22,7 @@
  * (`Authorization` for its JWTs, cookies for challenge passes). A header that is missing or
  * arrives twice means the proxy is not configured as the examples are: the answer is a 500 that
  * says what to fix (a proxy turns it into an error, never into a pass), and `/check` without a
- * known proxy is a 404.
+ * known proxy is a 503 (refused by every configuration, including those written for `/check`).
  *
  * The answer: 200 with the rate-limit headers and the origin's header when allowed; 429 with
  * `Retry-After` and the JSON body when blocked; 302 to the challenge page when challenged; 503
@@ -91,8 +91,10 @@ export function describeForwarded(
   const name = checkPath.startsWith(`${CHECK_PATH}/`) ? checkPath.slice(CHECK_PATH.length + 1) : "";
   const proxy = PROXIES.get(name);
   if (proxy === undefined) {
+    // 503, not 404: a proxy configured for the `/check` of earlier versions (or a mistyped name)
+    // must refuse its requests, and every shipped configuration, old or new, refuses a 503.
     return {
-      status: 404,
+      status: 503,
       problem: `not found: forward-auth is asked at ${FORWARD_AUTH_PROXIES.map((known) => `${CHECK_PATH}/${known}`).join(", ")}, the path naming the proxy that asks, whose own headers alone describe the request (docs/forward-auth.md)\n`,
     };
   }

@@ -13,7 +13,7 @@ import { unavailableBody } from "../http/headers.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import type { RlsAnswer } from "./answer.js";
-import { CHECK_PATH, describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
+import { ACTION_HEADER, CHECK_PATH, describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
 import { CODE, type RateLimitRequest } from "./messages.js";
 import { requestFromJson, responseToJson } from "./protojson.js";
 
@@ -210,7 +210,9 @@ async function handleCheck(
   const forwarded = describeForwarded(path, req, peer);
   if (forwarded.problem !== undefined) {
     handlers.onCheckRefused?.(forwarded.problem);
-    send(res, forwarded.status, "text/plain", forwarded.problem);
+    send(res, forwarded.status, "text/plain", forwarded.problem, {
+      [ACTION_HEADER]: "unavailable",
+    });
     return;
   }
   const decided = handlers.check(forwarded.request);

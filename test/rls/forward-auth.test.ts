@@ -48,6 +48,7 @@ afterAll(async () => {
 
 interface Answer {
   readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
   readonly body: string;
 }
 
@@ -60,7 +61,9 @@ function call(path: string, headers: Record<string, string | string[]>): Promise
       response.on("data", (chunk: string) => {
         body += chunk;
       });
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+      response.on("end", () =>
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body }),
+      );
     });
     outgoing.on("error", reject);
     outgoing.end();
@@ -130,7 +133,7 @@ describe.each(PROXIES.map((entry, index) => ({ ...entry, index })))(
 );
 
 describe("/check without a proxy it knows", () => {
-  it("answers 404 naming the four paths, for /check itself and any other name", async () => {
+  it("answers 503, which every proxy configuration refuses, naming the four paths, for /check itself and any other name", async () => {
     const headers = {
       "x-forwarded-uri": "/api/z",
       "x-original-uri": "/api/z",
@@ -138,7 +141,8 @@ describe("/check without a proxy it knows", () => {
     };
     for (const path of ["/check", "/check/", "/check/envoy", "/check/constructor"]) {
       const answer = await call(path, headers);
-      expect(answer.status, path).toBe(404);
+      expect(answer.status, path).toBe(503);
+      expect(answer.headers["x-edgelimit-action"], path).toBe("unavailable");
       expect(answer.body).toContain("/check/nginx, /check/caddy, /check/traefik, /check/haproxy");
     }
   });
