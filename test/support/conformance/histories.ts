@@ -41,6 +41,7 @@ import {
   type Step,
 } from "./history.js";
 import { Oracle, type Tally } from "./oracle.js";
+import { HistoryClock, OwnClockStore } from "./store-clock.js";
 import type { Target } from "./targets.js";
 
 const algorithms = (hybrid: boolean): fc.Arbitrary<Algorithm> =>
@@ -113,15 +114,19 @@ export function historyArbitrary(options: {
         arbitrary: fc.record({ kind: fc.constant("fail" as const), limiter, after: fc.boolean() }),
       },
     );
-    return fc.record({
-      offsets: fc.array(fc.integer({ min: -50, max: 50 }), {
-        minLength: limiters,
-        maxLength: limiters,
+    // On the store's clock, processes are up to 250 ms behind it (or 50 ms ahead).
+    return fc.boolean().chain((storeClock) =>
+      fc.record({
+        storeClock: fc.constant(storeClock),
+        offsets: fc.array(fc.integer({ min: storeClock ? -250 : -50, max: 50 }), {
+          minLength: limiters,
+          maxLength: limiters,
+        }),
+        global: ruleShape(options.hybrid),
+        path: ruleShape(options.hybrid),
+        steps: fc.array(step, { minLength: 5, maxLength: options.maxSteps }),
       }),
-      global: ruleShape(options.hybrid),
-      path: ruleShape(options.hybrid),
-      steps: fc.array(step, { minLength: 5, maxLength: options.maxSteps }),
-    });
+    );
   });
 }
 
@@ -179,26 +184,35 @@ export async function runHistory(
   counting: "exact" | "hybrid",
   tally: Tally,
 ): Promise<void> {
+  const clock = new HistoryClock(virtualStart());
+  const storeClock = history.storeClock === true;
   const stores = (await target.stores(history.offsets.length)).map(
-    (store) => new FaultyStore(store),
+    (store) => new FaultyStore(storeClock ? new OwnClockStore(store, clock) : store),
   );
-  let time = virtualStart();
   let policy = policyOf(history.global, history.path, counting);
   let version = 0;
-  const stamps = history.offsets.map(() => time);
+  const stamps = history.offsets.map(() => clock.time);
+  // The time each admission is held to: the store's clock when it has one, else the stamp.
+  const heldAt = (stamp: number) => (storeClock ? clock.time : stamp);
   const limiters: Limiter[] = stores.map((store, i) =>
     createLimiter({
       policy,
       // Hybrid counting in front of each process's store, as a deployment builds it.
       store:
         counting === "hybrid"
-          ? hybridCounting(store, { leaseMs: 20, clock: () => stamps[i] as number })
+          ? hybridCounting(store, {
+              // On the history's time a reset waits for nothing real: leases may be long enough
+              // to hold units to their window's end (short ones would hide it).
+              leaseMs: storeClock ? 1000 : 20,
+              clock: () => stamps[i] as number,
+              scheduler: storeClock ? clock.scheduler() : undefined,
+            })
           : store,
       clock: () => stamps[i] as number,
       onStoreError: () => {},
     }),
   );
-  const oracle = new Oracle(counting);
+  const oracle = new Oracle(counting, storeClock);
   for (const step of history.steps) {
     if (step.kind === "reload") {
       const next = policyOf(step.global, step.path, counting);
@@ -213,10 +227,10 @@ export async function runHistory(
       continue;
     }
     if (step.kind === "burst") {
-      time += step.advanceMs;
+      clock.time += step.advanceMs;
       const ip = `198.51.100.${step.subject + 1}`;
       const sent = limiters.flatMap((limiter, i) => {
-        const stamp = time + (history.offsets[i] as number);
+        const stamp = clock.time + (history.offsets[i] as number);
         stamps[i] = stamp;
         return Array.from({ length: step.perLimiter }, () =>
           limiter
@@ -226,7 +240,7 @@ export async function runHistory(
       });
       // Settled in any order: the limits hold, but no one answer can show the others' counts.
       for (const { verdict, stamp } of await Promise.all(sent)) {
-        oracle.record(verdict, policy, version, stamp, 1, tally, false);
+        oracle.record(verdict, policy, version, heldAt(stamp), 1, tally, false);
       }
       continue;
     }
@@ -234,7 +248,7 @@ export async function runHistory(
     const offset = history.offsets[step.limiter] as number;
     const ip = `198.51.100.${step.subject + 1}`;
     if (step.kind === "reset") {
-      stamps[step.limiter] = time + offset;
+      stamps[step.limiter] = clock.time + offset;
       try {
         await limiter.reset({ ip, path: "/x" });
       } catch {
@@ -244,15 +258,15 @@ export async function runHistory(
       oracle.reset(`ip:${ip}`);
       continue;
     }
-    time += step.advanceMs;
-    const stamp = time + offset - step.lateMs;
+    clock.time += step.advanceMs;
+    const stamp = clock.time + offset - step.lateMs;
     stamps[step.limiter] = stamp;
     const verdict = await limiter.check({
       ip,
       path: step.path === 1 ? "/x" : "/",
       cost: step.cost,
     });
-    oracle.record(verdict, policy, version, stamp, step.cost, tally, true);
+    oracle.record(verdict, policy, version, heldAt(stamp), step.cost, tally, true);
   }
 }
 

@@ -36,6 +36,13 @@ export type Step =
   | { readonly kind: "fail"; readonly limiter: number; readonly after: boolean };
 
 export interface History {
+  /**
+   * The store counts on a clock of its own, the history's time (store-clock.ts): each process's
+   * clock is off from the store's by its offset. Otherwise every store call counts at its
+   * caller's stamp, as a store without a clock does.
+   */
+  readonly storeClock?: boolean;
+  /** Each process's clock, in ms ahead of the history's time (behind when negative). */
   readonly offsets: readonly number[];
   readonly global: RuleShape;
   readonly path: RuleShape;
@@ -71,6 +78,44 @@ export const FIXED_HISTORIES: readonly { readonly name: string; readonly history
         request(0, { lateMs: 1 }),
         request(0, { lateMs: 1 }),
         request(0, { lateMs: 1 }),
+      ],
+    },
+  },
+  {
+    name: "a process 100 ms behind the store's clock spent units held from a window the store had ended",
+    history: {
+      storeClock: true,
+      offsets: [-100, 0],
+      global: { algorithm: "fixed-window", limit: 12, windowSeconds: 1 },
+      path: { algorithm: "fixed-window", limit: 12, windowSeconds: 1 },
+      steps: [
+        // The process behind reserves what is left of the first second, on its way to the limit...
+        request(0, { advanceMs: 150 }),
+        request(0, {}),
+        // ...and spends it 50 ms into the next second on the store's clock (50 ms before, on its own)...
+        request(0, { advanceMs: 900 }),
+        request(0, {}),
+        // ...while the process on time takes that second's whole limit.
+        ...Array.from({ length: 12 }, () => request(1, { advanceMs: 1 })),
+      ],
+    },
+  },
+  {
+    name: "a process 1 ms behind the store's clock spent a unit held from a window the store had ended",
+    history: {
+      storeClock: true,
+      offsets: [0, -1],
+      global: { algorithm: "fixed-window", limit: 3, windowSeconds: 1 },
+      path: { algorithm: "fixed-window", limit: 3, windowSeconds: 1 },
+      steps: [
+        request(0, { advanceMs: 944 }),
+        request(1, { advanceMs: 931 }),
+        request(0, { subject: 1, advanceMs: 26 }),
+        request(1, { advanceMs: 10 }),
+        request(0, { advanceMs: 35 }),
+        request(0, { advanceMs: 37 }),
+        request(1, { advanceMs: 17 }),
+        request(0, {}),
       ],
     },
   },

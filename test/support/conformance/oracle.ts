@@ -12,9 +12,14 @@ export interface Tally {
   refused: number;
 }
 
-/** Checks each verdict against the limits as it comes (see histories.ts's header). */
+/**
+ * Checks each verdict against the limits as it comes (see histories.ts's header). On the store's
+ * clock (`storeClock`), a verdict's time is the store's when it was admitted, and the units
+ * admitted in each window of the store's clock never exceed the limit.
+ */
 export class Oracle {
   readonly #exact: boolean;
+  readonly #storeClock: boolean;
   /** Units admitted per policy version, rule, subject, window and reset epoch. */
   readonly #admitted = new Map<string, number>();
   /** Units admitted per rule shape, subject, window and reset epoch (what a count must hold). */
@@ -29,8 +34,9 @@ export class Oracle {
    */
   readonly #shapes = new Map<string, number>();
 
-  constructor(counting: "exact" | "hybrid") {
+  constructor(counting: "exact" | "hybrid", storeClock: boolean) {
     this.#exact = counting === "exact";
+    this.#storeClock = storeClock;
   }
 
   reload(before: ResolvedPolicy, after: ResolvedPolicy): void {
@@ -75,13 +81,20 @@ export class Oracle {
       }
       const window = countedWindow(counter, outcome.state);
       // Never counted in a window before the request's own.
-      expect(window).toBeGreaterThanOrEqual(windowIndexAt(rule.window, stamp));
-      const key = `${group}|${window}`;
+      if (!this.#storeClock)
+        expect(window).toBeGreaterThanOrEqual(windowIndexAt(rule.window, stamp));
+      // On the store's clock, the window it was admitted in is the store's at that time.
+      const admittedIn = this.#storeClock ? windowIndexAt(rule.window, stamp) : window;
+      const key = `${group}|${admittedIn}`;
       const admitted = (this.#admitted.get(key) ?? 0) + cost;
       this.#admitted.set(key, admitted);
-      expect(admitted, `units admitted in window ${window} of ${rule.id}`).toBeLessThanOrEqual(
+      expect(admitted, `units admitted in window ${admittedIn} of ${rule.id}`).toBeLessThanOrEqual(
         rule.limit,
       );
+      if (this.#storeClock) {
+        // ...and the one its units were counted in: none is spent after the store's window ended.
+        expect(window, `the window ${rule.id}'s units were counted in`).toBe(admittedIn);
+      }
       if (this.#exact) {
         // Concurrent answers settle in any order: a count can only be held to those before it.
         const shape = `${rule.id}|${this.#shapes.get(rule.id) ?? 0}|${verdict.subject}|${epoch}|${window}`;
