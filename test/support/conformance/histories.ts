@@ -6,11 +6,14 @@
  * that is off by up to ±50 ms, sending requests that are counted up to 100 ms late, with costs
  * from 1 to 5, while the fleet reloads its policy (another limit, window or algorithm), resets
  * subjects and sees its store fail (before a call reaches it, or after it counted but before the
- * answer came back). The oracle reads the verdicts:
+ * answer came back). In half of them the store counts on a clock of its own (store-clock.ts),
+ * which the processes' clocks are up to 250 ms behind or 50 ms ahead of. The oracle reads the
+ * verdicts:
  *
  * - windowed rules: the units admitted in each window (the window a store counted them in, as
- *   its answer says, never one before the request's own) never exceed the limit of the policy
- *   in force, between two resets of the subject;
+ *   its answer says, never one before the request's own; on the store's clock, the window of
+ *   the store's clock when they were admitted, which is the one they were counted in) never
+ *   exceed the limit of the policy in force, between two resets of the subject;
  * - token buckets: over any span of the stamps requests were counted at, the units admitted
  *   never exceed what a bucket of the limit refills over that span, plus one full bucket;
  * - exact counting loses nothing: a store's answer never shows a count below what it admitted
