@@ -7,10 +7,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hybridCounting } from "../../src/core/hybrid-counting.js";
-import type { CounterSpec } from "../../src/core/types.js";
+import type { CounterSpec, Store } from "../../src/core/types.js";
 import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
+import { RedisRestStore } from "../../src/stores/redis-rest.js";
+import { startRedisRestBridge } from "../support/redis-rest-bridge.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
 
 let server: RedisServer;
@@ -77,22 +79,33 @@ function counter(key: string): CounterSpec {
   };
 }
 
+/** Four requests in one tick (one batched call where the store batches): each state tells the server's time. */
+async function answersWithServerTime(store: Store): Promise<void> {
+  const before = Date.now();
+  const answers = await Promise.all([
+    store.apply([counter("a")], 0),
+    store.apply([counter("b"), counter("c")], 0),
+    store.apply([counter("d"), counter("e"), counter("f")], 0),
+    store.apply([counter("g")], 0),
+  ]);
+  const after = Date.now();
+  for (const state of answers.flat()) {
+    expect(state.count).toBe(1);
+    expect(state.storeNow).toBeGreaterThanOrEqual(before);
+    expect(state.storeNow).toBeLessThanOrEqual(after);
+  }
+}
+
 describe("hybrid counting follows the store's clock", () => {
-  it("a call on the server's clock answers with the server's time, batched or not", async () => {
-    const store = stores[0] as RedisStore;
-    const before = Date.now();
-    // One counter, two counters, and three requests in one tick (one batched call).
-    const answers = await Promise.all([
-      store.apply([counter("a")], 0),
-      store.apply([counter("b"), counter("c")], 0),
-      store.apply([counter("d"), counter("e"), counter("f")], 0),
-      store.apply([counter("g")], 0),
-    ]);
-    const after = Date.now();
-    for (const state of answers.flat()) {
-      expect(state.count).toBe(1);
-      expect(state.storeNow).toBeGreaterThanOrEqual(before);
-      expect(state.storeNow).toBeLessThanOrEqual(after);
+  it("a call on the server's clock answers with the server's time, batched or not, over TCP or HTTP", async () => {
+    const bridge = await startRedisRestBridge(server.url);
+    const rest = new RedisRestStore({ url: bridge.url, token: bridge.token, prefix: "rest:" });
+    try {
+      await rest.ready();
+      for (const store of [stores[0] as RedisStore, rest]) await answersWithServerTime(store);
+    } finally {
+      await rest.close();
+      await bridge.close();
     }
   });
 
