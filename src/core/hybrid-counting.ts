@@ -16,9 +16,9 @@
  * - A reservation is sent as an `observe` counter of cost N: the store counts all N whatever
  *   the outcome (nothing is ever lost), and returns the count after, from which the units
  *   granted follow: `limit - (count - N)`, at most N. A partial grant is kept.
- * - Units belong to the window they were counted in and are dropped when it ends (a sliding
- *   window counts the previous window at a weight below 1, so spending them later would
- *   undercount).
+ * - Units belong to the window they were counted in and are dropped when it ends on the store's
+ *   clock, whatever this process's clock says (reservation-clock.ts; a sliding window counts the
+ *   previous window at a weight below 1, so spending them later would undercount).
  * - What is left is shared in proportion to what each process already took, and a reservation
  *   is the request's own cost once nothing is left: refusals and the challenge band are exact.
  * - What is held is topped up in the background before it runs out, and concurrent requests
@@ -54,6 +54,7 @@ import {
   reservationSize,
   storeWindowIndex,
 } from "./reservation.js";
+import { dropExpired, type Sent, storeWindowEndsAt } from "./reservation-clock.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
 import { windowSpanOf } from "./windows.js";
 
@@ -308,9 +309,9 @@ export class HybridCounting implements Store {
       mode: "observe" as const,
     }));
     const call = this.#inner.apply(this.#withFences(asked), now, progress);
-    const sent = this.#scheduler.now();
+    const sent: Sent = { at: this.#scheduler.now(), now };
     const landed = call.then(
-      () => this.#measured(sent),
+      () => this.#measured(sent.at),
       () => undefined,
     );
     if (!this.#requestScopedIo) {
@@ -375,7 +376,7 @@ export class HybridCounting implements Store {
     asked: number,
     state: CounterState,
     fence: CounterState | undefined,
-    sent: number,
+    sent: Sent,
   ): "held" | "own" | "none" {
     const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
     if (fence !== undefined) reservation.fenced = fence.count > 0;
@@ -392,19 +393,21 @@ export class HybridCounting implements Store {
   /**
    * Adds a grant to the reservation if the store counted it in the reservation's window, or in
    * a later one (the reservation moves there); a grant counted in an earlier window is not held.
+   * What is held is spent until the store's window ends (reservation-clock.ts).
    */
   #holdGrant(
     reservation: Reservation,
     counter: CounterSpec,
     asked: number,
     state: CounterState,
-    sent: number,
+    sent: Sent,
   ): boolean {
     const index = storeWindowIndex(counter, state);
     if (index > reservation.index) moveReservation(reservation, counter.window, index);
     else if (index < reservation.index) return false;
     addGrant(reservation, counter, asked, state);
-    if (this.#leaseMs > 0) reservation.leaseEnd = sent + this.#leaseMs;
+    reservation.windowEndsAt = storeWindowEndsAt(counter, state, sent);
+    if (this.#leaseMs > 0) reservation.leaseEnd = sent.at + this.#leaseMs;
     return true;
   }
 
@@ -470,12 +473,12 @@ export class HybridCounting implements Store {
     if (ask <= 0 && !expiring) return;
     const asked: CounterSpec[] = ask > 0 ? [{ ...counter, cost: ask, mode: "observe" }] : [];
     const calls = this.#leaseMs > 0 ? [...asked, this.#fenceRead(counter)] : asked;
-    const sent = this.#scheduler.now();
+    const sent: Sent = { at: this.#scheduler.now(), now };
     const landed = this.#inner
       .apply(calls, now)
       .then(
         (answers) => {
-          this.#measured(sent);
+          this.#measured(sent.at);
           const fence = this.#leaseMs > 0 ? answers[answers.length - 1] : undefined;
           if (fence !== undefined) reservation.fenced = fence.count > 0;
           if (reservation.fenced) {
@@ -485,7 +488,7 @@ export class HybridCounting implements Store {
           const state = asked.length > 0 ? answers[0] : undefined;
           if (state !== undefined) this.#holdGrant(reservation, counter, ask, state, sent);
           // The fence was down when the store answered: what is held stays spendable.
-          else if (this.#leaseMs > 0) reservation.leaseEnd = sent + this.#leaseMs;
+          else if (this.#leaseMs > 0) reservation.leaseEnd = sent.at + this.#leaseMs;
         },
         // A failed refill costs nothing: the next request that finds too little reserves itself
         // under the decision budget, and the rule's fail mode applies there.
@@ -509,14 +512,7 @@ export class HybridCounting implements Store {
     taken: Taken[],
     at: number,
   ): boolean {
-    if (
-      this.#leaseMs > 0 &&
-      reservation.held > 0 &&
-      this.#scheduler.now() >= reservation.leaseEnd
-    ) {
-      // The lease ran out: a reset may have taken effect since. The units stay counted, unused.
-      reservation.held = 0;
-    }
+    if (reservation.held > 0) dropExpired(reservation, this.#scheduler.now(), this.#leaseMs > 0);
     // Written so that a count that is not a number can never admit.
     if (!(reservation.held >= counter.cost)) return false;
     reservation.held -= counter.cost;

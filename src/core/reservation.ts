@@ -52,6 +52,11 @@ export interface Reservation {
    */
   leaseEnd: number;
   /**
+   * When the store's window that `held` was counted in ends, on the scheduler's monotonic clock
+   * (see reservation-clock.ts): nothing held is spent after it.
+   */
+  windowEndsAt: number;
+  /**
    * The last answer showed a reset's fence up (see hybrid-counting.ts): nothing is held, and each
    * request reserves only its own cost, until an answer shows it down.
    */
@@ -81,6 +86,7 @@ export function newReservation(
     pending: undefined,
     wanted: 0,
     leaseEnd: 0,
+    windowEndsAt: 0,
     fenced: follows ? previous.fenced : false,
   };
 }
@@ -166,6 +172,7 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.previousStoreCount = moved.previousStoreCount;
   reservation.resetAt = moved.resetAt;
   reservation.leaseEnd = 0;
+  reservation.windowEndsAt = 0;
   reservation.fenced = moved.fenced;
 }
 

@@ -65,6 +65,13 @@ export interface CounterState {
    * refused the request first) has no count either. `resetAt` is then as far as can be told.
    */
   readonly countUnknown?: boolean;
+  /**
+   * Epoch ms on the store's own clock when it applied the call, where it counts on a clock of
+   * its own (Redis `TIME`, a Durable Object's). Absent where it counts at the caller's `now`.
+   * Hybrid counting measures from it how long the window it counted in has left, so that units
+   * are never spent after the store's window ended, whatever this process's clock says.
+   */
+  readonly storeNow?: number;
 }
 
 /**

@@ -119,7 +119,8 @@ export class EdgelimitCounter {
         this.#counters.set(spec.key, current);
         changed[spec.key] = current;
       }
-      return algorithm.describe(current?.state, now, spec, ok);
+      // The object's clock goes with each answer: hybrid counting's reservations follow it.
+      return { ...algorithm.describe(current?.state, now, spec, ok), storeNow: now };
     });
     return { answer: { states, admitted }, changed };
   }

@@ -1,6 +1,7 @@
 /**
  * The script's calling convention (see script.ts): a request is its `now` followed by one
- * argument per counter, and each answer five numbers.
+ * argument per counter, and each answer five numbers; a reply ends with the server's time when
+ * the call read it.
  */
 import { EdgelimitError } from "../../core/errors.js";
 import type { CounterSpec, CounterState, WindowSpec } from "../../core/types.js";
@@ -55,22 +56,28 @@ function windowArgument(window: WindowSpec): string {
   return "ms" in window ? String(window.ms) : `m${window.months}`;
 }
 
-/** States of `count` counters starting at counter `offset` of a script reply. */
+/**
+ * States of `count` counters starting at counter `offset` of a script reply, each with the
+ * server's time when the reply ends with it (a call that read `TIME`).
+ */
 export function decodeReply(reply: unknown, offset: number, count: number): CounterState[] {
   if (!Array.isArray(reply) || reply.length < (offset + count) * FIELDS_PER_COUNTER) {
     throw new EdgelimitError("EL_STORE_FAILED", "redis script returned an unexpected reply");
   }
+  const timed = reply.length % FIELDS_PER_COUNTER === 1;
+  const storeNow = timed ? (reply[reply.length - 1] as number) : undefined;
   const states: CounterState[] = new Array(count);
   for (let i = 0; i < count; i++) {
     const at = (offset + i) * FIELDS_PER_COUNTER;
     const retryAfterMs = reply[at + 4] as number;
-    states[i] = {
+    const state: CounterState = {
       allowed: reply[at] === 1,
       count: reply[at + 1] as number,
       remaining: reply[at + 2] as number,
       resetAt: reply[at + 3] as number,
       retryAfterMs: retryAfterMs < 0 ? Number.POSITIVE_INFINITY : retryAfterMs,
     };
+    states[i] = timed ? { ...state, storeNow } : state;
   }
   return states;
 }

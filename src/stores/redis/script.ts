@@ -18,7 +18,9 @@
  * (`60000` ms, or `m1` calendar months, UTC), cost.
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
- * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
+ * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0); then,
+ * when the call read the server's `TIME`, that time (epoch ms): how long the windows it counted
+ * in have left on the server's clock, which hybrid counting's reservations follow.
  *
  * State: one string per counter, its algorithm's letter and then IEEE doubles (Lua's `struct`),
  * so that reading it parses nothing and a double survives the round trip exactly: a windowed
@@ -319,8 +321,10 @@ local function apply(keys, args)
   -- One request of one or two counters, the usual calls, have their reply built at its final
   -- size: growing a table costs more than the arithmetic. A lone counter always counts.
   if argc == 2 then
-    local key = keys[1]
-    return { settle(call, key, true, assess(call("GET", key), args[2], time_of(call, args[1]))) }
+    local key, now = keys[1], time_of(call, args[1])
+    local allowed, count, remaining, reset_at, retry = settle(call, key, true, assess(call("GET", key), args[2], now))
+    -- The server's time last, when it was read: a reply ends at its first nil.
+    return { allowed, count, remaining, reset_at, retry, args[1] == "" and now or nil }
   end
   if argc == 3 then
     local now = time_of(call, args[1])
@@ -332,8 +336,10 @@ local function apply(keys, args)
     local admitted = (ok1 or observe1) and (ok2 or observe2)
     local allowed, count, remaining, reset_at, retry = settle(call, key1, admitted, code1, limit1,
       ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1)
-    return { allowed, count, remaining, reset_at, retry, settle(call, key2, admitted, code2, limit2,
-      ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2) }
+    local allowed2, counted2, remaining2, reset_at2, retry2 = settle(call, key2, admitted, code2, limit2,
+      ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2)
+    return { allowed, count, remaining, reset_at, retry, allowed2, counted2, remaining2, reset_at2,
+      retry2, args[1] == "" and now or nil }
   end
   local server_now
   local out, o = {}, 0
@@ -374,6 +380,7 @@ local function apply(keys, args)
     at = at + n
     key_at = key_at + n
   end
+  if server_now then out[o + 1] = server_now end
   return out
 end
 `;
@@ -384,7 +391,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "c9a5f699b83f091af9f0a7e48dd1f4744f100184";
+export const APPLY_COUNTERS_SHA = "31dcb730e97ef7e402a0405d71799f2ebec957a0";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one
