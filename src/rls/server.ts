@@ -24,6 +24,7 @@ import { type GrpcListener, startGrpc } from "./grpc.js";
 import { type HttpListener, startHttp } from "./http.js";
 import { SERVING_STATUS } from "./messages.js";
 import { RlsMetrics } from "./metrics.js";
+import type { RequestLimits } from "./request-limits.js";
 import { RateLimitService } from "./service.js";
 
 export interface RlsServerOptions {
@@ -51,6 +52,8 @@ export interface RlsServerOptions {
   readonly logger?: Logger;
   /** Shown on the dashboard: what the store is (`memory`, `redis://...` without credentials). */
   readonly storeLabel?: string;
+  /** What one `ShouldRateLimit` call may hold (request-limits.ts has the defaults). */
+  readonly requestLimits?: Partial<RequestLimits> | undefined;
 }
 
 export interface RlsAddresses {
@@ -102,6 +105,7 @@ export class RlsServer implements AdminSource {
       clock: this.#clock,
       onDecision: (record) => this.#record(record),
       onStoreError: (error) => this.#storeHealth.failed(error),
+      requestLimits: options.requestLimits,
     });
     this.metrics = new RlsMetrics(this.service.basePolicy, () => this.service.blockCacheHits);
     this.#startedAt = this.#clock();
