@@ -1,6 +1,7 @@
 /**
  * Text from bytes that should be UTF-8 and may not be: a descriptor's value is a header's bytes
- * as the proxy received them, and HTTP allows any byte from 0x80 up in a header. Decoding them
+ * as the proxy received them, and HTTP allows any byte from 0x80 up in a header (Envoy sends
+ * them in the proto's string fields as they are: envoyproxy/envoy#22996). Decoding them
  * with U+FFFD in place of every byte that is not UTF-8 would make `0xff` and `0xfe` one value,
  * one counter. Refusing them would be worse: Envoy admits a request whose call fails (its
  * default `failure_mode_deny: false`), so one such byte in a header would escape the limit.

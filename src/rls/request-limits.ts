@@ -35,15 +35,19 @@ export const DEFAULT_REQUEST_LIMITS: RequestLimits = Object.freeze({
 const MAX_REQUESTS_PER_UNIT = 4_294_967_295;
 
 /** Resolves the limits a caller gave (any left out take their default), refusing bad ones. */
-export function requestLimitsOf(given: Partial<RequestLimits> | undefined): RequestLimits {
-  const limits = { ...DEFAULT_REQUEST_LIMITS, ...given };
-  for (const [name, value] of Object.entries(limits)) {
+export function requestLimitsOf(
+  given: { readonly [Name in keyof RequestLimits]?: number | undefined } | undefined,
+): RequestLimits {
+  const limits = { ...DEFAULT_REQUEST_LIMITS };
+  for (const name of Object.keys(limits) as (keyof RequestLimits)[]) {
+    const value = given?.[name] ?? limits[name];
     if (!Number.isInteger(value) || value < 1) {
       throw new EdgelimitError(
         "EL_BAD_OPTION",
         `requestLimits.${name} must be a whole number of at least 1; got ${String(value)}`,
       );
     }
+    limits[name] = value;
   }
   return limits;
 }

@@ -307,3 +307,24 @@ describe.each(STORES)("edgelimit rls counting in %s", (store) => {
     ).toBe(200);
   });
 });
+
+describe("edgelimit rls --max-descriptor-bytes", () => {
+  it("reads descriptors up to the bytes it names, for an Envoy whose header limit was raised", async () => {
+    const rls = await startRls(["--config", configFile, "--max-descriptor-bytes", "100000"]);
+    const client = grpcJsClient(rls.grpcPort);
+    try {
+      const call = (bytes: number) =>
+        client.shouldRateLimit({
+          domain: "input",
+          descriptors: [
+            { entries: [{ key: "client", value: "y".repeat(bytes - "client".length) }] },
+          ],
+        });
+      expect((await call(100_000)).overall_code).toBe("OK");
+      expect((await call(100_001)).error?.code).toBe("INVALID_ARGUMENT");
+    } finally {
+      client.close();
+      await rls.stop();
+    }
+  });
+});
