@@ -26,6 +26,8 @@ export interface GrpcHandlers {
     peer: string | undefined,
   ): RlsAnswer | Promise<RlsAnswer>;
   health(): ServingStatus;
+  /** Descriptors read in one call: the decoder stops at the one past it. */
+  readonly maxDescriptors: number;
   /** Called after each call with its outcome, for metrics. Must not throw. */
   onCall?(method: "ShouldRateLimit" | "Check", code: string): void;
 }
@@ -75,7 +77,7 @@ export async function startGrpc(
     {
       ShouldRateLimit: unary(
         SHOULD_RATE_LIMIT,
-        decodedOrError(decodeRateLimitRequest),
+        decodedOrError((bytes) => decodeRateLimitRequest(bytes, handlers.maxDescriptors)),
         encodeRateLimitResponse,
       ),
     },

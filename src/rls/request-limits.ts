@@ -56,9 +56,7 @@ export function requestLimitsOf(
 export function checkRequestLimits(request: RateLimitRequest, limits: RequestLimits): void {
   const { descriptors } = request;
   if (descriptors.length > limits.maxDescriptors) {
-    throw refused(
-      `the call has ${descriptors.length} descriptors; at most ${limits.maxDescriptors} are read`,
-    );
+    throw tooManyDescriptors(limits.maxDescriptors, descriptors.length);
   }
   checkHits(request.hitsAddend, "the call's hits_addend");
   descriptors.forEach((descriptor, index) => {
@@ -94,6 +92,12 @@ function checkDescriptor(
       `${where}.limit.requests_per_unit is ${override.requestsPerUnit}; it is a uint32 (at most ${MAX_REQUESTS_PER_UNIT})`,
     );
   }
+}
+
+/** A call with more descriptors than `max` (`count` when known: a decoder stops counting). */
+export function tooManyDescriptors(max: number, count?: number): EdgelimitError {
+  const has = count === undefined ? `more than ${max}` : String(count);
+  return refused(`the call has ${has} descriptors; at most ${max} are read`);
 }
 
 function checkHits(hits: number, what: string): void {

@@ -129,6 +129,7 @@ export class RlsServer implements AdminSource {
           {
             shouldRateLimit: (request, peer) => this.service.shouldRateLimit(request, peer),
             health: () => (this.#stopping ? SERVING_STATUS.NOT_SERVING : SERVING_STATUS.SERVING),
+            maxDescriptors: this.service.requestLimits.maxDescriptors,
             onCall: (method, code) =>
               this.metrics.recordCall(method === "Check" ? "grpc_health" : "grpc", code),
           },

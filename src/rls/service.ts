@@ -80,6 +80,11 @@ export class RateLimitService {
     if (options.policy !== undefined) this.#usePolicy(options.policy, options.companions);
   }
 
+  /** What one call may hold. */
+  get requestLimits(): RequestLimits {
+    return this.#requestLimits;
+  }
+
   get config(): RlsConfig | undefined {
     return this.#config;
   }

@@ -29,7 +29,9 @@ const service = new RateLimitService({
   }).config,
   policy: loadPolicy("test/rls/fixtures/policy.yaml"),
 });
-const decode = decodedOrError(decodeRateLimitRequest);
+const decode = decodedOrError((bytes) =>
+  decodeRateLimitRequest(bytes, service.requestLimits.maxDescriptors),
+);
 const RateLimitRequestType = upstreamRoot().lookupType(
   "envoy.service.ratelimit.v3.RateLimitRequest",
 );
