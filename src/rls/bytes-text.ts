@@ -12,11 +12,23 @@
  * valid UTF-8 is as before. Counter keys write a lone surrogate as an escape of its own
  * (core/keys.ts), so a store that writes keys as UTF-8 keeps the values apart too.
  */
-import { isUtf8 } from "node:buffer";
+
+/**
+ * Refuses what is not UTF-8 rather than replacing it; keeps a leading byte order mark, which is
+ * part of the value (dropping it would make "\ufeffa" and "a" one counter). Decoding without
+ * `stream` keeps no state from one call to the next.
+ */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 export function textOfBytes(bytes: Uint8Array): string {
-  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (isUtf8(buffer)) return buffer.toString("utf8");
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    return withEscapedBytes(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  }
+}
+
+function withEscapedBytes(buffer: Buffer): string {
   let text = "";
   let runStart = 0;
   let at = 0;

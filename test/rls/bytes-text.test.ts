@@ -38,6 +38,7 @@ describe("text of a descriptor's bytes", () => {
       }),
       { numRuns: 20_000 },
     );
+    expect(textOfBytes(Uint8Array.from([0xef, 0xbb, 0xbf, 0x61]))).toBe("\ufeffa"); // a BOM stays
     expect(textOfBytes(Uint8Array.from([0xff]))).toBe("\udcff");
     expect(textOfBytes(Uint8Array.from([0xfe]))).toBe("\udcfe");
     // An overlong "/" and an encoded surrogate are not UTF-8: each byte stands for itself.
