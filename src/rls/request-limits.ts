@@ -8,9 +8,10 @@
  * together exceed `max_request_headers_kb` (60 KiB by default), and a descriptor's entries come
  * from one request's headers, path and address: a descriptor's keys and values together stay
  * under 64 KiB, so no client behind a default Envoy can make a call refused (which Envoy, with
- * its default `failure_mode_deny: false`, would admit) by sending longer headers. Descriptors and
- * entries come from Envoy's route configuration, never from a client: a route with more than 64
- * `rate_limits`, or one with more than 16 actions, is far beyond any seen.
+ * its default `failure_mode_deny: false`, would admit) by sending longer headers; an Envoy whose
+ * header limit was raised needs `--max-descriptor-bytes` raised with it. Descriptors and entries
+ * come from Envoy's route configuration, never from a client: 64 `rate_limits` on one route, or
+ * 16 actions in one, are far more than a route needs.
  */
 import { MAX_COST } from "../core/cost.js";
 import { EdgelimitError } from "../core/errors.js";
