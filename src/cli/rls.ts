@@ -29,6 +29,7 @@ export async function run(argv: string[]): Promise<number> {
         "http-port": { type: "string" },
         "admin-port": { type: "string" },
         host: { type: "string" },
+        "max-descriptor-bytes": { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
     }),
@@ -38,6 +39,7 @@ export async function run(argv: string[]): Promise<number> {
 
   let environment: RlsEnvironment;
   let ports: { grpc: number; http: number; admin: number };
+  let maxDescriptorBytes: number | undefined;
   try {
     environment = readEnvironment(process.env);
     ports = {
@@ -45,6 +47,7 @@ export async function run(argv: string[]): Promise<number> {
       http: portFlag(values["http-port"] ?? environment.httpPort, "--http-port (PORT)", 8080),
       admin: portFlag(values["admin-port"], "--admin-port", 9090),
     };
+    maxDescriptorBytes = bytesFlag(values["max-descriptor-bytes"], "--max-descriptor-bytes");
     const clash = [ports.grpc, ports.http].find((port) => port !== 0 && port === ports.admin);
     if (clash !== undefined) {
       throw new EdgelimitError(
@@ -122,6 +125,7 @@ export async function run(argv: string[]): Promise<number> {
       readFile,
       logger,
       storeLabel: redact(storeUrl),
+      requestLimits: { maxDescriptorBytes },
     });
   } catch (error) {
     printError(error);
@@ -261,6 +265,18 @@ function portFlag(value: string | undefined, flag: string, fallback: number): nu
     throw new EdgelimitError(
       "EL_CLI_ARGUMENT",
       `${flag} must be a port number (0 to 65535); got "${value}"`,
+    );
+  }
+  return number;
+}
+
+function bytesFlag(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(number) || number < 1) {
+    throw new EdgelimitError(
+      "EL_CLI_ARGUMENT",
+      `${flag} must be a whole number of bytes, at least 1; got "${value}"`,
     );
   }
   return number;

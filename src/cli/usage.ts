@@ -59,6 +59,9 @@ Runs until SIGTERM or SIGINT, then drains.
   --http-port N          HTTP port (default PORT, else 8080)
   --admin-port N         admin port on 127.0.0.1: dashboard, /metrics, /healthz (default 9090)
   --host ADDR            address of the gRPC and HTTP listeners (default HOST / GRPC_HOST, else 0.0.0.0)
+  --max-descriptor-bytes N
+                         most bytes of one descriptor's keys and values (default 65536, above
+                         Envoy's default header limit; raise it with max_request_headers_kb)
   -h, --help             this text
 `;
 

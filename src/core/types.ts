@@ -79,8 +79,10 @@ export interface CounterState {
  * the store's `traits`. docs/stores.md shows a store written from this page, and the
  * conformance suite (test/conformance/) holds every store to it.
  *
- * `apply` receives every counter of one request and must, atomically with respect to other
- * calls on the same keys:
+ * `apply` receives every counter of one request, each key once (a caller that counts one
+ * counter twice in a request sends it once with the costs added, as rls does for descriptors
+ * that share a counter: stores need not agree on a key repeated in one call), and must,
+ * atomically with respect to other calls on the same keys:
  * - admit the request when every `enforce` counter allows it;
  * - when admitted, count it on every counter;
  * - when refused, count it only on the `enforce` counters that refused it (windowed algorithms

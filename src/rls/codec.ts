@@ -15,6 +15,7 @@ import type {
   ServingStatus,
 } from "./messages.js";
 import { ProtoReader, ProtoWriter, WIRE } from "./protobuf.js";
+import { tooManyDescriptors } from "./request-limits.js";
 
 const NO_ENTRIES: readonly DescriptorEntry[] = Object.freeze([]);
 
@@ -34,7 +35,14 @@ const VALUE = tagOf(2, WIRE.LENGTH);
 const FIRST_VARINT = tagOf(1, WIRE.VARINT);
 const SECOND_VARINT = tagOf(2, WIRE.VARINT);
 
-export function decodeRateLimitRequest(bytes: Uint8Array): RateLimitRequest {
+/**
+ * `maxDescriptors`: a call with more is refused as soon as the one past it is read, so that a
+ * message of tens of thousands of descriptors costs no more than the most a call may hold.
+ */
+export function decodeRateLimitRequest(
+  bytes: Uint8Array,
+  maxDescriptors = Number.POSITIVE_INFINITY,
+): RateLimitRequest {
   const reader = new ProtoReader(bytes);
   let domain = "";
   const descriptors: RateLimitDescriptor[] = [];
@@ -42,8 +50,10 @@ export function decodeRateLimitRequest(bytes: Uint8Array): RateLimitRequest {
   while (!reader.done) {
     const tag = reader.tag();
     if (tag === DOMAIN) domain = reader.string();
-    else if (tag === DESCRIPTOR) descriptors.push(descriptor(reader.message()));
-    else if (tag === REQUEST_HITS) hitsAddend = reader.varint();
+    else if (tag === DESCRIPTOR) {
+      if (descriptors.length === maxDescriptors) throw tooManyDescriptors(maxDescriptors);
+      descriptors.push(descriptor(reader.message()));
+    } else if (tag === REQUEST_HITS) hitsAddend = reader.varint();
     else reader.skip(tag & 7);
   }
   return { domain, descriptors, hitsAddend };

@@ -8,6 +8,7 @@
  * - `unlimited`: OK, remaining 4294967295, nothing counted;
  * - a request's own limit (`limit` on the descriptor) replaces the configured one (known domains);
  * - `hits_addend`: the descriptor's own, else the request's, else 1 (0 checks without counting);
+ *   descriptors of one call that count the same counter each add their hits (config-counters.ts);
  * - `shadow_mode`: counted and reported, always OK; `SHADOW_MODE` for every descriptor, where the
  *   statuses still say OVER_LIMIT and only the overall code is OK;
  * - `quota_mode`: over only when every quota descriptor of the request is over;
@@ -20,10 +21,10 @@
 import type { DecisionEngine } from "../core/engine.js";
 import { EdgelimitError } from "../core/errors.js";
 import { escapeKeyPart } from "../core/keys.js";
-import type { ResolvedRule } from "../core/model.js";
 import type { CounterSpec, CounterState } from "../core/types.js";
 import { type DecisionRecord, type RlsAnswer, retryAfterHeader } from "./answer.js";
 import { type ConfiguredLimit, descriptorRules, type RlsConfig, reportedLimits } from "./config.js";
+import { CallCounters, type CounterSlot, descriptorState } from "./config-counters.js";
 import { shadowRefusals } from "./config-shadow.js";
 import { findLimit } from "./descriptor-match.js";
 import { NO_EXTENSION } from "./extension.js";
@@ -54,12 +55,11 @@ export interface ConfigDecideOptions {
   readonly clock: () => number;
 }
 
-/** One descriptor's part in the request: the limit it is held to and its counters' range. */
+/** One descriptor's part in the request: the limit it is held to and where its rules count. */
 interface Held {
   readonly limit: ConfiguredLimit;
-  /** Its counters are `counters[first]` up to, not including, `counters[end]`. */
-  readonly first: number;
-  readonly end: number;
+  /** One for each of the limit's rules, in their order. */
+  readonly slots: readonly CounterSlot[];
 }
 
 const OK_NO_LIMIT: DescriptorStatus = Object.freeze({
@@ -89,8 +89,7 @@ export function decideByConfig(
   const known = config.domains.has(domain);
   const held: (Held | undefined)[] = new Array(descriptors.length);
   const unlimited: boolean[] = new Array(descriptors.length).fill(false);
-  const rules: ResolvedRule[] = [];
-  const counters: CounterSpec[] = [];
+  const call = new CallCounters();
   // A descriptor without entries names nothing to count (Envoy never sends one).
   const matched = descriptors.map((descriptor) =>
     known && descriptor.entries.length > 0 ? limitOf(config, domain, descriptor) : undefined,
@@ -109,14 +108,9 @@ export function decideByConfig(
     if (limit.name !== "" && replaced.has(limit.name)) return;
     const cost = descriptor.hitsAddend ?? Math.max(1, request.hitsAddend);
     const values = descriptor.entries.map((entry, at) => found.sharedValues?.[at] ?? entry.value);
-    const counterSubject = subjectOf(domain, descriptor.entries, values);
-    if (subject === "") subject = counterSubject;
-    const first = counters.length;
-    for (const rule of limit.rules) {
-      rules.push(rule);
-      counters.push(counterFor(rule, domain, descriptor.entries, values, counterSubject, cost));
-    }
-    held[index] = { limit, first, end: counters.length };
+    const counted = call.add(limit, domain, descriptor.entries, values, cost);
+    if (subject === "") subject = counted.subject;
+    held[index] = { limit, slots: counted.slots };
   });
   const respond = (
     statuses: DescriptorStatus[],
@@ -124,6 +118,7 @@ export function decideByConfig(
     retryAfterMs: number,
     overRules: readonly (string | undefined)[] = [],
   ) => answer(statuses, held, record, retryAfterMs, overRules, options);
+  const { rules, counters } = call;
   if (counters.length === 0) {
     const statuses = descriptors.map((_, index) => (unlimited[index] ? OK_UNLIMITED : OK_NO_LIMIT));
     return respond(statuses, noRuleRecord(domain), 0);
@@ -156,23 +151,28 @@ export function decideByConfig(
     let retryAfterMs = decision.action === "block" ? decision.retryAfterSeconds * 1000 : 0;
     // The rule binding each descriptor over its limit, enforced or not (for shadow refusals).
     const overRules: (string | undefined)[] = new Array(descriptors.length);
+    const admitted = decision.action === "allow";
     const statuses = descriptors.map((_, index): DescriptorStatus => {
       if (unlimited[index]) return OK_UNLIMITED;
       const part = held[index];
       if (part === undefined) return OK_NO_LIMIT;
-      const binding = bindingState(counters, states, part);
+      const binding = descriptorState(counters, states, part.slots, admitted);
       if (binding === undefined) {
         // The store failed open, or a cached block answered for another descriptor: this one's
         // count is not known.
         return { ...OK_NO_LIMIT, currentLimit: part.limit.reported[0] };
       }
       const { state, rule } = binding;
-      if (!state.allowed) overRules[index] = (counters[rule] as CounterSpec).ruleId;
+      if (!state.allowed) {
+        overRules[index] = (
+          counters[(part.slots[rule] as CounterSlot).index] as CounterSpec
+        ).ruleId;
+      }
       const over = !state.allowed && !part.limit.shadowMode;
       if (over && part.limit.quotaMode) retryAfterMs = Math.max(retryAfterMs, state.retryAfterMs);
       return {
         code: over ? CODE.OVER_LIMIT : CODE.OK,
-        currentLimit: part.limit.reported[rule - part.first],
+        currentLimit: part.limit.reported[rule],
         limitRemaining: Math.min(MAX_UINT32, state.remaining),
         durationUntilResetMs: Math.max(0, state.resetAt - now),
       };
@@ -239,73 +239,6 @@ function limitOf(
 
 function compositeOf(entry: DescriptorEntry): string {
   return entry.value === "" ? entry.key : `${entry.key}_${entry.value}`;
-}
-
-/**
- * The counter's subject, which Redis Cluster uses as its hash tag: the domain and the
- * descriptor's first entry. Descriptors of one request that begin with the same entry (the
- * client's address, say) are one script call on one node; docs/proxies.md explains the choice.
- */
-function subjectOf(
-  domain: string,
-  entries: readonly DescriptorEntry[],
-  values: readonly string[],
-): string {
-  const first = entries[0] as DescriptorEntry;
-  return `rls:${escapeKeyPart(domain)}:${escapeKeyPart(first.key)}:${escapeKeyPart(values[0] as string)}`;
-}
-
-const ALGORITHM_TAGS = { "fixed-window": "f", "sliding-window": "s", "token-bucket": "t" } as const;
-
-function counterFor(
-  rule: ResolvedRule,
-  domain: string,
-  entries: readonly DescriptorEntry[],
-  values: readonly string[],
-  subject: string,
-  cost: number,
-): CounterSpec {
-  // `<subject>|<domain>|<key>:<value>|...|<algorithm><window>`: every part escaped, so `|` and
-  // `:` appear only as separators and two counters never share a key.
-  let key = `${subject}|${escapeKeyPart(domain)}`;
-  entries.forEach((entry, index) => {
-    key += `|${escapeKeyPart(entry.key)}:${escapeKeyPart(values[index] as string)}`;
-  });
-  const window = rule.window;
-  key += `|${ALGORITHM_TAGS[rule.algorithm]}${"ms" in window ? `${window.ms}ms` : `${window.months}mo`}`;
-  return {
-    key,
-    subject,
-    algorithm: rule.algorithm,
-    limit: rule.limit,
-    window,
-    cost,
-    mode: rule.shadow ? "observe" : "enforce",
-    ruleId: rule.id,
-    namespace: domain,
-    counting: "exact",
-  };
-}
-
-/** The counter that binds a descriptor: the refusing one that waits longest, else the fullest. */
-function bindingState(
-  counters: readonly CounterSpec[],
-  states: ReadonlyMap<string, CounterState>,
-  part: Held,
-): { state: CounterState; rule: number } | undefined {
-  let best: { state: CounterState; rule: number } | undefined;
-  for (let index = part.first; index < part.end; index++) {
-    const state = states.get((counters[index] as CounterSpec).key);
-    if (state === undefined) continue;
-    if (best === undefined || binds(state, best.state)) best = { state, rule: index };
-  }
-  return best;
-}
-
-function binds(candidate: CounterState, current: CounterState): boolean {
-  if (candidate.allowed !== current.allowed) return !candidate.allowed;
-  if (!candidate.allowed) return candidate.retryAfterMs > current.retryAfterMs;
-  return candidate.remaining < current.remaining;
 }
 
 function noRuleRecord(domain: string): DecisionRecord {

@@ -26,6 +26,8 @@ export interface GrpcHandlers {
     peer: string | undefined,
   ): RlsAnswer | Promise<RlsAnswer>;
   health(): ServingStatus;
+  /** Descriptors read in one call: the decoder stops at the one past it. */
+  readonly maxDescriptors: number;
   /** Called after each call with its outcome, for metrics. Must not throw. */
   onCall?(method: "ShouldRateLimit" | "Check", code: string): void;
 }
@@ -73,11 +75,15 @@ export async function startGrpc(
 
   server.addService(
     {
-      ShouldRateLimit: unary(SHOULD_RATE_LIMIT, decodeRateLimitRequest, encodeRateLimitResponse),
+      ShouldRateLimit: unary(
+        SHOULD_RATE_LIMIT,
+        decodedOrError((bytes) => decodeRateLimitRequest(bytes, handlers.maxDescriptors)),
+        encodeRateLimitResponse,
+      ),
     },
     {
       ShouldRateLimit: (
-        call: Grpc.ServerUnaryCall<RateLimitRequest, RateLimitResponse>,
+        call: Grpc.ServerUnaryCall<RateLimitRequest | EdgelimitError, RateLimitResponse>,
         callback: Grpc.sendUnaryData<RateLimitResponse>,
       ) => {
         const reply = (answer: RlsAnswer): void => {
@@ -100,8 +106,13 @@ export async function startGrpc(
             details: error instanceof Error ? error.message : String(error),
           });
         };
+        const request = call.request;
+        if (request instanceof EdgelimitError) {
+          fail(request);
+          return;
+        }
         try {
-          const answer = handlers.shouldRateLimit(call.request, peerAddress(call.getPeer()));
+          const answer = handlers.shouldRateLimit(request, peerAddress(call.getPeer()));
           if (answer instanceof Promise) answer.then(reply, fail);
           else reply(answer);
         } catch (error) {
@@ -111,12 +122,23 @@ export async function startGrpc(
     },
   );
   server.addService(
-    { Check: unary(HEALTH_CHECK, decodeHealthCheckRequest, encodeHealthCheckResponse) },
+    {
+      Check: unary(
+        HEALTH_CHECK,
+        decodedOrError(decodeHealthCheckRequest),
+        encodeHealthCheckResponse,
+      ),
+    },
     {
       Check: (
-        call: Grpc.ServerUnaryCall<{ readonly service: string }, ServingStatus>,
+        call: Grpc.ServerUnaryCall<{ readonly service: string } | EdgelimitError, ServingStatus>,
         callback: Grpc.sendUnaryData<ServingStatus>,
       ) => {
+        if (call.request instanceof EdgelimitError) {
+          notify("Check", "INVALID_ARGUMENT");
+          callback({ code: grpc.status.INVALID_ARGUMENT, details: call.request.message });
+          return;
+        }
         const { service } = call.request;
         if (!HEALTH_SERVICES.has(service)) {
           notify("Check", "NOT_FOUND");
@@ -149,6 +171,24 @@ export async function startGrpc(
           resolve();
         });
       }),
+  };
+}
+
+/**
+ * A decoder that hands its refusal to the method as a value: grpc-js answers a deserializer
+ * that throws with `INTERNAL`, which Envoy would take for the service failing, where a
+ * malformed message is the caller's `INVALID_ARGUMENT`.
+ */
+export function decodedOrError<Message>(
+  decode: (bytes: Buffer) => Message,
+): (bytes: Buffer) => Message | EdgelimitError {
+  return (bytes) => {
+    try {
+      return decode(bytes);
+    } catch (error) {
+      if (error instanceof EdgelimitError) return error;
+      throw error;
+    }
   };
 }
 

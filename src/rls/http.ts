@@ -13,12 +13,15 @@ import { unavailableBody } from "../http/headers.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import type { RlsAnswer } from "./answer.js";
+import { textOfBytes } from "./bytes-text.js";
 import { ACTION_HEADER, CHECK_PATH, describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
 import { CODE, type RateLimitRequest } from "./messages.js";
 import { requestFromJson, responseToJson } from "./protojson.js";
 
 /** A `/json` body larger than this is refused (Envoy's requests are a few hundred bytes). */
 const MAX_BODY_BYTES = 64 * 1024;
+/** How long the rest of a refused body is read and dropped before the connection is cut. */
+const DRAIN_MS = 5_000;
 const JSON_TYPE = "application/json";
 
 export interface HttpHandlers {
@@ -175,13 +178,24 @@ async function handleJson(
     send(res, 405, "text/plain", "POST a RateLimitRequest as JSON\n", { allow: "POST" });
     return;
   }
+  const body = await readBody(req);
+  if (body === undefined) {
+    // Answered before the rest arrives; what the client still sends is read and dropped (see
+    // readBody), so that it reads the answer.
+    send(
+      res,
+      413,
+      JSON_TYPE,
+      refusalBody("request_too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`),
+    );
+    return;
+  }
   let answer: RlsAnswer;
   try {
-    const request = requestFromJson(await readBody(req));
-    answer = await handlers.shouldRateLimit(request, peer);
+    answer = await handlers.shouldRateLimit(requestFromJson(textOfBytes(body)), peer);
   } catch (error) {
     if (!(error instanceof EdgelimitError) || error.code !== "EL_RLS_REQUEST") throw error;
-    send(res, 400, "text/plain", `${error.message}\n`);
+    send(res, 400, JSON_TYPE, refusalBody("invalid_request", error.message));
     return;
   }
   const response = answer.response;
@@ -234,24 +248,40 @@ async function handleCheck(
   res.end(answer.body);
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+/**
+ * The body, or undefined once it passes `MAX_BODY_BYTES`. Past the limit, nothing more is kept:
+ * the rest is read and dropped until the client stops sending, for at most `DRAIN_MS`, then the
+ * connection is cut. Closing the connection at once would reset it under a client still
+ * sending, which then never reads the 413 (curl's "Empty reply from server", undici's EPIPE).
+ */
+function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on("data", (chunk: Buffer) => {
+    const collect = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(
-          new EdgelimitError("EL_RLS_REQUEST", `the body is larger than ${MAX_BODY_BYTES} bytes`),
-        );
-        req.destroy();
+      if (size <= MAX_BODY_BYTES) {
+        chunks.push(chunk);
         return;
       }
-      chunks.push(chunk);
-    });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+      req.off("data", collect);
+      chunks.length = 0;
+      req.resume();
+      const cut = setTimeout(() => req.destroy(), DRAIN_MS);
+      cut.unref();
+      req.once("end", () => clearTimeout(cut));
+      req.once("close", () => clearTimeout(cut));
+      resolve(undefined);
+    };
+    req.on("data", collect);
+    req.on("end", () => resolve(size <= MAX_BODY_BYTES ? Buffer.concat(chunks) : undefined));
     req.on("error", reject);
   });
+}
+
+/** A refusal of `POST /json` as JSON, in the shape of the limiter's own refusals. */
+function refusalBody(error: string, message: string): string {
+  return JSON.stringify({ error, message });
 }
 
 function send(

@@ -1,9 +1,11 @@
 /**
  * The protobuf wire format, as far as the rate limit service's messages need it: varints,
  * length-delimited fields, and skipping the fields it does not read (so that a newer Envoy
- * that sends more fields is still understood). Numbers stay below 2^53.
+ * that sends more fields is still understood). Numbers stay below 2^53. Nothing here throws
+ * but `EL_RLS_REQUEST`, whatever the bytes.
  */
 import { EdgelimitError } from "../core/errors.js";
+import { textOfBytes } from "./bytes-text.js";
 
 export const WIRE = { VARINT: 0, FIXED64: 1, LENGTH: 2, FIXED32: 5 } as const;
 
@@ -52,11 +54,13 @@ export class ProtoReader {
     return { start, end };
   }
 
+  /**
+   * A string field. proto3 says UTF-8, but Envoy sends a header's bytes as it received them:
+   * bytes that are not UTF-8 are kept apart, not replaced (see bytes-text.ts).
+   */
   string(): string {
     const { start, end } = this.span();
-    return Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + start, end - start).toString(
-      "utf8",
-    );
+    return textOfBytes(this.#bytes.subarray(start, end));
   }
 
   /** A reader over a nested message. */

@@ -24,6 +24,7 @@ import { type GrpcListener, startGrpc } from "./grpc.js";
 import { type HttpListener, startHttp } from "./http.js";
 import { SERVING_STATUS } from "./messages.js";
 import { RlsMetrics } from "./metrics.js";
+import type { RequestLimits } from "./request-limits.js";
 import { RateLimitService } from "./service.js";
 
 export interface RlsServerOptions {
@@ -51,6 +52,8 @@ export interface RlsServerOptions {
   readonly logger?: Logger;
   /** Shown on the dashboard: what the store is (`memory`, `redis://...` without credentials). */
   readonly storeLabel?: string;
+  /** What one `ShouldRateLimit` call may hold (request-limits.ts has the defaults). */
+  readonly requestLimits?: Partial<RequestLimits> | undefined;
 }
 
 export interface RlsAddresses {
@@ -107,6 +110,7 @@ export class RlsServer implements AdminSource {
       clock: this.#clock,
       onDecision: (record) => this.#record(record),
       onStoreError: (error) => this.#storeHealth.failed(error),
+      requestLimits: options.requestLimits,
     });
     this.metrics = new RlsMetrics(this.service.basePolicy, () => this.service.blockCacheHits);
     this.#startedAt = this.#clock();
@@ -130,6 +134,7 @@ export class RlsServer implements AdminSource {
           {
             shouldRateLimit: (request, peer) => this.service.shouldRateLimit(request, peer),
             health: () => (this.#stopping ? SERVING_STATUS.NOT_SERVING : SERVING_STATUS.SERVING),
+            maxDescriptors: this.service.requestLimits.maxDescriptors,
             onCall: (method, code) =>
               this.metrics.recordCall(method === "Check" ? "grpc_health" : "grpc", code),
           },

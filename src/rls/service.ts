@@ -16,6 +16,7 @@ import type { RlsConfig } from "./config.js";
 import { type ConfigDecideOptions, decideByConfig } from "./config-decide.js";
 import type { RateLimitRequest } from "./messages.js";
 import { PolicyDecider } from "./policy-decide.js";
+import { checkRequestLimits, type RequestLimits, requestLimitsOf } from "./request-limits.js";
 
 export interface RateLimitServiceOptions {
   readonly store: Store;
@@ -32,6 +33,8 @@ export interface RateLimitServiceOptions {
   readonly onDecision?: (record: DecisionRecord) => void;
   /** Called with the cause each time the store fails a decision. Must not throw. */
   readonly onStoreError?: (error: unknown) => void;
+  /** What one call may hold (request-limits.ts has the defaults and why). */
+  readonly requestLimits?: Partial<RequestLimits> | undefined;
 }
 
 export class RateLimitService {
@@ -40,6 +43,7 @@ export class RateLimitService {
   readonly #clock: () => number;
   readonly #configEngine: DecisionEngine;
   readonly #configOptions: ConfigDecideOptions;
+  readonly #requestLimits: RequestLimits;
   #config: RlsConfig | undefined;
   #limiter: Limiter | undefined;
   #policyDecider: PolicyDecider | undefined;
@@ -60,6 +64,7 @@ export class RateLimitService {
     this.store = options.store;
     this.#clock = options.clock ?? Date.now;
     this.#config = options.config;
+    this.#requestLimits = requestLimitsOf(options.requestLimits);
     // The configuration's counters take the policy's budget when there is one.
     this.#configEngine = new DecisionEngine({
       policy: options.policy ?? definePolicy({ version: 1 }),
@@ -73,6 +78,11 @@ export class RateLimitService {
       clock: this.#clock,
     };
     if (options.policy !== undefined) this.#usePolicy(options.policy, options.companions);
+  }
+
+  /** What one call may hold. */
+  get requestLimits(): RequestLimits {
+    return this.#requestLimits;
   }
 
   get config(): RlsConfig | undefined {
@@ -93,11 +103,15 @@ export class RateLimitService {
     return this.#configEngine.blockCacheHits + (this.#limiter?.blockCacheHits ?? 0);
   }
 
-  /** Throws `EL_RLS_REQUEST` for a call without a domain or descriptors. */
+  /**
+   * Throws `EL_RLS_REQUEST` for a call without a domain or descriptors, or beyond the request
+   * limits; nothing else for any call.
+   */
   shouldRateLimit(
     request: RateLimitRequest,
     peer: string | undefined,
   ): RlsAnswer | Promise<RlsAnswer> {
+    checkRequestLimits(request, this.#requestLimits);
     const config = this.#config;
     const decider = this.#policyDecider;
     const byPolicy =

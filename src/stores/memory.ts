@@ -10,6 +10,13 @@ export interface MemoryStoreOptions {
    * bench/memory-size.bench.ts).
    */
   readonly maxKeys?: number;
+  /**
+   * Most bytes the counters take, by estimate: `ENTRY_BYTES` each, and two bytes for each
+   * character of its key (default 512 for each of `maxKeys`: 512 MB at the default). Keys are
+   * short in a policy, where `maxKeys` binds first; it is what bounds counters whose keys carry
+   * a caller's values (rls descriptors).
+   */
+  readonly maxBytes?: number;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: each algorithm's own state, opaque here.
@@ -45,6 +52,12 @@ type Entry = EntryState & Bookkeeping;
 export const ENTRY_STATE_FIELDS = ["index", "count", "previous", "span", "tat"] as const;
 
 const DEFAULT_MAX_KEYS = 1_000_000;
+/**
+ * An entry and its map slot, without its key: bench/memory-size.bench.ts measures about 270
+ * bytes a counter with a policy's short keys, the key included.
+ */
+export const ENTRY_BYTES = 240;
+const DEFAULT_BYTES_PER_KEY = 512;
 const PROTECTED_SHARE = 0.8;
 const SWEEP_PER_INSERT = 2;
 const SECOND_CHANCE_SCAN = 16;
@@ -67,7 +80,12 @@ export class MemoryStore implements Store {
     applySync: (counters, now) => this.applySync(counters, now),
   };
   readonly maxKeys: number;
+  readonly maxBytes: number;
   readonly #protectedCap: number;
+  readonly #protectedByteCap: number;
+  /** Estimated bytes of every entry, and of the protected ones (see `maxBytes`). */
+  #bytes = 0;
+  #protectedBytes = 0;
   /** Every counter, whichever segment it is in. */
   readonly #entries = new Map<string, Entry>();
   readonly #probation = new EntryList<Entry>();
@@ -83,8 +101,22 @@ export class MemoryStore implements Store {
         `memoryStore: maxKeys must be an integer of at least 2; got ${maxKeys}`,
       );
     }
+    const maxBytes = options.maxBytes ?? maxKeys * DEFAULT_BYTES_PER_KEY;
+    if (!Number.isInteger(maxBytes) || maxBytes < 2 * ENTRY_BYTES) {
+      throw new EdgelimitError(
+        "EL_STORE_OPTION",
+        `memoryStore: maxBytes must be an integer of at least ${2 * ENTRY_BYTES}; got ${maxBytes}`,
+      );
+    }
     this.maxKeys = maxKeys;
+    this.maxBytes = maxBytes;
     this.#protectedCap = Math.max(1, Math.floor(maxKeys * PROTECTED_SHARE));
+    this.#protectedByteCap = Math.floor(maxBytes * PROTECTED_SHARE);
+  }
+
+  /** Estimated bytes the counters take (see `maxBytes`). */
+  get bytes(): number {
+    return this.#bytes;
   }
 
   get size(): number {
@@ -232,6 +264,8 @@ export class MemoryStore implements Store {
     this.#entries.clear();
     this.#probation.clear();
     this.#protected.clear();
+    this.#bytes = 0;
+    this.#protectedBytes = 0;
   }
 
   async reset(counters: readonly CounterSpec[]): Promise<void> {
@@ -261,8 +295,13 @@ export class MemoryStore implements Store {
   }
 
   #drop(entry: Entry): void {
-    (entry.hot ? this.#protected : this.#probation).remove(entry);
+    const bytes = bytesOf(entry);
+    if (entry.hot) {
+      this.#protected.remove(entry);
+      this.#protectedBytes -= bytes;
+    } else this.#probation.remove(entry);
     this.#entries.delete(entry.key);
+    this.#bytes -= bytes;
     entry.owner = undefined;
   }
 
@@ -275,7 +314,11 @@ export class MemoryStore implements Store {
     entry.hot = true;
     this.#probation.remove(entry);
     this.#protected.append(entry);
+    this.#protectedBytes += bytesOf(entry);
+    // Probation keeps a share of the bytes too, or keys too large for it could never be counted.
     if (this.#protected.size > this.#protectedCap) this.#demote();
+    while (this.#protectedBytes > this.#protectedByteCap && this.#protected.size > 0)
+      this.#demote();
   }
 
   #insert(entry: Entry, now: number): void {
@@ -283,7 +326,8 @@ export class MemoryStore implements Store {
     this.#sweep(this.#protected, now);
     this.#entries.set(entry.key, entry);
     this.#probation.append(entry);
-    while (this.#entries.size > this.maxKeys) this.#evictOne(now);
+    this.#bytes += bytesOf(entry);
+    while (this.#entries.size > this.maxKeys || this.#bytes > this.maxBytes) this.#evictOne(now);
   }
 
   /**
@@ -311,6 +355,7 @@ export class MemoryStore implements Store {
       }
       entry.referenced = false;
       entry.hot = false;
+      this.#protectedBytes -= bytesOf(entry);
       this.#probation.append(entry);
       return;
     }
@@ -322,6 +367,11 @@ export class MemoryStore implements Store {
     if (oldest.expiresAt > now) this.evictions++;
     this.#drop(oldest);
   }
+}
+
+/** What an entry takes, by estimate: V8 holds a key in one or two bytes a character. */
+function bytesOf(entry: Entry): number {
+  return ENTRY_BYTES + 2 * entry.key.length;
 }
 
 /** A bounded in-process store. Exact within one process; use Redis to share counts. */

@@ -23,6 +23,26 @@ describe("counter keys", () => {
     );
   });
 
+  it("never map two different parts to one key as UTF-8, lone surrogates included", () => {
+    // Redis and DynamoDB hold keys as UTF-8, where every lone surrogate would be U+FFFD.
+    const unit = fc.oneof(
+      fc.string({ unit: "binary", minLength: 1, maxLength: 1 }),
+      fc.integer({ min: 0xd800, max: 0xdfff }).map((code) => String.fromCharCode(code)),
+      fc.constantFrom("\ufffd", "%", "|", "%uDCFF", "u"),
+    );
+    const part = fc.array(unit, { maxLength: 6 }).map((units) => units.join(""));
+    fc.assert(
+      fc.property(part, part, part, (a, b, scope) => {
+        fc.pre(a !== b);
+        const asUtf8 = (value: string) =>
+          Buffer.from(counterKey(subjectKey("user", value), "ns", scope)).toString("hex");
+        expect(asUtf8(a)).not.toBe(asUtf8(b));
+      }),
+      { numRuns: 20_000 },
+    );
+    expect(escapeKeyPart("\udcff|\ud83d\ude00")).toBe("%uDCFF%7C\ud83d\ude00");
+  });
+
   it("keeps braces out of keys so Redis Cluster hash tags stay intact", () => {
     expect(escapeKeyPart("{user}")).toBe("%7Buser%7D");
     expect(subjectKey("user", "a|b:c")).toBe("user:a%7Cb%3Ac");

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS, type Algorithm } from "../../src/core/algorithms/index.js";
 import type { CounterSpec } from "../../src/core/types.js";
-import { ENTRY_STATE_FIELDS, memoryStore } from "../../src/stores/memory.js";
+import { ENTRY_BYTES, ENTRY_STATE_FIELDS, memoryStore } from "../../src/stores/memory.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -61,6 +61,34 @@ describe("memory store", () => {
     store.applySync([counter("ip:1|a|g", 1)], NOW);
     expect(store.applySync([counter("ip:1|a|g", 1)], NOW)[0]?.allowed).toBe(false);
     expect(store.applySync([counter("ip:1|a|g", 1)], NOW + 60_000)[0]?.allowed).toBe(true);
+  });
+
+  it("stays within maxBytes when keys are long, counting each key's length", () => {
+    const store = memoryStore({ maxKeys: 100_000, maxBytes: 4_000_000 });
+    const long = "x".repeat(65_536);
+    for (let i = 0; i < 1_000; i++) {
+      store.applySync([counter(`${i}|${long}`, 5)], NOW);
+      expect(store.bytes).toBeLessThanOrEqual(4_000_000);
+    }
+    // Each takes 240 bytes and two a character: 30 fit in 4 MB.
+    expect(store.size).toBe(30);
+    expect(() => memoryStore({ maxBytes: 100 })).toThrow(/maxBytes/);
+  });
+
+  it("still counts a new key when counters seen twice could fill maxBytes", () => {
+    const long = "x".repeat(100_000);
+    const key = (i: number) => `busy-${String(i).padStart(2, "0")}|${long}`;
+    // Room for exactly ten of them.
+    const store = memoryStore({
+      maxKeys: 100_000,
+      maxBytes: 10 * (ENTRY_BYTES + 2 * key(0).length),
+    });
+    for (let i = 0; i < 20; i++) {
+      for (let hit = 0; hit < 2; hit++) store.applySync([counter(key(i), 5)], NOW);
+    }
+    const newcomer = counter("newcomer", 2);
+    const allowed = [0, 1, 2].map(() => store.applySync([newcomer], NOW)[0]?.allowed);
+    expect(allowed).toEqual([true, true, false]);
   });
 
   it("stays within maxKeys", () => {

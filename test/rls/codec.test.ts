@@ -77,6 +77,29 @@ describe("the codec against Envoy's .proto files", () => {
     expect(() => decodeRateLimitRequest(bytes.subarray(0, 4))).toThrow(/malformed protobuf/);
   });
 
+  it("stops reading descriptors at the one past the most a call may hold", () => {
+    const message = (count: number) =>
+      Request.encode(
+        Request.fromObject({
+          domain: "d",
+          descriptors: Array.from({ length: count }, (_, index) => ({
+            entries: [{ key: "k", value: `v${index}` }],
+          })),
+        }),
+      ).finish();
+    expect(decodeRateLimitRequest(message(64), 64).descriptors).toHaveLength(64);
+    // The refusal comes from the 65th: the rest of the message is never read (it is not even
+    // well formed here).
+    const cut = message(50_000).subarray(0, 4_000);
+    expect(() => decodeRateLimitRequest(cut, 64)).toThrow(
+      expect.objectContaining({
+        code: "EL_RLS_REQUEST",
+        message: expect.stringContaining("more than 64 descriptors"),
+      }),
+    );
+    expect(() => decodeRateLimitRequest(cut)).toThrow(/runs past the end/);
+  });
+
   it("encodes every RateLimitResponse so that protobufjs reads the same", () => {
     const status = fc.record({
       code: fc.constantFrom(0, 1, 2),

@@ -80,7 +80,10 @@ describe("POST /json and GET /healthcheck", () => {
     expect((await json("{not json")).status).toBe(400);
     const unknown = await json({ domain: "small", descriptors: [], surprise: 1 });
     expect(unknown.status).toBe(400);
-    expect(await unknown.text()).toContain('unknown field "surprise"');
+    expect(unknown.headers.get("content-type")).toBe("application/json");
+    const refusal = (await unknown.json()) as { error: string; message: string };
+    expect(refusal.error).toBe("invalid_request");
+    expect(refusal.message).toContain('unknown field "surprise"');
     expect((await json({ domain: "small", descriptors: [] })).status).toBe(400);
     expect((await fetch(`${http}/json`)).status).toBe(405);
   });
