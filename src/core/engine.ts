@@ -14,7 +14,7 @@ import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
-import { normalizePath } from "./path.js";
+import { caseRoutingOf, normalizePath } from "./path.js";
 import type {
   ChallengeClient,
   CounterSpec,
@@ -178,7 +178,12 @@ export class DecisionEngine {
     const prepared = this.#prepared;
     const identity = await prepared.identifier.identify(request, this.#clock());
     const path = normalizePath(request.path);
-    const match = prepared.matcher.match(identity, path, request.method ?? "GET");
+    const match = prepared.matcher.match(
+      identity,
+      path,
+      request.method ?? "GET",
+      caseRouting(prepared.policy, request),
+    );
     const chosen = match.compiled.filter(
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
@@ -215,7 +220,12 @@ export class DecisionEngine {
     if (listed(prepared.allow, this.#companions.allowlists, address)) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "allowlisted"));
     }
-    const match = prepared.matcher.match(identity, attempt.path, request.method ?? "GET");
+    const match = prepared.matcher.match(
+      identity,
+      attempt.path,
+      request.method ?? "GET",
+      caseRouting(prepared.policy, request),
+    );
     if (match.compiled.length === 0) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
     }
@@ -278,10 +288,12 @@ export class DecisionEngine {
         rule,
         ordinal: -1,
         keySuffix: "",
+        foldedPrefix: undefined,
         methods: undefined,
         plans: undefined,
       })),
       rules,
+      failClosedPath: this.#prepared.matcher.failsClosed(path, "sensitive"),
     };
     const attempt: Attempt = {
       prepared: this.#prepared,
@@ -305,7 +317,7 @@ export class DecisionEngine {
     counters: readonly CounterSpec[],
     verified: boolean,
   ): Decision | Promise<Decision> {
-    const { request, path } = attempt;
+    const { request } = attempt;
     const { policy } = attempt.prepared;
     const { compiled, rules } = match;
     const blocked = this.#blockCache?.blockedUntil(counters, now);
@@ -323,7 +335,7 @@ export class DecisionEngine {
         states = applySync(counters, now);
       } catch (error) {
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
         return this.#finish(attempt, failed.rules, failed);
       }
       const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
@@ -353,7 +365,7 @@ export class DecisionEngine {
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
         return this.#finish(attempt, failed.rules, failed);
       },
     );
@@ -426,6 +438,11 @@ function listed(
   if (address === undefined) return false;
   if (own.size > 0 && own.has(address)) return true;
   return extra?.some((list) => list.has(address)) ?? false;
+}
+
+/** How the request's origin routes letter case: as the policy says, else as its framework does. */
+function caseRouting(policy: ResolvedPolicy, request: RequestDescription) {
+  return caseRoutingOf(policy.paths.caseSensitive, request.caseSensitiveRouting);
 }
 
 function anyChallenges(match: Match): boolean {
