@@ -14,7 +14,7 @@ import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
-import { caseRoutingOf, normalizePath } from "./path.js";
+import { normalizePath } from "./path.js";
 import type {
   ChallengeClient,
   CounterSpec,
@@ -182,7 +182,7 @@ export class DecisionEngine {
       identity,
       path,
       request.method ?? "GET",
-      caseRouting(prepared.policy, request),
+      caseSensitive(prepared.policy, request),
     );
     const chosen = match.compiled.filter(
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
@@ -224,7 +224,7 @@ export class DecisionEngine {
       identity,
       attempt.path,
       request.method ?? "GET",
-      caseRouting(prepared.policy, request),
+      caseSensitive(prepared.policy, request),
     );
     if (match.compiled.length === 0) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
@@ -293,7 +293,9 @@ export class DecisionEngine {
         plans: undefined,
       })),
       rules,
-      failClosedPath: this.#prepared.matcher.failsClosed(path, "sensitive"),
+      // Its caller matched the counters itself, and `path` names them (`rls:<domain>`): no
+      // `failClosed` prefix of the policy is theirs.
+      failClosedPath: false,
     };
     const attempt: Attempt = {
       prepared: this.#prepared,
@@ -440,9 +442,12 @@ function listed(
   return extra?.some((list) => list.has(address)) ?? false;
 }
 
-/** How the request's origin routes letter case: as the policy says, else as its framework does. */
-function caseRouting(policy: ResolvedPolicy, request: RequestDescription) {
-  return caseRoutingOf(policy.paths.caseSensitive, request.caseSensitiveRouting);
+/**
+ * Whether the request's origin routes letter case exactly: as the policy says, else as its
+ * framework does, else not known (undefined).
+ */
+function caseSensitive(policy: ResolvedPolicy, request: RequestDescription): boolean | undefined {
+  return policy.paths.caseSensitive ?? request.caseSensitiveRouting;
 }
 
 function anyChallenges(match: Match): boolean {

@@ -9,7 +9,7 @@ import { GenerationalCache } from "./generational-cache.js";
 import type { Identity } from "./identify.js";
 import { escapeKeyPart } from "./keys.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CaseRouting, matchesPrefix, type Spelling, spellingsOf } from "./path.js";
+import { matchesPrefix, type Spelling, spellingsOf } from "./path.js";
 import type { Tier } from "./types.js";
 
 /** A rule with what matching and counting need of it, computed once per policy. */
@@ -68,10 +68,11 @@ export class RuleMatcher {
   /** The policy's `failClosed` prefixes as written (canonical) and in lower case. */
   readonly #failClosed: readonly string[];
   readonly #failClosedFolded: readonly string[];
-  readonly #caches: Readonly<Record<CaseRouting, MatchCache>> = {
-    sensitive: new MatchCache(),
-    insensitive: new MatchCache(),
-    unknown: new MatchCache(),
+  /** By `caseSensitive`: "true", "false", "undefined". */
+  readonly #caches: Readonly<Record<string, MatchCache>> = {
+    true: new MatchCache(),
+    false: new MatchCache(),
+    undefined: new MatchCache(),
   };
 
   constructor(policy: ResolvedPolicy) {
@@ -110,24 +111,25 @@ export class RuleMatcher {
 
   /**
    * The rules `identity`'s request to `path` (canonical: `normalizePath`'s) matches, the most
-   * specific of each group for each spelling of the path `routing` gives.
+   * specific of each group for each spelling of the path (see `spellingsOf`: `caseSensitive`
+   * says whether the origin routes letter case exactly, undefined when that is not known).
    */
-  match(identity: Identity, path: string, method: string, routing: CaseRouting): Match {
+  match(
+    identity: Identity,
+    path: string,
+    method: string,
+    caseSensitive: boolean | undefined,
+  ): Match {
     if (path.length > MAX_CACHED_PATH_LENGTH)
-      return this.#matchAll(identity, path, method, routing);
-    const cache = this.#caches[routing].of(identity);
+      return this.#matchAll(identity, path, method, caseSensitive);
+    const cache = (this.#caches[String(caseSensitive)] as MatchCache).of(identity);
     const key = this.#methodsMatter[identity.tier] ? `${method.toUpperCase()} ${path}` : path;
     let rules = cache.get(key);
     if (rules === undefined) {
-      rules = this.#matchAll(identity, path, method, routing);
+      rules = this.#matchAll(identity, path, method, caseSensitive);
       cache.set(key, rules);
     }
     return rules;
-  }
-
-  /** Whether a spelling of `path` falls under a `failClosed` prefix. */
-  failsClosed(path: string, routing: CaseRouting): boolean {
-    return this.#failsClosed(spellingsOf(path, routing));
   }
 
   #failsClosed(spellings: readonly Spelling[]): boolean {
@@ -139,8 +141,13 @@ export class RuleMatcher {
     );
   }
 
-  #matchAll(identity: Identity, path: string, method: string, routing: CaseRouting): Match {
-    const spellings = spellingsOf(path, routing);
+  #matchAll(
+    identity: Identity,
+    path: string,
+    method: string,
+    caseSensitive: boolean | undefined,
+  ): Match {
+    const spellings = spellingsOf(path, caseSensitive);
     const compiled: CompiledRule[] = [];
     const upperMethod = method.toUpperCase();
     for (const group of this.#groups[identity.tier]) {

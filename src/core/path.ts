@@ -15,19 +15,6 @@
  *   where origins disagree the request is counted more, never less.
  */
 
-/** How the origin routes letter case: known either way, or not known (`paths.caseSensitive`). */
-export type CaseRouting = "sensitive" | "insensitive" | "unknown";
-
-/** The policy's word on letter case comes first, then the framework's, as its adapter knows it. */
-export function caseRoutingOf(
-  policySays: boolean | undefined,
-  frameworkSays: boolean | undefined,
-): CaseRouting {
-  const sensitive = policySays ?? frameworkSays;
-  if (sensitive === undefined) return "unknown";
-  return sensitive ? "sensitive" : "insensitive";
-}
-
 /** One form of a request's path to match; a `folded` one is compared with lower-cased prefixes. */
 export interface Spelling {
   readonly path: string;
@@ -39,16 +26,16 @@ const MATRIX_PARAMETERS = /;[^/]*/g;
 
 /**
  * The spellings of a canonical path (`normalizePath`'s) to match rules with: the path itself
- * and, where it has matrix parameters, the path without them; each as written, in lower case,
- * or both (where the origin's routing of letter case is unknown: counting both is right for a
- * case-sensitive origin and a case-insensitive one, and never moves a request to a more lenient
- * rule than either would).
+ * and, where it has matrix parameters, the path without them; each as written where the origin
+ * routes letter case exactly (`caseSensitive` true), in lower case where it does not (false),
+ * and both where that is not known (undefined: counting both is right for either kind of
+ * origin, and never moves a request to a more lenient rule than either would).
  */
-export function spellingsOf(path: string, routing: CaseRouting): Spelling[] {
+export function spellingsOf(path: string, caseSensitive: boolean | undefined): Spelling[] {
   const spellings: Spelling[] = [];
   const add = (form: string) => {
-    if (routing !== "insensitive") spellings.push({ path: form, folded: false });
-    if (routing !== "sensitive") spellings.push({ path: form.toLowerCase(), folded: true });
+    if (caseSensitive !== false) spellings.push({ path: form, folded: false });
+    if (caseSensitive !== true) spellings.push({ path: form.toLowerCase(), folded: true });
   };
   add(path);
   if (path.includes(";")) {
@@ -56,42 +43,6 @@ export function spellingsOf(path: string, routing: CaseRouting): Spelling[] {
     if (stripped !== path) add(stripped);
   }
   return spellings;
-}
-
-/** Everything a canonical path leaves as it is needs none of the work below. */
-function needsEscaping(code: number): boolean {
-  // Controls, space, non-ASCII and the printable characters URL parsers escape in a path.
-  return (
-    code <= 0x20 ||
-    code >= 0x7f ||
-    code === 0x22 ||
-    code === 0x3c ||
-    code === 0x3e ||
-    code === 0x60 ||
-    code === 0x7b ||
-    code === 0x7d
-  );
-}
-
-/** RFC 3986's unreserved characters: an escape of one means the character to every origin. */
-function isUnreserved(code: number): boolean {
-  return (
-    (code >= 0x41 && code <= 0x5a) ||
-    (code >= 0x61 && code <= 0x7a) ||
-    (code >= 0x30 && code <= 0x39) ||
-    code === 0x2d ||
-    code === 0x2e ||
-    code === 0x5f ||
-    code === 0x7e
-  );
-}
-
-function isHexDigit(code: number): boolean {
-  return (
-    (code >= 0x30 && code <= 0x39) ||
-    (code >= 0x41 && code <= 0x46) ||
-    (code >= 0x61 && code <= 0x66)
-  );
 }
 
 /** A character as UTF-8 escapes; a lone surrogate as U+FFFD's, as URL parsers write it. */
@@ -104,33 +55,25 @@ export function escapeUtf8(character: string): string {
 }
 
 /**
- * Escapes in canonical form: unreserved ones decoded, the rest in upper case, a `%` that starts
- * no escape escaped itself (so that decoding cannot form a new escape: the form is stable), and
- * what needs escaping escaped.
+ * What a canonical path never holds: a start other than `/`, a `%` (it is always an escape to
+ * put in upper case or decode), `\`, what URL parsers escape (controls, space, non-ASCII,
+ * `"<>`{}`), an empty or dot segment. Most paths hold none of it and are returned as they are.
  */
-function canonicalEscapes(path: string): string {
-  let out = "";
-  for (let i = 0; i < path.length; i++) {
-    const code = path.charCodeAt(i);
-    if (code === 0x25) {
-      if (isHexDigit(path.charCodeAt(i + 1)) && isHexDigit(path.charCodeAt(i + 2))) {
-        const hex = path.slice(i + 1, i + 3);
-        const byte = Number.parseInt(hex, 16);
-        out += isUnreserved(byte) ? String.fromCharCode(byte) : `%${hex.toUpperCase()}`;
-        i += 2;
-      } else {
-        out += "%25";
-      }
-    } else if (needsEscaping(code)) {
-      // A surrogate pair is one character.
-      const pair = code >= 0xd800 && code <= 0xdbff && (path.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
-      out += escapeUtf8(path.slice(i, pair ? i + 2 : i + 1));
-      if (pair) i++;
-    } else {
-      out += path[i];
-    }
-  }
-  return out;
+const NEEDS_WORK = /^(?!\/)|[%\\"<>`{}]|[^\x21-\x7e]|\/[/.]/;
+
+/** An escape, a `%` that starts none, or a character to escape (a surrogate pair is one). */
+const TO_CANONICAL = /%([0-9A-Fa-f]{2})?|[^\x21-\x7e]|["<>`{}]/gu;
+
+/**
+ * One match of `TO_CANONICAL` in canonical form: an escape of an unreserved character (RFC
+ * 3986: letters, digits, `-._~`) decoded, other escapes in upper case, a stray `%` escaped
+ * itself (so decoding cannot form a new escape: the form is stable), a character escaped.
+ */
+function canonicalPart(part: string, hex: string | undefined): string {
+  if (part[0] !== "%") return escapeUtf8(part);
+  if (hex === undefined) return "%25";
+  const character = String.fromCharCode(Number.parseInt(hex, 16));
+  return /[\w.~-]/.test(character) ? character : `%${hex.toUpperCase()}`;
 }
 
 /**
@@ -139,28 +82,12 @@ function canonicalEscapes(path: string): string {
  * `/api/reports`. Case is kept (whether it matters is the origin's to say: `spellingsOf`).
  */
 export function normalizePath(raw: string): string {
-  if (raw.length === 0) return "/";
-  // One scan: where the query or fragment starts, and whether anything before it needs
-  // rewriting (`%`, `\`, `//`, `/.`, a character to escape); most paths need none.
-  let end = raw.length;
-  let needsWork = raw.charCodeAt(0) !== 47;
-  for (let i = 0; i < raw.length; i++) {
-    const code = raw.charCodeAt(i);
-    if (code === 63 || code === 35) {
-      end = i;
-      break;
-    }
-    if (code === 37 || code === 92 || needsEscaping(code)) needsWork = true;
-    else if (code === 47) {
-      const next = raw.charCodeAt(i + 1);
-      if (next === 47 || next === 46) needsWork = true;
-    }
-  }
-  let path = end === raw.length ? raw : raw.slice(0, end);
-  if (!needsWork) return path;
+  const end = raw.search(/[?#]/);
+  let path = end < 0 ? raw : raw.slice(0, end);
+  if (!NEEDS_WORK.test(path)) return path;
   // Escapes before segments: an escaped "/" (%2F) stays a different path, an escaped "."
   // (%2E) is a dot as URL parsers read it.
-  path = canonicalEscapes(path.replace(/\\/g, "/"));
+  path = path.replace(/\\/g, "/").replace(TO_CANONICAL, canonicalPart);
   const segments: string[] = [];
   const parts = path.split("/");
   for (let i = 0; i < parts.length; i++) {

@@ -23,11 +23,8 @@ export interface Disclosed {
  */
 export function sfString(text: string): string {
   const quoted = text.replace(/[\\"]/g, (char) => `\\${char}`);
-  return `"${PRINTABLE_ASCII.test(quoted) ? quoted : quoted.replace(NOT_PRINTABLE, escapeUtf8)}"`;
+  return `"${quoted.replace(/[^\x20-\x7e]/gu, escapeUtf8)}"`;
 }
-
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
-const NOT_PRINTABLE = /[^\x20-\x7e]/gu;
 
 /**
  * The rate-limit headers for a response: the informal `X-RateLimit-*` trio (reset in epoch
