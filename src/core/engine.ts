@@ -447,7 +447,8 @@ function listed(
  * framework does, else not known (undefined).
  */
 function caseSensitive(policy: ResolvedPolicy, request: RequestDescription): boolean | undefined {
-  return policy.paths.caseSensitive ?? request.caseSensitiveRouting;
+  // `?.`: a resolved policy kept as JSON by an earlier version (a Worker's var) has no `paths`.
+  return policy.paths?.caseSensitive ?? request.caseSensitiveRouting;
 }
 
 function anyChallenges(match: Match): boolean {
