@@ -178,12 +178,7 @@ export class DecisionEngine {
     const prepared = this.#prepared;
     const identity = await prepared.identifier.identify(request, this.#clock());
     const path = normalizePath(request.path);
-    const match = prepared.matcher.match(
-      identity,
-      path,
-      request.method ?? "GET",
-      caseSensitive(prepared.policy, request),
-    );
+    const match = prepared.matcher.match(identity, path, request);
     const chosen = match.compiled.filter(
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
@@ -220,12 +215,7 @@ export class DecisionEngine {
     if (listed(prepared.allow, this.#companions.allowlists, address)) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "allowlisted"));
     }
-    const match = prepared.matcher.match(
-      identity,
-      attempt.path,
-      request.method ?? "GET",
-      caseSensitive(prepared.policy, request),
-    );
+    const match = prepared.matcher.match(identity, attempt.path, request);
     if (match.compiled.length === 0) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
     }
@@ -293,8 +283,7 @@ export class DecisionEngine {
         plans: undefined,
       })),
       rules,
-      // Its caller matched the counters itself, and `path` names them (`rls:<domain>`): no
-      // `failClosed` prefix of the policy is theirs.
+      // `path` names the caller's counters (`rls:<domain>`): no `failClosed` prefix is theirs.
       failClosedPath: false,
     };
     const attempt: Attempt = {
@@ -440,15 +429,6 @@ function listed(
   if (address === undefined) return false;
   if (own.size > 0 && own.has(address)) return true;
   return extra?.some((list) => list.has(address)) ?? false;
-}
-
-/**
- * Whether the request's origin routes letter case exactly: as the policy says, else as its
- * framework does, else not known (undefined).
- */
-function caseSensitive(policy: ResolvedPolicy, request: RequestDescription): boolean | undefined {
-  // `?.`: a resolved policy kept as JSON by an earlier version (a Worker's var) has no `paths`.
-  return policy.paths?.caseSensitive ?? request.caseSensitiveRouting;
 }
 
 function anyChallenges(match: Match): boolean {

@@ -10,7 +10,7 @@ import type { Identity } from "./identify.js";
 import { escapeKeyPart } from "./keys.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { matchesPrefix, type Spelling, spellingsOf } from "./path.js";
-import type { Tier } from "./types.js";
+import type { RequestDescription, Tier } from "./types.js";
 
 /** A rule with what matching and counting need of it, computed once per policy. */
 export interface CompiledRule {
@@ -65,6 +65,8 @@ export class RuleMatcher {
   readonly #groups: Readonly<Record<Tier, readonly (readonly CompiledRule[])[]>>;
   /** Whether a tier has a rule that names methods (the method is then part of the cache key). */
   readonly #methodsMatter: Readonly<Record<Tier, boolean>>;
+  /** The policy's `paths.caseSensitive`; undefined: as the request's framework routes. */
+  readonly #caseSensitive: boolean | undefined;
   /** The policy's `failClosed` prefixes as written (canonical) and in lower case. */
   readonly #failClosed: readonly string[];
   readonly #failClosedFolded: readonly string[];
@@ -76,6 +78,8 @@ export class RuleMatcher {
   };
 
   constructor(policy: ResolvedPolicy) {
+    // `?.`: a resolved policy kept as JSON by an earlier version (a Worker's var) has no `paths`.
+    this.#caseSensitive = policy.paths?.caseSensitive;
     this.#failClosed = policy.failClosedPaths;
     this.#failClosedFolded = policy.failClosedPaths.map((prefix) => prefix.toLowerCase());
     this.rules = policy.rules.map((rule, ordinal) => ({
@@ -111,15 +115,16 @@ export class RuleMatcher {
 
   /**
    * The rules `identity`'s request to `path` (canonical: `normalizePath`'s) matches, the most
-   * specific of each group for each spelling of the path (see `spellingsOf`: `caseSensitive`
-   * says whether the origin routes letter case exactly, undefined when that is not known).
+   * specific of each group for each spelling of the path (see `spellingsOf`): letter case as the
+   * policy says, else as the request's framework routes (`caseSensitiveRouting`), else both.
    */
   match(
     identity: Identity,
     path: string,
-    method: string,
-    caseSensitive: boolean | undefined,
+    request: Pick<RequestDescription, "method" | "caseSensitiveRouting">,
   ): Match {
+    const method = request.method ?? "GET";
+    const caseSensitive = this.#caseSensitive ?? request.caseSensitiveRouting;
     if (path.length > MAX_CACHED_PATH_LENGTH)
       return this.#matchAll(identity, path, method, caseSensitive);
     const cache = (this.#caches[String(caseSensitive)] as MatchCache).of(identity);

@@ -135,7 +135,9 @@ describe("matching a rule's path", () => {
         );
         const respelled = (RESPELLINGS[name] as Respelling)(asSent(written), choose);
         for (const routing of [true, false, undefined]) {
-          const match = matcher.match(ANONYMOUS, normalizePath(respelled), "GET", routing);
+          const match = matcher.match(ANONYMOUS, normalizePath(respelled), {
+            caseSensitiveRouting: routing,
+          });
           expect(
             match.rules.map((rule) => rule.id),
             `${written} sent as ${respelled} (${name}, ${routing})`,
@@ -163,10 +165,14 @@ describe("matching a rule's path", () => {
         );
         const id = `anonymous.path.${written}`;
         for (const routing of [false, undefined]) {
-          const match = matcher.match(ANONYMOUS, normalizePath(recased), "GET", routing);
+          const match = matcher.match(ANONYMOUS, normalizePath(recased), {
+            caseSensitiveRouting: routing,
+          });
           expect(match.rules.map((rule) => rule.id)).toEqual([id]);
         }
-        const exact = matcher.match(ANONYMOUS, normalizePath(recased), "GET", true);
+        const exact = matcher.match(ANONYMOUS, normalizePath(recased), {
+          caseSensitiveRouting: true,
+        });
         expect(exact.rules.length === 1).toBe(recased === sent);
       }),
       { numRuns: 3_000 },
@@ -187,7 +193,9 @@ describe("matching a rule's path", () => {
         const matcher = new RuleMatcher(definePolicy({ tiers: { anonymous: { paths } } }));
         const path = normalizePath(raw);
         const ids = (routing: boolean | undefined) =>
-          matcher.match(ANONYMOUS, path, "GET", routing).rules.map((rule) => rule.id);
+          matcher
+            .match(ANONYMOUS, path, { caseSensitiveRouting: routing })
+            .rules.map((rule) => rule.id);
         const unknown = ids(undefined);
         for (const known of [true, false]) {
           for (const id of ids(known)) expect(unknown, `${raw}: ${known}`).toContain(id);
