@@ -127,9 +127,11 @@ interface HonoLikeContext {
 export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
   const { limiter } = options;
   const checkPeer = peerChecker("honoRateLimit", limiter);
-  const guard = webGuard<HonoLikeContext>("honoRateLimit", limiter, options, (request, c) =>
-    describeRequest(request, checkPeer(options.ip?.(request, c) ?? nodePeerOf(c.env))),
-  );
+  // Hono's routers match paths case-sensitively (it has no option to do otherwise).
+  const guard = webGuard<HonoLikeContext>("honoRateLimit", limiter, options, (request, c) => ({
+    ...describeRequest(request, checkPeer(options.ip?.(request, c) ?? nodePeerOf(c.env))),
+    caseSensitiveRouting: true,
+  }));
   return async (c: HonoLikeContext, next: () => Promise<void>): Promise<Response | undefined> => {
     const action = await guard.run(c.req.raw, c);
     if (action.kind !== "forward") return answerOf(action);

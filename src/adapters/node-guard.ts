@@ -35,17 +35,35 @@ export interface RateLimitedRequest extends IncomingMessage {
 /**
  * Describes a Node request for the core. The address is the socket peer's, never a header (a
  * Unix socket has none: the request is then counted as `ip:unknown`); Node writes every header
- * name in lower case.
+ * name in lower case. How the framework routes letter case is `caseSensitiveRouting`'s to say
+ * (by default, Express's setting on an Express request, else unknown).
  */
-export function describeNodeRequest(request: IncomingMessage): RequestDescription {
+export function describeNodeRequest(
+  request: IncomingMessage,
+  caseSensitiveRouting: CaseSensitiveRouting = expressCaseSensitivity,
+): RequestDescription {
   const url = (request as IncomingMessage & { originalUrl?: string }).originalUrl ?? request.url;
   return {
     ip: request.socket.remoteAddress,
     method: request.method,
     path: url ?? "/",
+    caseSensitiveRouting: caseSensitiveRouting(request),
     headers: request.headers,
     lowerCaseHeaders: true,
   };
+}
+
+/** Whether the framework serving a request routes letter case exactly; undefined: not known. */
+export type CaseSensitiveRouting = (request: IncomingMessage) => boolean | undefined;
+
+/**
+ * Express routes case-insensitively unless the app enables `case sensitive routing`; Express
+ * sets `req.app` on its requests. A plain `node:http` request says nothing.
+ */
+export function expressCaseSensitivity(request: IncomingMessage): boolean | undefined {
+  const app = (request as IncomingMessage & { app?: { get?: (name: string) => unknown } }).app;
+  if (typeof app?.get !== "function") return undefined;
+  return Boolean(app.get("case sensitive routing"));
 }
 
 /** Writes a refused verdict (429, 302, 503, 403) as the response. */
@@ -58,25 +76,31 @@ export function sendRefusal(response: ServerResponse, verdict: Verdict): void {
  * How the guard reads Node's request, the response being its context: `onRefused` writes to
  * the response, with the verdict's headers set first and the verdict on `request.rateLimit`.
  */
-const NODE_REQUESTS: GuardTranslation<IncomingMessage, ServerResponse, NodeOnRefused, void> = {
-  describe: describeNodeRequest,
-  webRequest: toWebRequest,
-  refused(onRefused, request, response, verdict) {
-    (request as RateLimitedRequest).rateLimit = verdict;
-    setResponseHeaders(response, verdict.headers);
-    return onRefused(request, response, verdict);
-  },
-};
+function nodeRequests(
+  caseSensitiveRouting: CaseSensitiveRouting | undefined,
+): GuardTranslation<IncomingMessage, ServerResponse, NodeOnRefused, void> {
+  return {
+    describe: (request) => describeNodeRequest(request, caseSensitiveRouting),
+    webRequest: toWebRequest,
+    refused(onRefused, request, response, verdict) {
+      (request as RateLimitedRequest).rateLimit = verdict;
+      setResponseHeaders(response, verdict.headers);
+      return onRefused(request, response, verdict);
+    },
+  };
+}
 
 /** The guard on Node's request and response, for the middleware and the gateway. */
 export type NodeGuard = Guard<IncomingMessage, ServerResponse, NodeOnRefused, void>;
 
+/** `caseSensitiveRouting`: how the framework routes letter case (default: Express's setting). */
 export function nodeGuard(
   name: string,
   limiter: GuardLimiter,
   options: NodeGuardOptions,
+  caseSensitiveRouting?: CaseSensitiveRouting,
 ): NodeGuard {
-  return new Guard(name, limiter, options, NODE_REQUESTS);
+  return new Guard(name, limiter, options, nodeRequests(caseSensitiveRouting));
 }
 
 /** A Web `Request` for a Node request (used to mount Web-standard handlers such as the challenge). */

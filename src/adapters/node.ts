@@ -169,6 +169,13 @@ export function nodeRateLimit(options: NodeRateLimitOptions) {
 /** What `fastifyRateLimit` needs of Fastify's request and reply (no dependency on Fastify). */
 export interface FastifyLikeRequest {
   readonly raw: IncomingMessage;
+  /** The Fastify instance: its router's `caseSensitive` says how paths are routed. */
+  readonly server?: {
+    readonly initialConfig?: {
+      readonly caseSensitive?: boolean;
+      readonly routerOptions?: { readonly caseSensitive?: boolean };
+    };
+  };
 }
 export interface FastifyLikeReply {
   readonly raw: ServerResponse;
@@ -182,8 +189,14 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("fastifyRateLimit", options.limiter, options);
+  // Fastify's router is case-sensitive unless told otherwise (`routerOptions.caseSensitive`, or
+  // the older top-level `caseSensitive`), once for the whole instance.
+  const exact = nodeGuard("fastifyRateLimit", options.limiter, options, () => true);
+  const anyCase = nodeGuard("fastifyRateLimit", options.limiter, options, () => false);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
+    const config = request.server?.initialConfig;
+    const caseSensitive = config?.routerOptions?.caseSensitive ?? config?.caseSensitive ?? true;
+    const guard = caseSensitive ? exact : anyCase;
     if (!(await passes(guard, options.metrics, request.raw, reply.raw))) reply.hijack();
   };
 }

@@ -158,6 +158,7 @@ export function describePolicy(file: string, policy: ResolvedPolicy): string {
     "",
     `client address: ${policy.identity.ip.source}${policy.identity.ip.header ? ` (${policy.identity.ip.header})` : ""}, trusted proxies ${policy.identity.ip.trustedProxies.join(", ") || "none"}, IPv6 counted per /${policy.identity.ip.ipv6Prefix}`,
     `users: ${users(policy)}`,
+    `paths: ${paths(policy)}`,
   ];
   if (policy.failClosedPaths.length > 0)
     out.push(`fail closed (503) on: ${policy.failClosedPaths.join(", ")}`);
@@ -208,6 +209,19 @@ function storeDown(rule: ResolvedRule, policy: ResolvedPolicy): string {
   );
   const mode = rule.failMode === "local" ? "local" : "open";
   return closedUnder.length === 0 ? mode : `${mode}; closed under ${closedUnder.join(", ")}`;
+}
+
+/** How rules' paths match: the letter case, which the policy or the framework decides. */
+function paths(policy: ResolvedPolicy): string {
+  const spellings = "escapes and matrix parameters in any spelling";
+  switch (policy.paths.caseSensitive) {
+    case true:
+      return `letter case matters (paths.caseSensitive: true); ${spellings}`;
+    case false:
+      return `any letter case (paths.caseSensitive: false); ${spellings}`;
+    default:
+      return `letter case as the framework routes (Express: any case unless "case sensitive routing"; Fastify, Hono: exact), any case where none is known (serve, rls, Lambda@Edge, Workers, withRateLimit); ${spellings}`;
+  }
 }
 
 function users(policy: ResolvedPolicy): string {

@@ -178,7 +178,7 @@ export class DecisionEngine {
     const prepared = this.#prepared;
     const identity = await prepared.identifier.identify(request, this.#clock());
     const path = normalizePath(request.path);
-    const match = prepared.matcher.match(identity, path, request.method ?? "GET");
+    const match = prepared.matcher.match(identity, path, request);
     const chosen = match.compiled.filter(
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
@@ -215,7 +215,7 @@ export class DecisionEngine {
     if (listed(prepared.allow, this.#companions.allowlists, address)) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "allowlisted"));
     }
-    const match = prepared.matcher.match(identity, attempt.path, request.method ?? "GET");
+    const match = prepared.matcher.match(identity, attempt.path, request);
     if (match.compiled.length === 0) {
       return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
     }
@@ -278,10 +278,13 @@ export class DecisionEngine {
         rule,
         ordinal: -1,
         keySuffix: "",
+        foldedPrefix: undefined,
         methods: undefined,
         plans: undefined,
       })),
       rules,
+      // `path` names the caller's counters (`rls:<domain>`): no `failClosed` prefix is theirs.
+      failClosedPath: false,
     };
     const attempt: Attempt = {
       prepared: this.#prepared,
@@ -305,7 +308,7 @@ export class DecisionEngine {
     counters: readonly CounterSpec[],
     verified: boolean,
   ): Decision | Promise<Decision> {
-    const { request, path } = attempt;
+    const { request } = attempt;
     const { policy } = attempt.prepared;
     const { compiled, rules } = match;
     const blocked = this.#blockCache?.blockedUntil(counters, now);
@@ -323,7 +326,7 @@ export class DecisionEngine {
         states = applySync(counters, now);
       } catch (error) {
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
         return this.#finish(attempt, failed.rules, failed);
       }
       const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
@@ -353,7 +356,7 @@ export class DecisionEngine {
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, path, verified, now, cause);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
         return this.#finish(attempt, failed.rules, failed);
       },
     );

@@ -83,12 +83,11 @@ export class LocalFallback {
     policy: ResolvedPolicy,
     match: Match,
     counters: readonly CounterSpec[],
-    path: string,
     passVerified: boolean,
     now: number,
     storeError: string,
   ): FailedDecision {
-    const failed = failMode(policy, match, path, storeError);
+    const failed = failMode(policy, match, storeError);
     const local = match.compiled.flatMap((compiled, i) =>
       compiled.rule.failMode === "local" ? [i] : [],
     );

@@ -59,6 +59,7 @@ export interface ResolvedRule {
   readonly group: string;
   readonly tiers: readonly Tier[];
   readonly plans: readonly string[] | undefined;
+  /** The path the rule counts, in canonical form (`normalizePath`): `/pr%C3%A9f` for `/préf`. */
   readonly pathPrefix: string | undefined;
   readonly methods: readonly string[] | undefined;
   readonly key: "ip" | "user" | "user-or-ip";
@@ -96,6 +97,12 @@ export interface ResolvedPolicy {
     readonly application?: boolean;
   };
   readonly rules: readonly ResolvedRule[];
+  /**
+   * How rules' paths match. `caseSensitive`: whether letter case tells two paths apart; when
+   * undefined, as the framework an adapter serves routes (see `RequestDescription`), and where
+   * none is known every casing counts. Rules' `pathPrefix`es are canonical (core/path.ts).
+   */
+  readonly paths: { readonly caseSensitive: boolean | undefined };
   readonly plans: { readonly names: readonly string[]; readonly default: string | undefined };
   readonly failClosedPaths: readonly string[];
   readonly allowlist: readonly string[];

@@ -9,7 +9,6 @@ import type { BlockCache } from "./block-cache.js";
 import type { Decision } from "./decision.js";
 import type { CompiledRule, Match } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { matchesPrefix } from "./path.js";
 import type { CounterSpec, CounterState, RuleOutcome } from "./types.js";
 
 /** The part of a decision that the counts settle (the engine adds who and where). */
@@ -141,12 +140,10 @@ export function cachedBlock(
 export function failMode(
   policy: ResolvedPolicy,
   match: Match,
-  path: string,
   storeError: string,
 ): CountedDecision {
   const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
-  const closedPath = policy.failClosedPaths.some((prefix) => matchesPrefix(path, prefix));
-  const open = closedRule === undefined && !closedPath;
+  const open = closedRule === undefined && !match.failClosedPath;
   return {
     action: open ? "allow" : "unavailable",
     reason: open ? "store-failed-open" : "store-failed-closed",

@@ -204,6 +204,12 @@ export interface RequestDescription {
   readonly method?: string;
   /** Path, optionally with a query string (it is ignored for matching). */
   readonly path: string;
+  /**
+   * Whether the framework serving the request routes letter case exactly, when its adapter
+   * knows (Express: its `case sensitive routing` setting; Fastify, Hono: true); the policy's
+   * `paths.caseSensitive` comes first. Unknown, every casing of a rule's path counts against it.
+   */
+  readonly caseSensitiveRouting?: boolean | undefined;
   /** Header names in any case; values as strings (multiple values joined with ", "). */
   readonly headers?: Readonly<Record<string, string | string[] | undefined>> | Headers;
   /**

@@ -1,5 +1,6 @@
 import { formatWindow } from "../core/duration.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import { escapeUtf8 } from "../core/path.js";
 import type { CounterState, RuleOutcome } from "../core/types.js";
 import { windowLengthMs } from "../core/windows.js";
 
@@ -14,9 +15,15 @@ export interface Disclosed {
   readonly quotedId?: string;
 }
 
-/** A structured-field string (RFC 9651): quoted, with `\` and `"` escaped. */
+/**
+ * A structured-field string (RFC 9651): quoted, with `\` and `"` escaped. It holds printable
+ * ASCII only, and a header value that holds more is refused by Node and by `Headers`: anything
+ * else (a rule id with a non-ASCII path, `anonymous.path./préférences`) goes out percent-encoded
+ * as UTF-8, as the path itself travels.
+ */
 export function sfString(text: string): string {
-  return `"${text.replace(/[\\"]/g, (char) => `\\${char}`)}"`;
+  const quoted = text.replace(/[\\"]/g, (char) => `\\${char}`);
+  return `"${quoted.replace(/[^\x20-\x7e]/gu, escapeUtf8)}"`;
 }
 
 /**

@@ -124,13 +124,21 @@ export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
   for (const rules of byGroup.values()) {
     for (const [i, first] of rules.entries()) {
       for (const second of rules.slice(i + 1)) {
-        const a = first.pathPrefix as string;
-        const b = second.pathPrefix as string;
-        if (a.replace(/\/$/, "") === b.replace(/\/$/, "")) {
+        // Prefixes are canonical (core/path.ts): `/é` and `/%C3%A9` are already one.
+        const a = (first.pathPrefix as string).replace(/\/$/, "");
+        const b = (second.pathPrefix as string).replace(/\/$/, "");
+        const same = `only one of ${second.id} and ${first.id} ever applies; keep one`;
+        if (a === b) {
           warnings.push({
             path: pathOf(second),
             code: "EL_POLICY_OVERLAP",
-            message: `${b} and ${a} name the same path (a prefix matches with or without its trailing slash): only one of ${second.id} and ${first.id} ever applies; keep one`,
+            message: `${second.pathPrefix} and ${first.pathPrefix} name the same path (a prefix matches with or without its trailing slash, however its escapes are written): ${same}`,
+          });
+        } else if (policy.paths.caseSensitive !== true && a.toLowerCase() === b.toLowerCase()) {
+          warnings.push({
+            path: pathOf(second),
+            code: "EL_POLICY_OVERLAP",
+            message: `${second.pathPrefix} and ${first.pathPrefix} differ in letter case only, which paths match in unless the origin routes case exactly: ${same}, or set paths.caseSensitive: true if the origin tells them apart`,
           });
         }
       }

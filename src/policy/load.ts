@@ -2,6 +2,7 @@ import { type Document, isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { ZodType } from "zod";
 import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors.js";
 import { policyWarnings } from "./lint.js";
+import { showControl } from "./path-key.js";
 import { type RawIssue, resolvePolicy } from "./resolve.js";
 import { type PolicyInput, policySchema } from "./schema.js";
 import type { ResolvedPolicy } from "./types.js";
@@ -143,8 +144,13 @@ export function formatIssue(issue: PolicyIssue): string {
   const line = issue.line === undefined ? "" : `line ${issue.line}${column}`;
   const place = [issue.file ?? "", line].filter((part) => part !== "").join(", ");
   const where = place === "" ? "" : `${place}: `;
-  const field = issue.path === "" ? "" : `${issue.path}: `;
+  const field = issue.path === "" ? "" : `${escapeControls(issue.path)}: `;
   return `${where}${field}${issue.message}`;
+}
+
+/** A field's path as one line: a key with a line break in it (refused) shown escaped. */
+function escapeControls(text: string): string {
+  return text.replace(/\p{Cc}/gu, showControl);
 }
 
 type ZodIssueLike = {
@@ -156,6 +162,8 @@ type ZodIssueLike = {
   expected?: unknown;
   values?: unknown[];
   input?: unknown;
+  /** An invalid record key's own issues (a path key that can never match). */
+  issues?: { message: string }[];
 };
 
 function fromZodIssue(issue: ZodIssueLike): RawIssue[] {
@@ -184,6 +192,8 @@ function fromZodIssue(issue: ZodIssueLike): RawIssue[] {
       : issue.message;
   } else if (issue.code === "invalid_value" && issue.values !== undefined) {
     message = `must be one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}`;
+  } else if (issue.code === "invalid_key" && issue.issues !== undefined) {
+    message = issue.issues.map((keyIssue) => keyIssue.message).join("; ");
   }
   const code: ErrorCode = path.includes("window") ? "EL_POLICY_BAD_WINDOW" : "EL_POLICY_INVALID";
   return [{ path, code, message }];

@@ -1,6 +1,7 @@
 /** The policy's companions: its challenge settings and its refreshing allow/deny lists. */
 import { parseDurationMs } from "../core/duration.js";
 import type { ResolvedChallenge, ResolvedList } from "../core/model.js";
+import { normalizePath } from "../core/path.js";
 import type { PolicySpec } from "./schema.js";
 
 const VERIFY_URLS = {
@@ -11,7 +12,7 @@ const VERIFY_URLS = {
 export function resolveChallenge(spec: PolicySpec["challenge"]): ResolvedChallenge {
   const provider = spec?.provider;
   return {
-    path: spec?.path ?? "/captcha",
+    path: normalizePath(spec?.path ?? "/captcha"),
     secret: spec?.secret,
     previousSecret: spec?.previousSecret,
     policyId: spec?.policyId,

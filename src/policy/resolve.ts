@@ -1,6 +1,7 @@
 import { parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
 import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
+import { normalizePath } from "../core/path.js";
 import type { Tier } from "../core/types.js";
 import { resolveChallenge, resolveList } from "./resolve-companions.js";
 import { ruleOptionIssues } from "./rule-options.js";
@@ -200,8 +201,9 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
         application: spec.identity?.user?.application === true,
       },
       rules,
+      paths: { caseSensitive: spec.paths?.caseSensitive },
       plans: { names: [...planNames], default: planDefault },
-      failClosedPaths: spec.failClosed ?? [],
+      failClosedPaths: (spec.failClosed ?? []).map(normalizePath),
       allowlist: spec.allowlist ?? [],
       denylist: spec.denylist ?? [],
       challenge: resolveChallenge(spec.challenge),
@@ -283,7 +285,9 @@ function resolveTier(tier: Tier, spec: TierSpec, add: AddRule, planNames: Set<st
         scope: prefix,
         group: `${tier}.paths`,
         plans: undefined,
-        pathPrefix: prefix,
+        // Matched in the form requests are (core/path.ts); the id and the counters keep the key
+        // as written.
+        pathPrefix: normalizePath(prefix),
         limit: rule.limit,
       },
       // Path rules block by default even where the tier challenges: the seed challenges only
@@ -301,7 +305,8 @@ function resolveNamespace(
   issues: RawIssue[],
 ): void {
   const nsOptions = pickOptions(spec);
-  const pathPrefix = spec.match?.path;
+  const written = spec.match?.path;
+  const pathPrefix = written === undefined ? undefined : normalizePath(written);
   const methods = spec.match?.methods;
   if (spec.rules === undefined) {
     if (spec.limit === undefined) {

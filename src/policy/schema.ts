@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { type DurationOptions, durationProblem } from "../core/duration.js";
 import { isCidr } from "../core/ip.js";
+import { pathKeyProblem } from "./path-key.js";
 
 /**
  * The policy file's schema. Every object is strict: an unknown field is an error that names
@@ -20,9 +21,11 @@ const window = durationField({ months: true });
 /** A fixed-length duration written with its unit. */
 const duration = durationField();
 
-const pathPrefix = z
-  .string()
-  .refine((value) => value.startsWith("/"), { message: 'must be a path starting with "/"' });
+/** A path as the policy writes it: resolved into canonical form (core/path.ts) when loaded. */
+const pathPrefix = z.string().superRefine((value, ctx) => {
+  const problem = pathKeyProblem(value);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
 
 const cidr = z.string().refine(isCidr, {
   message: "must be an IP address or range such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/32",
@@ -173,6 +176,12 @@ export const policySchema = z.strictObject({
       namespaceSpec,
     )
     .optional(),
+  /**
+   * How rules' paths match requests. `caseSensitive`: whether letter case tells paths apart;
+   * unset, as the framework routes where its adapter knows (Express: `case sensitive routing`,
+   * off by default; Fastify and Hono: on), elsewhere every casing counts.
+   */
+  paths: z.strictObject({ caseSensitive: z.boolean().optional() }).optional(),
   failClosed: z.array(pathPrefix).optional(),
   allowlist: z.array(cidr).optional(),
   denylist: z.array(cidr).optional(),

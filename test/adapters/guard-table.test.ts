@@ -157,6 +157,59 @@ describe.each(DRIVERS)("the guard on $name", (driver) => {
     });
   });
 
+  const routesCase =
+    driver.caseSensitiveRouting === undefined
+      ? "not known here: every casing counts"
+      : driver.caseSensitiveRouting
+        ? "exactly"
+        : "in any case";
+  it(`paths: every spelling of a rule's path counts, letter case as the framework routes it (${routesCase})`, async () => {
+    await withAdapter(
+      { tiers: { anonymous: { paths: { "/api/export": 3, "/préférences": 2 } } } },
+      {},
+      async (adapter) => {
+        expect(originSaw(await adapter.send("/api/export"))).toBe("2");
+        expect(originSaw(await adapter.send("/api/%65xport?x=1"))).toBe("1");
+        const recased = await adapter.send("/API/Export");
+        if (driver.caseSensitiveRouting === true) {
+          // The framework routes /API/Export elsewhere: no rule of this policy counts it.
+          expect(originSaw(recased)).toBeNull();
+          expect(originSaw(await adapter.send("/api/export"))).toBe("0");
+        } else {
+          expect(originSaw(recased)).toBe("0");
+        }
+        expect((await adapter.send("/api/export")).status).toBe(429);
+        // A non-ASCII key matches the path as clients escape it, in either case of hex digits.
+        expect(originSaw(await adapter.send("/pr%C3%A9f%C3%A9rences"))).toBe("1");
+        expect(originSaw(await adapter.send("/pr%c3%a9f%c3%a9rences/x"))).toBe("0");
+        const refused = await adapter.send("/pr%C3%A9f%C3%A9rences");
+        expect(refused.status).toBe(429);
+        expect(refused.headers.get("ratelimit")).toMatch(
+          /^"anonymous\.path\.\/pr%C3%A9f%C3%A9rences";r=0;/,
+        );
+      },
+    );
+  });
+
+  it("paths: the policy's paths.caseSensitive overrules the framework", async () => {
+    await withAdapter(
+      { paths: { caseSensitive: false }, tiers: { anonymous: { paths: { "/api/export": 1 } } } },
+      {},
+      async (adapter) => {
+        expect(originSaw(await adapter.send("/API/EXPORT"))).toBe("0");
+        expect((await adapter.send("/api/export")).status).toBe(429);
+      },
+    );
+    await withAdapter(
+      { paths: { caseSensitive: true }, tiers: { anonymous: { paths: { "/api/export": 1 } } } },
+      {},
+      async (adapter) => {
+        expect(originSaw(await adapter.send("/api/export"))).toBe("0");
+        expect(originSaw(await adapter.send("/API/EXPORT"))).toBeNull();
+      },
+    );
+  });
+
   it("IPv6: counts a client by its /64, apart from IPv4 clients", async () => {
     await withAdapter(
       { tiers: { anonymous: { global: 1 } } },

@@ -70,6 +70,45 @@ describe("middleware through real servers", () => {
     await expectLimited(await listen(createServer(app)));
   });
 
+  it("Express: a per-path limit holds for every casing Express routes to the handler", async () => {
+    const limiter = createLimiter({
+      policy: definePolicy({ tiers: { anonymous: { paths: { "/api/export": 3 } } } }),
+      store: memoryStore(),
+    });
+    let exports = 0;
+    const app = express();
+    app.use(nodeRateLimit({ limiter }));
+    app.get("/api/export", (_request, response) => {
+      exports++;
+      response.send("export");
+    });
+    const base = await listen(createServer(app));
+    const statuses: number[] = [];
+    for (const path of ["/API/EXPORT", "/Api/Export", "/api/EXPORT"]) {
+      for (let i = 0; i < 2; i++) statuses.push((await fetch(`${base}${path}`)).status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
+    expect(exports).toBe(3);
+  });
+
+  it("Express with case sensitive routing: another casing is another route, not counted", async () => {
+    const limiter = createLimiter({
+      policy: definePolicy({ tiers: { anonymous: { paths: { "/api/export": 2 } } } }),
+      store: memoryStore(),
+    });
+    const app = express();
+    app.enable("case sensitive routing");
+    app.use(nodeRateLimit({ limiter }));
+    app.get("/api/export", (_request, response) => {
+      response.send("export");
+    });
+    const base = await listen(createServer(app));
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await fetch(`${base}/API/EXPORT`)).status);
+    for (let i = 0; i < 3; i++) statuses.push((await fetch(`${base}/api/export`)).status);
+    expect(statuses).toEqual([404, 404, 404, 200, 200, 429]);
+  });
+
   it("Express with Prometheus metrics scraped from a separate listener, across a reload", async () => {
     const limiter = createLimiter({ policy, store: memoryStore() });
     const metrics = prometheusMetrics(limiter);

@@ -72,8 +72,25 @@ describe("check's warnings: valid policies that leave traffic unlimited", () => 
     const text =
       "version: 1\ntiers:\n  anonymous:\n    global: 60\n    paths:\n      /api/x: 5\n      /api/x/: 10\n";
     expect(warningsOf(text)).toEqual([
-      "line 7: tiers.anonymous.paths./api/x/: /api/x/ and /api/x name the same path (a prefix matches with or without its trailing slash): only one of anonymous.path./api/x/ and anonymous.path./api/x ever applies; keep one",
+      "line 7: tiers.anonymous.paths./api/x/: /api/x/ and /api/x name the same path (a prefix matches with or without its trailing slash, however its escapes are written): only one of anonymous.path./api/x/ and anonymous.path./api/x ever applies; keep one",
     ]);
+  });
+
+  it("names keys that are one path however their escapes are written", () => {
+    const text =
+      "version: 1\ntiers:\n  anonymous:\n    global: 60\n    paths:\n      /préférences: 5\n      /pr%c3%a9f%c3%a9rences: 10\n";
+    expect(warningsOf(text)).toEqual([
+      "line 7: tiers.anonymous.paths./pr%c3%a9f%c3%a9rences: /pr%C3%A9f%C3%A9rences and /pr%C3%A9f%C3%A9rences name the same path (a prefix matches with or without its trailing slash, however its escapes are written): only one of anonymous.path./pr%c3%a9f%c3%a9rences and anonymous.path./préférences ever applies; keep one",
+    ]);
+  });
+
+  it("names keys that differ in letter case only, unless the policy says case matters", () => {
+    const paths = "    paths:\n      /api/Export: 5\n      /api/export: 10\n";
+    const text = `version: 1\ntiers:\n  anonymous:\n    global: 60\n${paths}`;
+    expect(warningsOf(text)).toEqual([
+      "line 7: tiers.anonymous.paths./api/export: /api/export and /api/Export differ in letter case only, which paths match in unless the origin routes case exactly: only one of anonymous.path./api/export and anonymous.path./api/Export ever applies; keep one, or set paths.caseSensitive: true if the origin tells them apart",
+    ]);
+    expect(warningsOf(`paths: { caseSensitive: true }\n${text}`)).toEqual([]);
   });
 });
 

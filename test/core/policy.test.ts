@@ -222,6 +222,25 @@ describe("edgelimit check", () => {
     expect(result.stderr).toContain('line 5: tiers.gold: unknown tier "gold"');
   });
 
+  it("refuses a path key with a line break, naming it on one line, and shows how the others match", () => {
+    const refused = check('tiers:\n  anonymous:\n    paths:\n      "/api/x\\r\\n": 5\n');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      "line 4: tiers.anonymous.paths./api/x\\r\\n: has a control character (\\r, at position 7)",
+    );
+    const accepted = check(
+      "tiers:\n  anonymous:\n    global: 60\n    paths:\n      /préférences: 5\n      /商品: 5\n",
+    );
+    expect(accepted.code).toBe(0);
+    expect(accepted.stdout).toMatch(
+      /anonymous\.path\.\/préférences +anonymous by ip +\/pr%C3%A9f%C3%A9rences /,
+    );
+    expect(accepted.stdout).toMatch(
+      /anonymous\.path\.\/商品 +anonymous by ip +\/%E5%95%86%E5%93%81 /,
+    );
+    expect(accepted.stdout).toContain("paths: letter case as the framework routes");
+  });
+
   it("exits non-zero for a missing file", () => {
     const result = spawnSync(
       process.execPath,

@@ -80,6 +80,11 @@ export interface Driver {
   readonly subjects: Readonly<Record<From, string>>;
   /** Why this runtime never sees a request without an address, when it never does. */
   readonly alwaysHasAddress?: string;
+  /**
+   * How the framework routes letter case by default, where the adapter knows the framework
+   * (Express: not exactly; Fastify, Hono: exactly); absent, it is not known.
+   */
+  readonly caseSensitiveRouting?: boolean;
   /** How the policy reads the client address here (default: the socket peer). */
   readonly ip?: NonNullable<PolicyInput["identity"]>["ip"];
   /** Once per file, before any row (bundles a Worker). */
@@ -225,6 +230,7 @@ function nodeOrigin(headers: IncomingHttpHeaders): string {
 const expressDriver: Driver = {
   name: "Express",
   subjects: NODE_SUBJECTS,
+  caseSensitiveRouting: false,
   async start(policy, setup) {
     const { limiter, challenge } = limited(policy, setup);
     const app = express();
@@ -239,6 +245,7 @@ const expressDriver: Driver = {
 const fastifyDriver: Driver = {
   name: "Fastify",
   subjects: NODE_SUBJECTS,
+  caseSensitiveRouting: true,
   async start(policy, setup) {
     const { limiter, challenge } = limited(policy, setup);
     let listener: RequestListener | undefined;
@@ -307,6 +314,7 @@ const fetchDriver: Driver = {
 const honoNodeDriver: Driver = {
   name: "Hono on Node",
   subjects: NODE_SUBJECTS,
+  caseSensitiveRouting: true,
   async start(policy, setup) {
     const { limiter, challenge } = limited(policy, setup);
     const app = new Hono();
@@ -486,7 +494,7 @@ const lambdaEdgeDriver: Driver = {
 function workerdDriver(
   name: string,
   entry: string,
-  runtime: { readonly durableObjects: boolean },
+  runtime: { readonly durableObjects: boolean; readonly caseSensitiveRouting?: boolean },
   ip?: Driver["ip"],
 ): Driver {
   let dir: string | undefined;
@@ -494,6 +502,9 @@ function workerdDriver(
   return {
     name,
     subjects: EDGE_SUBJECTS,
+    ...(runtime.caseSensitiveRouting === undefined
+      ? {}
+      : { caseSensitiveRouting: runtime.caseSensitiveRouting }),
     ...(ip === undefined ? {} : { ip }),
     async prepare() {
       dir = mkdtempSync(join(tmpdir(), "edgelimit-guard-worker-"));
@@ -561,6 +572,7 @@ export const DRIVERS: readonly Driver[] = [
   lambdaEdgeDriver,
   workerdDriver("Hono in workerd", fileURLToPath(new URL("./hono-worker.ts", import.meta.url)), {
     durableObjects: false,
+    caseSensitiveRouting: true,
   }),
   workerdDriver(
     "the Worker (createCloudflareHandler)",

@@ -1,0 +1,132 @@
+/**
+ * The real `edgelimit serve` CLI in front of an origin, with per-path rules written in the
+ * policy as users write them: a non-ASCII key matches however the client escapes the path, and
+ * no casing or escape of a limited path reaches the origin past the limit.
+ */
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { withinOneWindow } from "../support/windows.js";
+import { closedPort, startOrigin, type TestServer } from "./helpers.js";
+
+const POLICY = `version: 1
+identity:
+  ip: { source: x-forwarded-for, trustedProxies: [127.0.0.0/8] }
+tiers:
+  anonymous:
+    global: 1000
+    paths:
+      /préférences: 5
+      /商品/: 5
+      /api/export: 3
+`;
+
+const dir = mkdtempSync(join(tmpdir(), "edgelimit-gw-paths-"));
+let origin: TestServer;
+let served: ServeProcess | undefined;
+let child: ChildProcess | undefined;
+let base: string;
+/** Requests the origin was reached with, by path as received. */
+const reached: string[] = [];
+
+beforeAll(async () => {
+  origin = await startOrigin((req, res) => {
+    reached.push(req.url ?? "");
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("origin");
+  });
+  const policy = join(dir, "policy.yaml");
+  writeFileSync(policy, POLICY);
+  const port = await closedPort();
+  base = `http://127.0.0.1:${port}`;
+  served = spawnServe({
+    policy,
+    upstream: origin.url,
+    port,
+    adminPort: await closedPort(),
+    args: ["--log-sample", "0"],
+  });
+  child = served.child;
+  const deadline = Date.now() + 20_000;
+  while (!served.output().includes('"msg":"gateway started"')) {
+    if (Date.now() > deadline || child.exitCode !== null)
+      throw new Error(`the gateway did not start:\n${served.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}, 30_000);
+
+afterAll(async () => {
+  if (child !== undefined && child.exitCode === null) {
+    child.kill("SIGKILL");
+    await new Promise((resolve) => child?.once("exit", resolve));
+  }
+  await origin?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function statusesOf(paths: readonly string[], client: string): Promise<number[]> {
+  const statuses: number[] = [];
+  for (const path of paths) {
+    const response = await fetch(`${base}${path}`, { headers: { "x-forwarded-for": client } });
+    await response.arrayBuffer();
+    statuses.push(response.status);
+  }
+  return statuses;
+}
+
+describe("edgelimit serve: a rule's path, however the client spells it", () => {
+  it("limits /préférences to 5, in any escaping, with the rule named in the headers", async () => {
+    await withinOneWindow(60_000, 10_000);
+    const spellings = [
+      "/pr%C3%A9f%C3%A9rences",
+      "/pr%c3%a9f%c3%a9rences",
+      "/pr%C3%a9f%c3%A9rences/",
+      "/pr%C3%A9f%C3%A9rences?tab=1",
+      "/pr%C3%A9f%C3%A9r%65nces",
+      "/pr%C3%A9f%C3%A9rences",
+      "/pr%c3%a9f%c3%a9rences",
+    ];
+    const before = reached.length;
+    expect(await statusesOf(spellings, "198.51.100.60")).toEqual([
+      200, 200, 200, 200, 200, 429, 429,
+    ]);
+    expect(reached.length - before).toBe(5);
+    const refused = await fetch(`${base}/pr%C3%A9f%C3%A9rences`, {
+      headers: { "x-forwarded-for": "198.51.100.60" },
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("ratelimit")).toMatch(
+      /^"anonymous\.path\.\/pr%C3%A9f%C3%A9rences";r=0;t=\d+$/,
+    );
+  });
+
+  it("limits everything under /商品/ to 5", async () => {
+    await withinOneWindow(60_000, 10_000);
+    const paths = Array.from({ length: 7 }, (_, i) =>
+      i % 2 === 0 ? `/%E5%95%86%E5%93%81/${i}` : `/%e5%95%86%e5%93%81/${i}`,
+    );
+    expect(await statusesOf(paths, "198.51.100.61")).toEqual([200, 200, 200, 200, 200, 429, 429]);
+  });
+
+  it("limits /api/export to 3 in every letter case: the origin behind is not known", async () => {
+    await withinOneWindow(60_000, 10_000);
+    const before = reached.length;
+    expect(
+      await statusesOf(
+        [
+          "/API/EXPORT",
+          "/Api/Export",
+          "/api/EXPORT",
+          "/API/export",
+          "/api/%45xport",
+          "/api/export",
+        ],
+        "198.51.100.62",
+      ),
+    ).toEqual([200, 200, 200, 429, 429, 429]);
+    expect(reached.length - before).toBe(3);
+  });
+});
