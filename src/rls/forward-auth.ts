@@ -107,7 +107,7 @@ export function describeForwarded(
     return values[0] ?? "";
   };
   const method = single(proxy.method);
-  const path = single(proxy.uri);
+  const path = escapeRawBytes(single(proxy.uri));
   if ((incoming.headersDistinct["x-forwarded-for"] ?? []).length === 0) {
     missing.push("x-forwarded-for");
   }
@@ -143,4 +143,18 @@ export function forwardAuthAnswer(verdict: Verdict, denyWith403: boolean): Forwa
   const body = verdict.body ?? "";
   if (!denyWith403) return { status: verdict.status, headers, body };
   return { status: verdict.action === "challenge" ? 401 : 403, headers, body };
+}
+
+/**
+ * A proxy copies the request line's URI into its header as the bytes the client sent
+ * (`$request_uri`, Caddy's `RequestURI`), and a client may send UTF-8 there unescaped; Node reads a
+ * header's bytes as Latin-1, one character each. Each byte of 0x80 and above becomes its `%XX`
+ * escape, so `/pr\xc3\xa9f` is `/pr%C3%A9f`, the form the policy's `/préf` key is matched in,
+ * never a different path that no rule names.
+ */
+export function escapeRawBytes(uri: string): string {
+  return uri.replace(
+    /[\x80-\xff]/g,
+    (byte) => `%${byte.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`,
+  );
 }

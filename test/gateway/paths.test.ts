@@ -6,6 +6,7 @@
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ServeProcess, spawnServe } from "../support/serve-process.js";
@@ -77,7 +78,41 @@ async function statusesOf(paths: readonly string[], client: string): Promise<num
   return statuses;
 }
 
+/** One request whose request line carries `path` as raw bytes (UTF-8 unescaped), its status. */
+function rawStatus(path: Buffer, client: string): Promise<number> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    let answer = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk: string) => {
+      answer += chunk;
+      const status = /^HTTP\/1\.1 (\d{3})/.exec(answer);
+      if (status !== null) {
+        socket.destroy();
+        resolve(Number(status[1]));
+      }
+    });
+    socket.on("error", reject);
+    socket.write(
+      Buffer.concat([
+        Buffer.from("GET "),
+        path,
+        Buffer.from(
+          ` HTTP/1.1\r\nHost: ${hostname}\r\nX-Forwarded-For: ${client}\r\nConnection: close\r\n\r\n`,
+        ),
+      ]),
+    );
+  });
+}
+
 describe("edgelimit serve: a rule's path, however the client spells it", () => {
+  it("refuses a request line that carries /préférences as raw UTF-8 (Node's parser: 400), so it never reaches the origin unmatched", async () => {
+    const before = reached.length;
+    expect(await rawStatus(Buffer.from("/préférences", "utf8"), "198.51.100.63")).toBe(400);
+    expect(reached.length).toBe(before);
+  });
+
   it("limits /préférences to 5, in any escaping, with the rule named in the headers", async () => {
     await withinOneWindow(60_000, 10_000);
     const spellings = [

@@ -1,6 +1,6 @@
 /**
  * `edgelimit rls --policy`: a rule's path matches however a proxy hands the request's path
- * over, at forward-auth's `/check` and in a descriptor's `:path` over gRPC: escaped in either
+ * over, at forward-auth's `/check/caddy` and in a descriptor's `:path` over gRPC: escaped in either
  * case, or as the UTF-8 text Envoy's descriptors carry; and in every letter case, since the
  * origin behind the proxy is not known here.
  */
@@ -25,11 +25,9 @@ afterAll(async () => {
 
 /** Forward-auth's answer for `path`, named as nginx and as Caddy name it. */
 async function check(path: string, from: string): Promise<number> {
-  const response = await fetch(`${http}/check`, {
+  const response = await fetch(`${http}/check/caddy`, {
     headers: {
-      "x-original-uri": path,
       "x-forwarded-uri": path,
-      "x-original-method": "GET",
       "x-forwarded-method": "GET",
       "x-forwarded-for": from,
     },
@@ -53,6 +51,18 @@ describe("rls: a rule's path, however the proxy spells it", () => {
       "/pr%c3%a9f%c3%a9rences",
     ]) {
       statuses.push(await check(path, "198.51.100.70"));
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+  });
+
+  it("/check limits /préférences to 5 when the proxy hands over the raw UTF-8 of the request line", async () => {
+    // nginx's $request_uri and Caddy's RequestURI are the bytes the client sent, unescaped
+    // UTF-8 included; a header value written as Latin-1 characters goes out as those bytes.
+    await withinOneWindow(60_000, 10_000);
+    const raw = Buffer.from("/préférences", "utf8").toString("latin1");
+    const statuses: number[] = [];
+    for (const path of [raw, raw, "/pr%C3%A9f%C3%A9rences", raw, `${raw}?x=1`, raw, raw]) {
+      statuses.push(await check(path, "198.51.100.72"));
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
   });
