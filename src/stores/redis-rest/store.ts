@@ -9,6 +9,7 @@ import type {
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
+import { refusesCall } from "../redis/refusal.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
 import { CircuitBreaker } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
@@ -112,7 +113,9 @@ export class RedisRestStore implements Store {
       breaker?.recordSuccess();
       return states;
     } catch (error) {
-      breaker?.recordFailure();
+      // Redis refusing this call's data is Redis answering: no reason to stop calling it.
+      if (refusesCall(error, (reply) => reply instanceof RedisReplyError)) breaker?.recordSuccess();
+      else breaker?.recordFailure();
       if (error instanceof EdgelimitError) throw error;
       throw new EdgelimitError(
         "EL_STORE_FAILED",

@@ -18,6 +18,7 @@ import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
+import { refusesCall } from "./refusal.js";
 import { ScriptRunner } from "./runner.js";
 import { keySlot } from "./slot.js";
 
@@ -229,6 +230,7 @@ export class RedisStore implements Store {
       owner: "redisStore",
       breaker: this.#breakerOptions,
       probe: () => this.#ping(node),
+      refusal: isRefusal,
     });
     this.#guards.set(node, guard);
     return guard;
@@ -295,6 +297,11 @@ export class RedisStore implements Store {
   #run(keys: string[], args: string[]): Promise<unknown> {
     return answeredInTime(this.#runner.run(keys, args), this.#timeoutMs, "redis");
   }
+}
+
+/** An error reply that refuses the call's data: ioredis names its error replies `ReplyError`. */
+function isRefusal(error: unknown): boolean {
+  return refusesCall(error, (reply) => reply.name === "ReplyError");
 }
 
 /** The guard's key for a single node's store. */
