@@ -12,6 +12,7 @@ export type { Scheduler } from "./core/deadline.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
+export { RESET_CHECK_MS, type ReadResets, ResetWatch } from "./core/reset-watch.js";
 export type { TokenVerifier, VerifiedUser } from "./core/identify.js";
 export type { ResolvedPolicy, ResolvedRule } from "./core/model.js";
 export {
@@ -28,9 +29,12 @@ export type {
   ChallengeHandler,
   CounterSpec,
   CounterState,
+  ForgetsBlocks,
   PassVerifier,
   Reason,
   RequestDescription,
+  ResetFollower,
+  ResetsSince,
   RuleOutcome,
   Store,
   StoreCallProgress,

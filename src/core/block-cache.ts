@@ -8,8 +8,10 @@ const DEFAULT_MAX_KEYS = 100_000;
  * Remembers counters that are hard-blocked until a known time, so that an attacker who keeps
  * hammering a blocked key costs no store round trip (and, on DynamoDB, no write) until then.
  * Other processes' counts can only push the real unblock time later, so answering locally until
- * the remembered time is never more lenient than the store. Bounded (at most `maxKeys`): a
- * forgotten block only costs one more round trip.
+ * the remembered time is never more lenient than the store. Only a reset can make the store more
+ * lenient: this process's own forgets the key here, another process's is heard of within
+ * `RESET_CHECK_MS` where the store keeps a log of resets (reset-watch.ts). Bounded (at most
+ * `maxKeys`): a forgotten block only costs one more round trip.
  */
 export class BlockCache {
   readonly #until: GenerationalCache<number>;
@@ -33,13 +35,15 @@ export class BlockCache {
       if (counter.mode !== "enforce") continue;
       const until = this.#until.get(counter.key);
       if (until === undefined) continue;
-      if (until > now) {
-        this.hits++;
-        return { key: counter.key, until };
-      }
+      if (until > now) return { key: counter.key, until };
       this.#until.delete(counter.key);
     }
     return undefined;
+  }
+
+  /** A request was answered from the cache: one round trip saved. */
+  answered(): void {
+    this.hits++;
   }
 
   /**
@@ -50,7 +54,7 @@ export class BlockCache {
     this.#until.clear();
   }
 
-  /** Forgets a block (its counter was reset). */
+  /** Forgets a block (its counter was reset, here or elsewhere). */
   forget(key: string): void {
     this.#until.delete(key);
   }

@@ -16,6 +16,17 @@ const UNIT_MS: Record<string, number> = {
   w: 604_800_000,
 };
 const MONTH = "mo";
+/**
+ * The longest window: a year, in days (a leap year's 366d; `52w`, `8784h`) or in calendar
+ * months (`12mo`). It holds every quota a limiter is asked for (a year is envoyproxy/ratelimit's
+ * longest unit too), and every store can keep such a window: Redis writes a key's expiry as a
+ * whole number of milliseconds (`PX`), which Lua prints exactly only below 1e14 ms (about 3,000
+ * years), DynamoDB's TTL is epoch seconds, and `resetAt` must stay a date (JavaScript's dates end
+ * at 8.64e15 ms). A window past it is a typo, refused where it is written rather than failing
+ * every call of its rule in the store.
+ */
+export const MAX_WINDOW_MS = 366 * 86_400_000;
+export const MAX_WINDOW_MONTHS = 12;
 const PATTERN = /^(\d+)(ms|s|m|h|d|w|mo)$/;
 /** Something that looks like an amount and a unit, to say how to spell it. */
 const LOOSE = /^\s*(\d+)\s*([a-z]+)\s*$/i;
@@ -63,18 +74,22 @@ export interface DurationOptions {
 export function durationProblem(input: unknown, options: DurationOptions = {}): string | undefined {
   const hint = options.months ? WINDOW_HINT : DURATION_HINT;
   if (typeof input === "number") {
-    if (options.bareMilliseconds && Number.isInteger(input) && input > 0) return undefined;
+    if (options.bareMilliseconds && Number.isSafeInteger(input) && input > 0) return undefined;
     return bareNumberProblem(input, options);
   }
   if (typeof input !== "string") return `must be ${hint}; got ${JSON.stringify(input)}`;
   if (/^\s*\d+\s*$/.test(input)) return bareNumberProblem(Number(input), options);
   const match = PATTERN.exec(input);
   if (match) {
-    if (Number(match[1]) < 1) return `must be at least 1${match[2]}; got "${input}"`;
-    if (match[2] === MONTH && !options.months) {
+    const amount = Number(match[1]);
+    const unit = match[2] as string;
+    if (amount < 1) return `must be at least 1${unit}; got "${input}"`;
+    if (unit === MONTH && !options.months) {
       return `cannot be in calendar months (only a window can); write days instead, such as "30d"; got "${input}"`;
     }
-    return undefined;
+    return options.months
+      ? windowTooLong(amount, unit, input)
+      : durationTooLong(amount, unit, input);
   }
   const loose = LOOSE.exec(input);
   if (loose) {
@@ -94,9 +109,25 @@ export function durationProblem(input: unknown, options: DurationOptions = {}): 
   return `must be ${hint}; got ${JSON.stringify(input)}`;
 }
 
+/** A window longer than a year (MAX_WINDOW_MS, MAX_WINDOW_MONTHS), in words; else undefined. */
+function windowTooLong(amount: number, unit: string, input: string): string | undefined {
+  const fits =
+    unit === MONTH ? amount <= MAX_WINDOW_MONTHS : amount * (UNIT_MS[unit] ?? 0) <= MAX_WINDOW_MS;
+  if (fits) return undefined;
+  return `must be at most a year: "366d" (or "52w"), or "12mo" in calendar months; got "${input}"`;
+}
+
+/** A duration whose milliseconds are past exact arithmetic (`100000000000000000000s`). */
+function durationTooLong(amount: number, unit: string, input: string): string | undefined {
+  if (Number.isSafeInteger(amount * (UNIT_MS[unit] ?? 0))) return undefined;
+  return `is too long to count in milliseconds; got "${input}"`;
+}
+
 function bareNumberProblem(input: number, options: DurationOptions): string {
   const hint = options.months ? WINDOW_HINT : DURATION_HINT;
   if (!Number.isInteger(input) || input < 1) return `must be ${hint}; got ${input}`;
+  if (!Number.isSafeInteger(input * 1000))
+    return `is too long to count in milliseconds; got ${input}`;
   const asSeconds = formatWindow({ ms: input * 1000 });
   const seconds = asSeconds === `${input}s` ? `"${input}s"` : `"${input}s" or "${asSeconds}"`;
   return `a bare number is ambiguous here: write ${seconds} for ${input} seconds, or "${input}ms" for milliseconds; got ${input}`;

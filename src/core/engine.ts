@@ -5,7 +5,7 @@
 import { BlockCache } from "./block-cache.js";
 import { checkCost } from "./cost.js";
 import { CounterBuilder } from "./counters.js";
-import { REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
+import { type BudgetTimes, REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
@@ -21,6 +21,7 @@ import type {
   CounterState,
   PassVerifier,
   RequestDescription,
+  ResetFollower,
   RuleOutcome,
   Store,
   StoreTraits,
@@ -104,6 +105,8 @@ export class DecisionEngine {
   readonly #clock: () => number;
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
+  /** Where the store keeps a log of resets: hears of other processes' (reset-watch.ts). */
+  readonly #resetWatch: ResetFollower | undefined;
   readonly #local: LocalFallback;
   readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
@@ -122,6 +125,9 @@ export class DecisionEngine {
     this.#prepared = prepare(options.policy, options.tokens);
     const cache = options.blockCache ?? (this.#applySync !== undefined ? false : {});
     this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
+    if (this.#blockCache !== undefined) {
+      this.#resetWatch = store.followResets?.(this.#blockCache, this.#scheduler);
+    }
     this.#local = new LocalFallback(options.localFallback);
   }
 
@@ -311,8 +317,15 @@ export class DecisionEngine {
     const { request } = attempt;
     const { policy } = attempt.prepared;
     const { compiled, rules } = match;
-    const blocked = this.#blockCache?.blockedUntil(counters, now);
-    if (blocked !== undefined) {
+    const cache = this.#blockCache;
+    const blocked = cache?.blockedUntil(counters, now);
+    if (cache !== undefined && blocked !== undefined) {
+      // A reset elsewhere may have ended the block: read the store's log first when it is due.
+      const checking = this.#resetWatch?.due(now, this.#budgetOf(policy, counters));
+      if (checking !== undefined) {
+        return checking.then(() => this.#applyCounters(attempt, now, match, counters, verified));
+      }
+      cache.answered();
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       const { rule } = compiled[at] as CompiledRule;
       return this.#finish(attempt, [rule], cachedBlock(rule, blocked, now));
@@ -332,16 +345,13 @@ export class DecisionEngine {
       const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
       return this.#finish(attempt, rules, counted);
     }
-    const { budgetMs, connectBudgetMs } = policy;
+    const budget = this.#budgetOf(policy, counters);
+    this.#resetWatch?.prime(now, budget);
     // What this process admitted on its own while the store was failed rides along (store-debt.ts).
     const paying = this.#local.pay(counters, now);
     return withinBudget(
       (progress) => store.apply(paying?.counters ?? counters, now, progress),
-      {
-        budgetMs,
-        connectBudgetMs,
-        expectedRoundTripMs: this.#roundTripMs?.(counters) ?? 0,
-      },
+      budget,
       store.name,
       this.#scheduler,
     ).then(
@@ -360,6 +370,12 @@ export class DecisionEngine {
         return this.#finish(attempt, failed.rules, failed);
       },
     );
+  }
+
+  /** The budget of a store call for these counters (see deadline.ts). */
+  #budgetOf(policy: ResolvedPolicy, counters: readonly CounterSpec[]): BudgetTimes {
+    const { budgetMs, connectBudgetMs } = policy;
+    return { budgetMs, connectBudgetMs, expectedRoundTripMs: this.#roundTripMs?.(counters) ?? 0 };
   }
 
   /** Reports a store failure to the observer, and returns its cause in words. */

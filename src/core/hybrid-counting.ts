@@ -121,6 +121,8 @@ const NOT_ASKED: CounterState = Object.freeze({
 export class HybridCounting implements Store {
   readonly name: string;
   readonly traits: StoreTraits;
+  /** The inner store's log of resets, where it keeps one (reservations need none). */
+  readonly followResets: Store["followResets"];
   readonly #inner: Store;
   readonly #reserveMs: number;
   readonly #clock: () => number;
@@ -137,6 +139,7 @@ export class HybridCounting implements Store {
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
     this.name = inner.name;
+    this.followResets = inner.followResets?.bind(inner);
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
     this.#clock = options.clock ?? Date.now;
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;

@@ -2,7 +2,7 @@
  * The contract shared by the core, every store and every adapter.
  * Nothing here knows about a runtime, an HTTP framework or a cloud.
  */
-import type { StoreCallProgress } from "./deadline.js";
+import type { BudgetTimes, Scheduler, StoreCallProgress } from "./deadline.js";
 
 export type { StoreCallProgress } from "./deadline.js";
 
@@ -114,9 +114,46 @@ export interface Store {
    * failures). Optional: `limiter.reset` refuses with a clear error on a store without it.
    */
   reset?(counters: readonly CounterSpec[]): Promise<void>;
+  /**
+   * Lets a block cache hear of the resets other processes made: the limiter calls it once for
+   * its cache. A store that keeps a log of resets answers a `ResetWatch` (core/reset-watch.ts)
+   * that reads the log; the Redis stores do. A store with `reset` that several processes share
+   * should have it: without it, their block caches refuse a reset counter until its block ends.
+   * (A method rather than the log alone, so that bundles whose store keeps no log carry none of
+   * the watch's code.)
+   */
+  followResets?(cache: ForgetsBlocks, scheduler: Scheduler): ResetFollower;
   close?(): Promise<void>;
   /** What the limiter and health pages read about the store besides its calls (all optional). */
   readonly traits?: StoreTraits;
+}
+
+/** The blocks a `ResetFollower` forgets: the block cache (core/block-cache.ts). */
+export interface ForgetsBlocks {
+  forget(key: string): void;
+  clear(): void;
+}
+
+/** Asked by the limiter before its block cache answers (core/reset-watch.ts). */
+export interface ResetFollower {
+  /** With the limiter's first store call: read the log's mark before there is a block. */
+  prime(now: number, times: BudgetTimes): void;
+  /**
+   * Undefined when the cache may answer at `now`; otherwise a promise that settles once the
+   * log has been read and the blocks reset since forgotten (or the read failed).
+   */
+  due(now: number, times: BudgetTimes): Promise<void> | undefined;
+}
+
+/** What a store's log of resets answers (the read a `ResetWatch` makes). */
+export interface ResetsSince {
+  /** Where the store's log stands now: the mark to ask with next. */
+  readonly mark: string;
+  /**
+   * The keys (`CounterSpec.key`) reset since the mark asked with, or `all` when the store cannot
+   * tell (no mark, or its log no longer reaches back that far).
+   */
+  readonly keys: readonly string[] | "all";
 }
 
 /** What a store says about itself. A remote store written from scratch needs none of it. */

@@ -2,6 +2,7 @@ import { EdgelimitError } from "../core/errors.js";
 import { hybridCounting } from "../core/hybrid-counting.js";
 import type { Store } from "../core/types.js";
 import { memoryStore } from "./memory.js";
+import { redact } from "./redact.js";
 
 /**
  * Opens the store a `--store` argument names:
@@ -76,9 +77,4 @@ function readiness(ready: Promise<void>, silence: string): Promise<string | unde
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
-}
-
-/** The store URL with any password hidden, for logs and the dashboard. */
-export function redact(url: string): string {
-  return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/i, (_match, scheme: string) => `${scheme}***@`);
 }

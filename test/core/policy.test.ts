@@ -161,6 +161,43 @@ describe("policy validation", () => {
     ).toThrow(/window a bare number is ambiguous here.*"60000ms" for milliseconds/);
   });
 
+  it("refuses a window longer than a year, and a duration past exact milliseconds, naming the field", () => {
+    const issues = issuesOf(
+      [
+        "namespaces:",
+        "  huge: { limit: 5, window: 100000000000000000000s }",
+        "  days: { limit: 5, window: 99999999999d }",
+        "  weeks: { limit: 5, window: 53w }",
+        "  months: { limit: 5, window: 13mo }",
+        "  year: { limit: 5, window: 366d }",
+        "  calendar: { limit: 5, window: 12mo }",
+        "budget: 100000000000000000000s",
+      ].join("\n"),
+    );
+    const byPath = new Map(issues.map((issue) => [issue.path, issue]));
+    for (const [name, line] of [
+      ["huge", 2],
+      ["days", 3],
+      ["weeks", 4],
+      ["months", 5],
+    ] as const) {
+      expect(byPath.get(`namespaces.${name}.window`)).toMatchObject({
+        line,
+        code: "EL_POLICY_BAD_WINDOW",
+        message: expect.stringContaining('must be at most a year: "366d" (or "52w"), or "12mo"'),
+      });
+    }
+    expect(byPath.has("namespaces.year.window")).toBe(false);
+    expect(byPath.has("namespaces.calendar.window")).toBe(false);
+    expect(byPath.get("budget")?.message).toContain("too long to count in milliseconds");
+    expect(() =>
+      createRateLimit({ store: memoryStore(), limit: 5, window: "99999999999d" }),
+    ).toThrow(/window must be at most a year/);
+    const result = check("version: 1\nnamespaces:\n  q: { limit: 5, window: 99999999999d }\n");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("line 3: namespaces.q.window: must be at most a year");
+  });
+
   it("reports YAML syntax errors with their line", () => {
     const [issue] = issuesOf("tiers:\n  anonymous: [\n");
     expect(issue?.code).toBe("EL_POLICY_PARSE");

@@ -7,7 +7,8 @@ import { requestHeaders } from "../../src/gateway/proxy.js";
 import { RateSeries } from "../../src/gateway/rate-series.js";
 import type { Verdict } from "../../src/http/respond.js";
 import { parsePolicy } from "../../src/policy/load.js";
-import { redact, storeFromUrl } from "../../src/stores/from-url.js";
+import { storeFromUrl } from "../../src/stores/from-url.js";
+import { redact } from "../../src/stores/redact.js";
 
 describe("SpaceSaving", () => {
   it("keeps a heavy key on top through a flood of one-off keys, in bounded slots", () => {

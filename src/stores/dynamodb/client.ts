@@ -12,6 +12,7 @@ import {
   type DynamoDbTransport,
   endpointFor,
   guardedCall,
+  secretFields,
 } from "./protocol.js";
 
 export type { AwsCredentials } from "../../aws/sigv4.js";
@@ -145,6 +146,7 @@ export class DynamoDbHttpClient implements DynamoDbClient {
         return { status: answer.status, text: answer.body.toString("utf8") };
       },
       options?.progress,
+      secretFields(headers),
     );
   }
 

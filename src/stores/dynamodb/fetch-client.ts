@@ -14,6 +14,7 @@ import {
   endpointFor,
   guardedCall,
   type RawAnswer,
+  secretFields,
 } from "./protocol.js";
 
 /**
@@ -120,6 +121,7 @@ export class DynamoDbFetchClient implements DynamoDbClient {
         }
       },
       options?.progress,
+      secretFields(headers),
     );
   }
 

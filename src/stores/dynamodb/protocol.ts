@@ -7,6 +7,7 @@
 import type { AwsCredentials } from "../../aws/sigv4-request.js";
 import { EdgelimitError } from "../../core/errors.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
+import { redact } from "../redact.js";
 import type { RemoteGuard } from "../remote/guard.js";
 
 /** An HTTP answer's status and body, as a client read it. */
@@ -83,32 +84,47 @@ export function endpointFor(region: string): string {
  * One call through the endpoint's guard (breaker, health): `send` sends it and reads the answer.
  * A server error (5xx) is the endpoint failing; any other answer, a failed condition or a
  * throttling error included, is the endpoint working. Resolves to the JSON of a 2xx answer.
+ * `sent` are the secret fields the request carried (its signature, a session token): an error
+ * quotes the answer with them hidden, in case the endpoint echoed them.
  */
 export async function guardedCall<T>(
   guard: RemoteGuard,
   send: (progress: StoreCallProgress | undefined) => Promise<RawAnswer>,
   progress: StoreCallProgress | undefined,
+  sent: readonly (string | undefined)[] = [],
 ): Promise<T> {
   const answer = await guard.run(async (setup) => {
     const answer = await send(setup);
-    if (answer.status >= 500) readAnswer(answer.status, answer.text);
+    if (answer.status >= 500) readAnswer(answer.status, answer.text, sent);
     return answer;
   }, progress);
-  return readAnswer<T>(answer.status, answer.text);
+  return readAnswer<T>(answer.status, answer.text, sent);
 }
 
-/** The answer to a call: its JSON on a 2xx, else the `DynamoDbError` it carries. */
-export function readAnswer<T>(status: number, text: string): T {
+/** The secret fields of a signed request, for `guardedCall`. */
+export function secretFields(headers: Readonly<Record<string, string>>): (string | undefined)[] {
+  return [headers.authorization, headers["x-amz-security-token"]];
+}
+
+/**
+ * The answer to a call: its JSON on a 2xx, else the `DynamoDbError` it carries, quoting the
+ * answer with `secrets` hidden.
+ */
+export function readAnswer<T>(
+  status: number,
+  text: string,
+  secrets: readonly (string | undefined)[] = [],
+): T {
   let parsed: Record<string, unknown> = {};
   try {
     parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
   } catch {
-    throw new DynamoDbError("InvalidResponse", status, text.slice(0, 200));
+    throw new DynamoDbError("InvalidResponse", status, redact(text, secrets).slice(0, 200));
   }
   if (status >= 200 && status < 300) return parsed as T;
   const fullType = String(parsed.__type ?? `HTTP${status}`);
-  const type = fullType.slice(fullType.lastIndexOf("#") + 1);
-  const message = String(parsed.message ?? parsed.Message ?? "");
+  const type = redact(fullType.slice(fullType.lastIndexOf("#") + 1), secrets);
+  const message = redact(String(parsed.message ?? parsed.Message ?? ""), secrets);
   throw new DynamoDbError(
     type,
     status,

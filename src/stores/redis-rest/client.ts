@@ -6,6 +6,7 @@
  * Web-standard runtime does (docs/redis.md says why this and not @upstash/redis).
  */
 import { EdgelimitError } from "../../core/errors.js";
+import { redact } from "../redact.js";
 import { parseStoreUrl } from "../store-url.js";
 
 export type RedisArgument = string | number;
@@ -29,6 +30,8 @@ export class RedisRestClient {
   readonly url: string;
   readonly #pipelineUrl: string;
   readonly #headers: Record<string, string>;
+  /** Hidden wherever an answer is quoted: an endpoint may echo the request's fields in an error. */
+  readonly #secrets: readonly string[];
 
   constructor(options: RedisRestClientOptions) {
     this.url = checkedEndpoint(options.url);
@@ -43,12 +46,17 @@ export class RedisRestClient {
       authorization: `Bearer ${options.token}`,
       "content-type": "application/json",
     };
+    this.#secrets = [options.token];
   }
 
   /** One command; rejects with `RedisReplyError` when Redis answered with an error. */
   async command(args: readonly RedisArgument[], signal?: AbortSignal): Promise<unknown> {
     const body = await this.#post(this.url, args, signal);
-    return resultOf(body);
+    if (typeof body === "object" && body !== null && "result" in body) return body.result;
+    throw new EdgelimitError(
+      "EL_STORE_FAILED",
+      `redis REST endpoint answered ${this.#quote(body)}, not {"result": ...}`,
+    );
   }
 
   /** Several commands in one request, run in order (not atomically); one reply each. */
@@ -60,10 +68,12 @@ export class RedisRestClient {
     if (!Array.isArray(body) || body.length !== commands.length) {
       throw new EdgelimitError(
         "EL_STORE_FAILED",
-        `redis REST pipeline answered ${JSON.stringify(body)?.slice(0, 200)} for ${commands.length} commands`,
+        `redis REST pipeline answered ${this.#quote(body)} for ${commands.length} commands`,
       );
     }
-    return body as PipelineReply[];
+    return (body as PipelineReply[]).map((reply) =>
+      isErrorReply(reply) ? { error: redact(reply.error, this.#secrets) } : reply,
+    );
   }
 
   async #post(url: string, payload: unknown, signal: AbortSignal | undefined): Promise<unknown> {
@@ -87,23 +97,20 @@ export class RedisRestClient {
       );
     }
     // A command Redis refused is answered with a 4xx and `{"error"}`: that is Redis's answer.
-    if (isErrorReply(body)) throw new RedisReplyError(body.error);
+    if (isErrorReply(body)) throw new RedisReplyError(redact(body.error, this.#secrets));
     if (!response.ok || body === undefined) {
       throw new EdgelimitError(
         "EL_STORE_FAILED",
-        `redis REST endpoint ${this.url} answered HTTP ${response.status}: ${text.slice(0, 200)}`,
+        `redis REST endpoint ${this.url} answered HTTP ${response.status}: ${redact(text, this.#secrets).slice(0, 200)}`,
       );
     }
     return body;
   }
-}
 
-function resultOf(body: unknown): unknown {
-  if (typeof body === "object" && body !== null && "result" in body) return body.result;
-  throw new EdgelimitError(
-    "EL_STORE_FAILED",
-    `redis REST endpoint answered ${JSON.stringify(body)?.slice(0, 200)}, not {"result": ...}`,
-  );
+  /** An answer quoted in a message: secrets hidden first, so that a cut never shows part of one. */
+  #quote(body: unknown): string {
+    return redact(JSON.stringify(body) ?? "undefined", this.#secrets).slice(0, 200);
+  }
 }
 
 function isErrorReply(body: unknown): body is { error: string } {

@@ -1,7 +1,12 @@
+import type { Scheduler } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { ResetWatch } from "../../core/reset-watch.js";
 import type {
   CounterSpec,
   CounterState,
+  ForgetsBlocks,
+  ResetFollower,
+  ResetsSince,
   Store,
   StoreCallProgress,
   StoreTraits,
@@ -9,6 +14,14 @@ import type {
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
+import { refusesCall } from "../redis/refusal.js";
+import {
+  APPEND_RESETS_LUA,
+  appendArguments,
+  READ_RESETS_LUA,
+  readResets,
+  resetLogKeys,
+} from "../redis/reset-log.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
 import { CircuitBreaker } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
@@ -91,6 +104,22 @@ export class RedisRestStore implements Store {
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
     if (counters.length === 0) return [];
+    const request = encodeRequest(counters, this.#serverClock ? "" : String(now), (counter) =>
+      redisKeyOf(this.prefix, counter),
+    );
+    return this.#guarded(progress, async () =>
+      this.#batch === undefined
+        ? decodeReply(await this.#run(request.keys, request.args), 0, counters.length)
+        : await this.#batch.submit(request),
+    );
+  }
+
+  /**
+   * A call through the circuit breaker, its failures as `EL_STORE_FAILED`. fetch cannot say when
+   * its connection is up: a fresh instance's first call, handshake included, is all connection
+   * setup for the budget.
+   */
+  async #guarded<T>(progress: StoreCallProgress | undefined, call: () => Promise<T>): Promise<T> {
     const breaker = this.breaker;
     if (breaker !== undefined && !breaker.tryAcquire()) {
       throw new EdgelimitError(
@@ -98,21 +127,15 @@ export class RedisRestStore implements Store {
         "redis REST circuit breaker is open after repeated failures; retrying shortly",
       );
     }
-    const request = encodeRequest(counters, this.#serverClock ? "" : String(now), (counter) =>
-      redisKeyOf(this.prefix, counter),
-    );
-    // fetch cannot say when its connection is up: a fresh instance's first call, handshake
-    // included, is all connection setup for the budget.
     const connected = this.#warm ? undefined : progress?.connecting();
     try {
-      const states =
-        this.#batch === undefined
-          ? decodeReply(await this.#run(request.keys, request.args), 0, counters.length)
-          : await this.#batch.submit(request);
+      const answer = await call();
       breaker?.recordSuccess();
-      return states;
+      return answer;
     } catch (error) {
-      breaker?.recordFailure();
+      // Redis refusing this call's data is Redis answering: no reason to stop calling it.
+      if (refusesCall(error, (reply) => reply instanceof RedisReplyError)) breaker?.recordSuccess();
+      else breaker?.recordFailure();
       if (error instanceof EdgelimitError) throw error;
       throw new EdgelimitError(
         "EL_STORE_FAILED",
@@ -124,17 +147,46 @@ export class RedisRestStore implements Store {
     }
   }
 
-  /** Deletes the counters' keys: one request, one DEL each. */
+  /**
+   * Deletes the counters' keys, then logs them for the other processes' block caches
+   * (`resetsSince`, ../redis/reset-log.ts): one request, run in that order.
+   */
   async reset(counters: readonly CounterSpec[]): Promise<void> {
     if (counters.length === 0) return;
     this.roundTrips++;
-    const replies = await this.client.pipeline(
-      counters.map((counter) => ["DEL", redisKeyOf(this.prefix, counter)]),
-    );
+    const [state, log] = resetLogKeys(this.prefix);
+    const replies = await this.client.pipeline([
+      ...counters.map((counter) => ["DEL", redisKeyOf(this.prefix, counter)]),
+      ["EVAL", APPEND_RESETS_LUA, 2, state, log, ...appendArguments(counters)],
+    ]);
     const failed = replies.find((reply) => "error" in reply);
     if (failed !== undefined && "error" in failed) {
       throw new EdgelimitError("EL_STORE_FAILED", `redis REST reset failed: ${failed.error}`);
     }
+  }
+
+  /** A reader of the reset log for a limiter's block cache (`Store.followResets`). */
+  followResets(cache: ForgetsBlocks, scheduler: Scheduler): ResetFollower {
+    return new ResetWatch(cache, (mark, progress) => this.resetsSince(mark, progress), {
+      storeName: this.name,
+      shared: this.traits.requestScopedIo !== true,
+      scheduler,
+    });
+  }
+
+  /** The counters reset since `mark` by any process (the reset log, ../redis/reset-log.ts). */
+  async resetsSince(mark: string | undefined, progress?: StoreCallProgress): Promise<ResetsSince> {
+    const [state, log] = resetLogKeys(this.prefix);
+    return this.#guarded(progress, () =>
+      readResets(
+        mark,
+        async () => {
+          const fields = await this.#call(["HMGET", state, "epoch", "sequence"]);
+          return Array.isArray(fields) ? fields : [];
+        },
+        (since) => this.#call(["EVAL", READ_RESETS_LUA, 2, state, log, since]),
+      ),
+    );
   }
 
   async close(): Promise<void> {

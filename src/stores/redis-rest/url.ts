@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { redact } from "../redact.js";
 import type { RedisRestStoreOptions } from "./store.js";
 
 /** The variable `redis+https://` URLs without a token read it from. */
@@ -18,7 +19,7 @@ export function redisRestOptionsFromUrl(
   if (match === null) {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `a Redis REST URL looks like redis+https://:TOKEN@HOST[/PATH] (or redis+https://HOST with ${REDIS_REST_TOKEN_VARIABLE} set); got "${redactToken(url)}"`,
+      `a Redis REST URL looks like redis+https://:TOKEN@HOST[/PATH] (or redis+https://HOST with ${REDIS_REST_TOKEN_VARIABLE} set); got "${redact(url)}"`,
     );
   }
   const endpoint = new URL(`${(match[1] as string).toLowerCase()}://${match[2] as string}`);
@@ -29,12 +30,8 @@ export function redisRestOptionsFromUrl(
   if (token === undefined || token === "") {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `${redactToken(url)} has no token: write redis+https://:TOKEN@${endpoint.host}${endpoint.pathname === "/" ? "" : endpoint.pathname}, or set ${REDIS_REST_TOKEN_VARIABLE}`,
+      `${redact(url)} has no token: write redis+https://:TOKEN@${endpoint.host}${endpoint.pathname === "/" ? "" : endpoint.pathname}, or set ${REDIS_REST_TOKEN_VARIABLE}`,
     );
   }
   return { url: endpoint.href.replace(/\/+$/, ""), token };
-}
-
-function redactToken(url: string): string {
-  return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/i, (_match, scheme: string) => `${scheme}***@`);
 }

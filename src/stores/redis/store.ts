@@ -1,8 +1,13 @@
 import { Cluster, type Redis } from "ioredis";
+import type { Scheduler } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { ResetWatch } from "../../core/reset-watch.js";
 import type {
   CounterSpec,
   CounterState,
+  ForgetsBlocks,
+  ResetFollower,
+  ResetsSince,
   Store,
   StoreCallProgress,
   StoreStatus,
@@ -18,6 +23,14 @@ import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
+import { refusesCall } from "./refusal.js";
+import {
+  APPEND_RESETS_LUA,
+  appendArguments,
+  READ_RESETS_LUA,
+  readResets,
+  resetLogKeys,
+} from "./reset-log.js";
 import { ScriptRunner } from "./runner.js";
 import { keySlot } from "./slot.js";
 
@@ -68,7 +81,7 @@ export class RedisStore implements Store {
   /** The single node's guard, or one per Cluster master (by `host:port`). */
   readonly #guards = new Map<string, RemoteGuard>();
   readonly #runner: ScriptRunner;
-  /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
+  /** Script calls sent to Redis since start (NOSCRIPT fallbacks and the reset log's included). */
   roundTrips = 0;
   /** The last connection error of a client the store owns (for health pages). */
   lastConnectionError: string | undefined;
@@ -212,8 +225,11 @@ export class RedisStore implements Store {
 
   /** The Cluster master that holds a counter's slot now (`host:port`). */
   #nodeOf(counter: CounterSpec): string {
-    const slots = (this.client as Cluster).slots;
-    return slots[keySlot(this.redisKey(counter))]?.[0] ?? "unknown";
+    return this.#nodeOfKey(this.redisKey(counter));
+  }
+
+  #nodeOfKey(key: string): string {
+    return (this.client as Cluster).slots[keySlot(key)]?.[0] ?? "unknown";
   }
 
   #guardFor(node: string): RemoteGuard {
@@ -229,6 +245,7 @@ export class RedisStore implements Store {
       owner: "redisStore",
       breaker: this.#breakerOptions,
       probe: () => this.#ping(node),
+      refusal: isRefusal,
     });
     this.#guards.set(node, guard);
     return guard;
@@ -259,9 +276,45 @@ export class RedisStore implements Store {
     }
   }
 
-  /** Deletes the counters' keys (one DEL per key: a Cluster routes each to its slot). */
+  /**
+   * Deletes the counters' keys (one DEL per key: a Cluster routes each to its slot), then logs
+   * them for the other processes' block caches (`resetsSince`, reset-log.ts).
+   */
   async reset(counters: readonly CounterSpec[]): Promise<void> {
+    if (counters.length === 0) return;
     await Promise.all(counters.map((counter) => this.client.del(this.redisKey(counter))));
+    this.roundTrips++;
+    const [state, log] = resetLogKeys(this.prefix);
+    await this.client.eval(APPEND_RESETS_LUA, 2, state, log, ...appendArguments(counters));
+  }
+
+  /** A reader of the reset log for a limiter's block cache (`Store.followResets`). */
+  followResets(cache: ForgetsBlocks, scheduler: Scheduler): ResetFollower {
+    return new ResetWatch(cache, (mark, progress) => this.resetsSince(mark, progress), {
+      storeName: this.name,
+      shared: true,
+      scheduler,
+    });
+  }
+
+  /** The counters reset since `mark` by any process (the reset log, reset-log.ts). */
+  resetsSince(mark: string | undefined, progress?: StoreCallProgress): Promise<ResetsSince> {
+    const [state, log] = resetLogKeys(this.prefix);
+    const node = this.#isCluster ? this.#nodeOfKey(state) : SINGLE_NODE;
+    const client = this.client;
+    const read = () =>
+      readResets(
+        mark,
+        () => client.hmget(state, "epoch", "sequence"),
+        (since) => {
+          this.roundTrips++;
+          return client.eval(READ_RESETS_LUA, 2, state, log, since);
+        },
+      );
+    return this.#guardFor(node).run(
+      (setup) => this.#whenConnected(setup, () => answeredInTime(read(), this.#timeoutMs, "redis")),
+      progress,
+    );
   }
 
   async close(): Promise<void> {
@@ -295,6 +348,11 @@ export class RedisStore implements Store {
   #run(keys: string[], args: string[]): Promise<unknown> {
     return answeredInTime(this.#runner.run(keys, args), this.#timeoutMs, "redis");
   }
+}
+
+/** An error reply that refuses the call's data: ioredis names its error replies `ReplyError`. */
+function isRefusal(error: unknown): boolean {
+  return refusesCall(error, (reply) => reply.name === "ReplyError");
 }
 
 /** The guard's key for a single node's store. */

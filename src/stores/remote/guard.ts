@@ -21,6 +21,13 @@ export interface RemoteGuardOptions {
   readonly probe?: (() => Promise<unknown>) | undefined;
   /** Bounds every call (and the probe) when the store does not bound its own (default: none). */
   readonly timeoutMs?: number | undefined;
+  /**
+   * Whether an error is the server refusing this call's data (Redis: an error reply to the
+   * script) rather than the server failing. Such a call fails, but the server answered: it does
+   * not count toward opening the breaker, so that one rule whose calls the server refuses sends
+   * no other rule to its fail mode. Health pages still count and show it.
+   */
+  readonly refusal?: ((error: unknown) => boolean) | undefined;
 }
 
 /**
@@ -34,6 +41,7 @@ export class RemoteGuard {
   readonly breaker: CircuitBreaker | undefined;
   readonly #probe: (() => Promise<unknown>) | undefined;
   readonly #timeoutMs: number | undefined;
+  readonly #refusal: ((error: unknown) => boolean) | undefined;
   /** Failures since the last success, for a guard without a breaker. */
   #consecutiveFailures = 0;
   /** Calls that failed since start. */
@@ -49,6 +57,7 @@ export class RemoteGuard {
         ? undefined
         : new CircuitBreaker(options.breaker, options.clock ?? monotonicNow, options.owner);
     this.#probe = options.probe;
+    this.#refusal = options.refusal;
     const timeoutMs = options.timeoutMs;
     if (timeoutMs !== undefined && (!Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
       throw new EdgelimitError(
@@ -107,7 +116,8 @@ export class RemoteGuard {
       return answer;
     } catch (error) {
       if (error instanceof Abandoned) throw error;
-      this.failed(error);
+      if (this.#refusal?.(error) === true) this.refused(error);
+      else this.failed(error);
       if (error instanceof EdgelimitError) throw error;
       throw new EdgelimitError(
         "EL_STORE_FAILED",
@@ -123,10 +133,20 @@ export class RemoteGuard {
 
   failed(error: unknown): void {
     this.#consecutiveFailures++;
+    this.#record(error);
+    this.breaker?.recordFailure();
+  }
+
+  /** The server answered by refusing the call (see `refusal`): it is up, the call failed. */
+  refused(error: unknown): void {
+    this.succeeded();
+    this.#record(error);
+  }
+
+  #record(error: unknown): void {
     this.failures++;
     this.lastError = error instanceof Error ? error.message : String(error);
     this.lastErrorAt = Date.now();
-    this.breaker?.recordFailure();
   }
 
   #bounded<T>(call: Promise<T>): Promise<T> {

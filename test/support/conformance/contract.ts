@@ -3,7 +3,13 @@
  * must keep, run over each target by test/conformance/*.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import type { AlgorithmName, CounterSpec, CounterState, Store } from "../../../src/core/types.js";
+import type {
+  AlgorithmName,
+  CounterSpec,
+  CounterState,
+  ResetsSince,
+  Store,
+} from "../../../src/core/types.js";
 import { windowEndOf, windowIndexAt } from "../../../src/core/windows.js";
 import type { Target } from "./targets.js";
 
@@ -34,6 +40,11 @@ export function spec(key: string, limit: number, extra: Partial<CounterSpec> = {
 export function countedWindow(counter: CounterSpec, state: CounterState): number {
   const ending = windowIndexAt(counter.window, state.resetAt - 1);
   return counter.algorithm === "sliding-window" ? ending - 1 : ending;
+}
+
+/** A store's log of resets, which its `followResets` reads (both Redis stores keep one). */
+interface ResetLog {
+  resetsSince(mark: string | undefined): Promise<ResetsSince>;
 }
 
 /** The contract's rules over the target `current()` returns (started by `describeConformance`). */
@@ -190,6 +201,24 @@ export function describeStoreContract(current: () => Target): void {
       const [state] = await store.apply([counter], t + 10);
       expect(state?.allowed).toBe(true);
       expect(state?.count).toBe(1);
+    });
+
+    it("tells another process which counters were reset since its mark, where it keeps a log", async ({
+      skip,
+    }) => {
+      const [here, there] = (await current().stores(2)) as [Store, Store & Partial<ResetLog>];
+      if (here.reset === undefined || there.resetsSince === undefined) skip();
+      const read = (mark: string | undefined) => (there as ResetLog).resetsSince(mark);
+      const first = await read(undefined);
+      expect(first.keys).toBe("all");
+      expect(await read(first.mark)).toEqual({ mark: first.mark, keys: [] });
+      const counters = [spec("ip:11|t|global", 2), spec("ip:12|t|global", 2)];
+      await here.reset?.(counters);
+      const after = await read(first.mark);
+      expect(after.keys).toEqual(counters.map((counter) => counter.key));
+      expect(await read(after.mark)).toEqual({ mark: after.mark, keys: [] });
+      // A mark the log does not know (another server's, a flushed one's) cannot tell: all.
+      expect((await read("elsewhere/1")).keys).toBe("all");
     });
   });
 }
