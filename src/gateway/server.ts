@@ -11,21 +11,21 @@ import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
+import { startAdmin } from "../ops/admin.js";
+import { DecisionStats } from "../ops/decision-stats.js";
+import { RecentHeavyHitters } from "../ops/heavy-hitters.js";
+import { summarize } from "../ops/policy-summary.js";
+import { RateSeries } from "../ops/rate-series.js";
+import type { GatewaySnapshot } from "../ops/snapshot.js";
+import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
 import type { ResolvedPolicy } from "../policy/types.js";
-import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
-import { DecisionStats } from "./decision-stats.js";
-import { RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
-import { summarize } from "./policy-summary.js";
 import { UpstreamProxy } from "./proxy.js";
-import { RateSeries } from "./rate-series.js";
-import type { GatewaySnapshot } from "./snapshot.js";
-import { type StoreHealth, StoreHealthTracker } from "./store-health.js";
 
-export type { GatewaySnapshot } from "./snapshot.js";
+export type { GatewaySnapshot } from "../ops/snapshot.js";
 
-export type { StoreHealth } from "./store-health.js";
+export type { StoreHealth } from "../ops/store-health.js";
 
 /** Refreshing allow/deny lists, as `createLists` in src/lists builds them. */
 export interface GatewayLists {

@@ -110,7 +110,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     "metrics",
     "challenge",
     "adapters",
-    "gateway",
+    "ops",
     "package:@grpc/grpc-js",
     "package:pino",
     "package:prom-client",

@@ -1,7 +1,7 @@
 import type { Action } from "../core/types.js";
+import type { ListStats } from "../lists/refreshing.js";
 import type { DecisionFigures } from "./decision-stats.js";
 import type { HeavyHitter } from "./heavy-hitters.js";
-import type { ListStats } from "./metrics.js";
 import type { PolicySummary } from "./policy-summary.js";
 import type { SecondSample } from "./rate-series.js";
 import type { StoreHealth } from "./store-health.js";
