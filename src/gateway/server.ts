@@ -1,16 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
-import {
-  type NodeGuard,
-  type NodeGuardOptions,
-  nodeGuard,
-  writeWebResponse,
-} from "../adapters/node-guard.js";
+import { type NodeGuard, type NodeGuardOptions, nodeGuard } from "../adapters/node-guard.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
 import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
+import { drainAndClose, RequestsInFlight } from "../node-http/drain.js";
+import { listen, urlHost } from "../node-http/listen.js";
+import { writeWebResponse } from "../node-http/web.js";
 import { startAdmin } from "../ops/admin.js";
 import { DecisionStats } from "../ops/decision-stats.js";
 import { RecentHeavyHitters } from "../ops/heavy-hitters.js";
@@ -107,8 +105,7 @@ export class Gateway {
   #lists: GatewayLists | undefined;
   #server: Server | undefined;
   #admin: Server | undefined;
-  #inFlight = 0;
-  #drained: (() => void) | undefined;
+  readonly #requests = new RequestsInFlight();
   #closing: Promise<void> | undefined;
 
   constructor(options: GatewayOptions) {
@@ -164,7 +161,7 @@ export class Gateway {
   }
 
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#requests.count;
   }
 
   /** The public port actually bound (useful with port 0). */
@@ -250,7 +247,7 @@ export class Gateway {
       limiting: this.#limiting,
       upstream: this.#proxy.origin,
       store: this.#options.storeLabel ?? this.#options.store.name,
-      inFlight: this.#inFlight,
+      inFlight: this.#requests.count,
       totals: { ...this.#totals },
       series: this.#series.samples(now),
       topOffenders: this.#offenders.top(10, now),
@@ -273,40 +270,16 @@ export class Gateway {
   }
 
   async #close(): Promise<void> {
-    const server = this.#server;
-    if (server !== undefined) {
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (this.#inFlight > 0) {
-        const drained = new Promise<void>((resolve) => {
-          this.#drained = resolve;
-        });
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, this.#options.drainTimeoutMs ?? 10_000);
-        });
-        await Promise.race([drained, timeout]);
-        clearTimeout(timer);
-      }
-      server.closeAllConnections();
-      await stopped;
+    if (this.#server !== undefined) {
+      await drainAndClose(this.#server, this.#requests, this.#options.drainTimeoutMs ?? 10_000);
     }
-    if (this.#admin !== undefined) {
-      const admin = this.#admin;
-      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
-      admin.closeAllConnections();
-      await stopped;
-    }
+    if (this.#admin !== undefined) await drainAndClose(this.#admin, undefined, 0);
     await this.#proxy.close().catch(() => this.#proxy.destroy());
     this.#lists?.close();
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.#inFlight++;
-    res.once("close", () => {
-      this.#inFlight--;
-      if (this.#inFlight === 0 && this.#drained !== undefined) this.#drained();
-    });
+    this.#requests.track(res);
     // A client that hangs up mid-upload must not crash the process.
     req.on("error", () => undefined);
     try {
@@ -374,23 +347,6 @@ export class Gateway {
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onError = (error: Error) => reject(error);
-    server.once("error", onError);
-    server.listen(port, host, () => {
-      server.off("error", onError);
-      resolve();
-    });
-  });
-}
-
-function urlHost(host: string): string {
-  return host.includes(":") ? `[${host}]` : host;
-}
-
 export function createGateway(options: GatewayOptions): Gateway {
   return new Gateway(options);
 }
-
-export { listen };

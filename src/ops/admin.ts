@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import type { Logger } from "pino";
+import { listen } from "../node-http/listen.js";
 import { dashboardPage, dashboardScript } from "./dashboard-page.js";
 import type { GatewaySnapshot } from "./snapshot.js";
 import type { StoreHealth } from "./store-health.js";
@@ -33,7 +34,11 @@ const MAX_STREAMS = 32;
  * `/events` (server-sent events, one snapshot a second) and `/api/snapshot` for scripts.
  * Bound to loopback by default; it never shares the public port.
  */
-export function startAdmin(gateway: AdminSource, port: number, host: string): Promise<Server> {
+export async function startAdmin(
+  gateway: AdminSource,
+  port: number,
+  host: string,
+): Promise<Server> {
   const require = createRequire(import.meta.url);
   const assetCache = new Map<string, Buffer>();
   let streams = 0;
@@ -112,13 +117,8 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
       else res.destroy();
     });
   });
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve(server);
-    });
-  });
+  await listen(server, port, host);
+  return server;
 }
 
 function send(

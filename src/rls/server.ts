@@ -10,6 +10,8 @@ import { formatWindow } from "../core/duration.js";
 import type { EngineCompanions } from "../core/engine.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import { drainAndClose } from "../node-http/drain.js";
+import { urlHost } from "../node-http/listen.js";
 import { type AdminSource, startAdmin } from "../ops/admin.js";
 import { DecisionStats } from "../ops/decision-stats.js";
 import { RecentHeavyHitters } from "../ops/heavy-hitters.js";
@@ -174,7 +176,7 @@ export class RlsServer implements AdminSource {
         const adminHost = options.adminHost ?? "127.0.0.1";
         this.#admin = await startAdmin(this, adminPort, adminHost);
         const bound = (this.#admin.address() as AddressInfo).port;
-        adminUrl = `http://${adminHost.includes(":") ? `[${adminHost}]` : adminHost}:${bound}/`;
+        adminUrl = `http://${urlHost(adminHost)}:${bound}/`;
       }
       return { grpcPort: this.#grpc?.port, httpPort: this.#http.port, adminUrl };
     } catch (error) {
@@ -219,12 +221,7 @@ export class RlsServer implements AdminSource {
   async #close(graceMs: number): Promise<void> {
     this.#stopping = true;
     await Promise.all([this.#grpc?.close(graceMs), this.#http?.close(graceMs)]);
-    const admin = this.#admin;
-    if (admin !== undefined) {
-      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
-      admin.closeAllConnections();
-      await stopped;
-    }
+    if (this.#admin !== undefined) await drainAndClose(this.#admin, undefined, 0);
   }
 
   snapshot(): GatewaySnapshot {
