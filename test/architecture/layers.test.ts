@@ -1,10 +1,12 @@
 /**
- * The layers, as STYLE.md draws them: `core/` is the floor and imports nothing of ours above
- * it, no runtime and no third-party package; `http/` and `policy/` build on the core only;
- * `adapters/` translate runtimes onto `http/`'s guard, with the challenge, lists and metrics
- * beside them, and never load the policy parser (edge bundles take a resolved policy). The
- * check reads every import (static, `export ... from`, and dynamic `import()`) of every file
- * under src/.
+ * The layers, as docs/architecture.md draws them: `core/` is the floor and imports nothing of
+ * ours above it, no runtime and no third-party package; `http/` and `policy/` build on the core
+ * only; `adapters/` translate runtimes onto `http/`'s guard, with the challenge, lists and
+ * metrics beside them, and never load the policy parser (edge bundles take a resolved policy);
+ * `node-http/` is Node's HTTP plumbing, below everything that serves on Node; `ops/` is the
+ * operations plane (admin listener, dashboard, health, snapshots); `gateway/` and `rls/` are
+ * the two servers, side by side on it, neither importing the other. The check reads every
+ * import (static, `export ... from`, and dynamic `import()`) of every file under src/.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -56,11 +58,15 @@ const ALLOWED: Record<string, readonly string[]> = {
     // The engine joined to its HTTP answers (createLimiter), and the rate-limited warnings.
     "limiter",
     "warnings",
+    // Node's request and response as Web ones, for the Node middleware's challenge page.
+    "node-http",
     "package:prom-client",
     "package:node:http",
     "package:node:stream",
     "package:node:zlib",
   ],
+  /** Node's HTTP plumbing (Web conversion, listen, drain-and-close): nothing of ours. */
+  "node-http": ["package:node:http", "package:node:stream"],
   /** Stores build on the core only (and the AWS signer, and their clients' packages). */
   stores: [
     "core",
@@ -98,9 +104,48 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:path",
   ],
   /**
+   * The operations plane both servers serve: the admin listener, the dashboard, health,
+   * snapshots and what they show. It reads the core's and the guard's types, the lists' figures
+   * and the charts; it never imports a server.
+   */
+  ops: [
+    "core",
+    "http",
+    "lists",
+    "charts",
+    "warnings",
+    "node-http",
+    "package:pino",
+    "package:node:fs/promises",
+    "package:node:http",
+    "package:node:module",
+  ],
+  /**
+   * `edgelimit serve`: the Node guard in front of a reverse proxy, on the operations plane. It
+   * never imports rls, nor the stores (the CLI opens them).
+   */
+  gateway: [
+    "core",
+    "http",
+    "policy",
+    "limiter",
+    "metrics",
+    "lists",
+    "adapters",
+    "node-http",
+    "ops",
+    "package:jose",
+    "package:pino",
+    "package:prom-client",
+    "package:undici",
+    "package:node:crypto",
+    "package:node:http",
+    "package:node:net",
+  ],
+  /**
    * The rate limit service, a server beside the gateway: it decides through the core and the
-   * limiter, reads policies and its own YAML, and shares the gateway's admin listener. It never
-   * reaches into stores (the CLI opens them) or other runtimes' adapters beyond node's.
+   * limiter, reads policies and its own YAML, and serves the operations plane. It never
+   * imports the gateway, the adapters or the stores (the CLI opens them).
    */
   rls: [
     "core",
@@ -108,8 +153,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     "policy",
     "limiter",
     "metrics",
-    "challenge",
-    "adapters",
+    "node-http",
     "ops",
     "package:@grpc/grpc-js",
     "package:pino",
@@ -148,6 +192,15 @@ function violations(layer: string): string[] {
   return found;
 }
 
+/** Every import of a file under `from/` that lands in `to/`, whatever ALLOWED says. */
+function importsInto(from: string, to: string): string[] {
+  return sourceFiles(join(SRC, from)).flatMap((file) =>
+    importsOf(file)
+      .filter((specifier) => layerOf(file, specifier) === to)
+      .map((specifier) => `${relative(SRC, file)} imports ${specifier}`),
+  );
+}
+
 describe("the layers", () => {
   it("keeps core/ free of http/, policy/, runtimes and third-party packages", () => {
     expect(violations("core")).toEqual([]);
@@ -175,8 +228,19 @@ describe("the layers", () => {
     }
   });
 
-  it("lets rls/ decide through the core and the limiter, and serve beside the gateway", () => {
+  it("keeps node-http/ free of everything of ours", () => {
+    expect(violations("node-http")).toEqual([]);
+  });
+
+  it("lets ops/ serve the operations plane without importing either server", () => {
+    expect(violations("ops")).toEqual([]);
+  });
+
+  it("lets gateway/ and rls/ stand side by side on ops/, neither importing the other", () => {
+    expect(violations("gateway")).toEqual([]);
     expect(violations("rls")).toEqual([]);
+    expect(importsInto("gateway", "rls")).toEqual([]);
+    expect(importsInto("rls", "gateway")).toEqual([]);
   });
 
   it("would see a violation: the check reads imports of every kind", () => {
