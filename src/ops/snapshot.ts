@@ -6,7 +6,7 @@ import type { PolicySummary } from "./policy-summary.js";
 import type { SecondSample } from "./rate-series.js";
 import type { StoreHealth } from "./store-health.js";
 
-/** What the dashboard, `/events` and `/api/snapshot` show of a running gateway. */
+/** What the dashboard, `/events` and `/api/snapshot` show of a running server (gateway or rls). */
 export interface GatewaySnapshot {
   readonly now: number;
   readonly startedAt: number;
