@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { type NodeGuard, type NodeGuardOptions, nodeGuard } from "../adapters/node-guard.js";
-import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import type { ChallengeHandler, Store } from "../core/types.js";
 import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
@@ -10,10 +10,8 @@ import { drainAndClose, RequestsInFlight } from "../node-http/drain.js";
 import { listen, urlHost } from "../node-http/listen.js";
 import { writeWebResponse } from "../node-http/web.js";
 import { startAdmin } from "../ops/admin.js";
-import { DecisionStats } from "../ops/decision-stats.js";
-import { RecentHeavyHitters } from "../ops/heavy-hitters.js";
+import { DecisionBoard } from "../ops/decision-board.js";
 import { summarize } from "../ops/policy-summary.js";
-import { RateSeries } from "../ops/rate-series.js";
 import type { GatewaySnapshot } from "../ops/snapshot.js";
 import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
 import type { ResolvedPolicy } from "../policy/types.js";
@@ -77,7 +75,6 @@ export interface GatewayOptions extends NodeGuardOptions {
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 /** The gateway's name in the messages of options it refuses. */
 const GUARD_NAME = "createGateway";
-const SERIES_SECONDS = 120;
 
 /**
  * `edgelimit serve` as a library: a reverse proxy that asks the limiter about every request,
@@ -91,13 +88,10 @@ export class Gateway {
   readonly #proxy: UpstreamProxy;
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
-  readonly #decisionStats = new DecisionStats();
   readonly #logger: Logger;
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
-  readonly #series = new RateSeries(SERIES_SECONDS);
-  readonly #offenders: RecentHeavyHitters;
-  readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
+  readonly #board: DecisionBoard;
   readonly #startedAt: number;
   #policyLoadedAt: number;
   /** Built from the policy (its challenge), so replaced with it on reload. */
@@ -118,10 +112,7 @@ export class Gateway {
       status: () => options.store.traits?.status?.(),
       local: () => this.#limiter.localCounting,
     });
-    this.#offenders = new RecentHeavyHitters(
-      options.topKeysCapacity ?? 100,
-      options.topKeysPeriodMs ?? 5 * 60_000,
-    );
+    this.#board = new DecisionBoard(options);
     this.#lists = options.lists;
     this.#limiter = createLimiter({
       policy: options.policy,
@@ -248,15 +239,11 @@ export class Gateway {
       upstream: this.#proxy.origin,
       store: this.#options.storeLabel ?? this.#options.store.name,
       inFlight: this.#requests.count,
-      totals: { ...this.#totals },
-      series: this.#series.samples(now),
-      topOffenders: this.#offenders.top(10, now),
-      topOffendersPeriodMs: this.#offenders.periodMs,
+      ...this.#board.figures(now),
       blockCacheHits: this.#limiter.blockCacheHits,
       lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
       storeHealth: this.#storeHealth.health(),
-      decisions: this.#decisionStats.figures(),
     };
   }
 
@@ -335,14 +322,8 @@ export class Gateway {
   };
 
   #record(verdict: Verdict, method: string | undefined): void {
-    const now = this.#clock();
-    this.#decisionStats.record(verdict);
-    this.#totals[verdict.action]++;
-    this.#series.record(verdict.action, now);
+    this.#board.record(verdict, this.#clock());
     this.metrics.recordDecision(verdict);
-    if (verdict.action === "block" || verdict.action === "challenge") {
-      this.#offenders.offer(verdict.subject, now);
-    }
     this.#decisionLog.record(verdict, method);
   }
 }
