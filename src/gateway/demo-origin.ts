@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { SignJWT } from "jose";
-import { listen } from "./server.js";
+import { listen } from "../node-http/listen.js";
 
 export interface DemoOrigin {
   readonly url: string;

@@ -1,31 +1,27 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
-import {
-  type NodeGuard,
-  type NodeGuardOptions,
-  nodeGuard,
-  writeWebResponse,
-} from "../adapters/node-guard.js";
-import type { Action, ChallengeHandler, Store } from "../core/types.js";
+import { type NodeGuard, type NodeGuardOptions, nodeGuard } from "../adapters/node-guard.js";
+import type { ChallengeHandler, Store } from "../core/types.js";
 import { checkGuardOptions } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../limiter.js";
+import { drainAndClose, RequestsInFlight } from "../node-http/drain.js";
+import { listen, urlHost } from "../node-http/listen.js";
+import { writeWebResponse } from "../node-http/web.js";
+import { startAdmin } from "../ops/admin.js";
+import { DecisionBoard } from "../ops/decision-board.js";
+import { summarize } from "../ops/policy-summary.js";
+import type { GatewaySnapshot } from "../ops/snapshot.js";
+import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
 import type { ResolvedPolicy } from "../policy/types.js";
-import { startAdmin } from "./admin.js";
 import { DecisionLog } from "./decision-log.js";
-import { DecisionStats } from "./decision-stats.js";
-import { RecentHeavyHitters } from "./heavy-hitters.js";
 import { GatewayMetrics, type ListStats } from "./metrics.js";
-import { summarize } from "./policy-summary.js";
 import { UpstreamProxy } from "./proxy.js";
-import { RateSeries } from "./rate-series.js";
-import type { GatewaySnapshot } from "./snapshot.js";
-import { type StoreHealth, StoreHealthTracker } from "./store-health.js";
 
-export type { GatewaySnapshot } from "./snapshot.js";
+export type { GatewaySnapshot } from "../ops/snapshot.js";
 
-export type { StoreHealth } from "./store-health.js";
+export type { StoreHealth } from "../ops/store-health.js";
 
 /** Refreshing allow/deny lists, as `createLists` in src/lists builds them. */
 export interface GatewayLists {
@@ -79,7 +75,6 @@ export interface GatewayOptions extends NodeGuardOptions {
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 /** The gateway's name in the messages of options it refuses. */
 const GUARD_NAME = "createGateway";
-const SERIES_SECONDS = 120;
 
 /**
  * `edgelimit serve` as a library: a reverse proxy that asks the limiter about every request,
@@ -93,13 +88,10 @@ export class Gateway {
   readonly #proxy: UpstreamProxy;
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
-  readonly #decisionStats = new DecisionStats();
   readonly #logger: Logger;
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
-  readonly #series = new RateSeries(SERIES_SECONDS);
-  readonly #offenders: RecentHeavyHitters;
-  readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
+  readonly #board: DecisionBoard;
   readonly #startedAt: number;
   #policyLoadedAt: number;
   /** Built from the policy (its challenge), so replaced with it on reload. */
@@ -107,8 +99,7 @@ export class Gateway {
   #lists: GatewayLists | undefined;
   #server: Server | undefined;
   #admin: Server | undefined;
-  #inFlight = 0;
-  #drained: (() => void) | undefined;
+  readonly #requests = new RequestsInFlight();
   #closing: Promise<void> | undefined;
 
   constructor(options: GatewayOptions) {
@@ -121,10 +112,7 @@ export class Gateway {
       status: () => options.store.traits?.status?.(),
       local: () => this.#limiter.localCounting,
     });
-    this.#offenders = new RecentHeavyHitters(
-      options.topKeysCapacity ?? 100,
-      options.topKeysPeriodMs ?? 5 * 60_000,
-    );
+    this.#board = new DecisionBoard(options);
     this.#lists = options.lists;
     this.#limiter = createLimiter({
       policy: options.policy,
@@ -164,7 +152,7 @@ export class Gateway {
   }
 
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#requests.count;
   }
 
   /** The public port actually bound (useful with port 0). */
@@ -250,16 +238,12 @@ export class Gateway {
       limiting: this.#limiting,
       upstream: this.#proxy.origin,
       store: this.#options.storeLabel ?? this.#options.store.name,
-      inFlight: this.#inFlight,
-      totals: { ...this.#totals },
-      series: this.#series.samples(now),
-      topOffenders: this.#offenders.top(10, now),
-      topOffendersPeriodMs: this.#offenders.periodMs,
+      inFlight: this.#requests.count,
+      ...this.#board.figures(now),
       blockCacheHits: this.#limiter.blockCacheHits,
       lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
       storeHealth: this.#storeHealth.health(),
-      decisions: this.#decisionStats.figures(),
     };
   }
 
@@ -273,40 +257,16 @@ export class Gateway {
   }
 
   async #close(): Promise<void> {
-    const server = this.#server;
-    if (server !== undefined) {
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (this.#inFlight > 0) {
-        const drained = new Promise<void>((resolve) => {
-          this.#drained = resolve;
-        });
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, this.#options.drainTimeoutMs ?? 10_000);
-        });
-        await Promise.race([drained, timeout]);
-        clearTimeout(timer);
-      }
-      server.closeAllConnections();
-      await stopped;
+    if (this.#server !== undefined) {
+      await drainAndClose(this.#server, this.#requests, this.#options.drainTimeoutMs ?? 10_000);
     }
-    if (this.#admin !== undefined) {
-      const admin = this.#admin;
-      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
-      admin.closeAllConnections();
-      await stopped;
-    }
+    if (this.#admin !== undefined) await drainAndClose(this.#admin, undefined, 0);
     await this.#proxy.close().catch(() => this.#proxy.destroy());
     this.#lists?.close();
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.#inFlight++;
-    res.once("close", () => {
-      this.#inFlight--;
-      if (this.#inFlight === 0 && this.#drained !== undefined) this.#drained();
-    });
+    this.#requests.track(res);
     // A client that hangs up mid-upload must not crash the process.
     req.on("error", () => undefined);
     try {
@@ -362,35 +322,12 @@ export class Gateway {
   };
 
   #record(verdict: Verdict, method: string | undefined): void {
-    const now = this.#clock();
-    this.#decisionStats.record(verdict);
-    this.#totals[verdict.action]++;
-    this.#series.record(verdict.action, now);
+    this.#board.record(verdict, this.#clock());
     this.metrics.recordDecision(verdict);
-    if (verdict.action === "block" || verdict.action === "challenge") {
-      this.#offenders.offer(verdict.subject, now);
-    }
     this.#decisionLog.record(verdict, method);
   }
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onError = (error: Error) => reject(error);
-    server.once("error", onError);
-    server.listen(port, host, () => {
-      server.off("error", onError);
-      resolve();
-    });
-  });
-}
-
-function urlHost(host: string): string {
-  return host.includes(":") ? `[${host}]` : host;
 }
 
 export function createGateway(options: GatewayOptions): Gateway {
   return new Gateway(options);
 }
-
-export { listen };

@@ -5,13 +5,15 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { toWebRequest, writeWebResponse } from "../adapters/node.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { ChallengeHandler, RequestDescription } from "../core/types.js";
 import { challengePage } from "../http/guard.js";
 import { unavailableBody } from "../http/headers.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
+import { drainAndClose, RequestsInFlight } from "../node-http/drain.js";
+import { listen } from "../node-http/listen.js";
+import { toWebRequest, writeWebResponse } from "../node-http/web.js";
 import type { RlsAnswer } from "./answer.js";
 import { textOfBytes } from "./bytes-text.js";
 import { ACTION_HEADER, CHECK_PATH, describeForwarded, forwardAuthAnswer } from "./forward-auth.js";
@@ -60,14 +62,9 @@ export async function startHttp(
   host: string,
   port: number,
 ): Promise<HttpListener> {
-  let inFlight = 0;
-  let drained: (() => void) | undefined;
+  const requests = new RequestsInFlight();
   const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
-    inFlight++;
-    res.once("close", () => {
-      inFlight--;
-      if (inFlight === 0) drained?.();
-    });
+    requests.track(res);
     req.on("error", () => undefined);
     handle(handlers, req, res).catch((error: unknown) => {
       handlers.onError(error);
@@ -75,37 +72,14 @@ export async function startHttp(
       else res.destroy();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
+  await listen(server, port, host);
   return {
     server,
     port: (server.address() as AddressInfo).port,
     get inFlight() {
-      return inFlight;
+      return requests.count;
     },
-    close: async (graceMs) => {
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (inFlight > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          new Promise<void>((resolve) => {
-            drained = resolve;
-          }),
-          new Promise<void>((resolve) => {
-            timer = setTimeout(resolve, graceMs);
-          }),
-        ]);
-        clearTimeout(timer);
-      }
-      server.closeAllConnections();
-      await stopped;
-    },
+    close: (graceMs) => drainAndClose(server, requests, graceMs),
   };
 }
 

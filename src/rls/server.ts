@@ -9,14 +9,14 @@ import { type Logger, pino } from "pino";
 import { formatWindow } from "../core/duration.js";
 import type { EngineCompanions } from "../core/engine.js";
 import type { ResolvedPolicy } from "../core/model.js";
-import type { Action, ChallengeHandler, Store } from "../core/types.js";
-import { type AdminSource, startAdmin } from "../gateway/admin.js";
-import { DecisionStats } from "../gateway/decision-stats.js";
-import { RecentHeavyHitters } from "../gateway/heavy-hitters.js";
-import { type PolicySummary, summarize } from "../gateway/policy-summary.js";
-import { RateSeries } from "../gateway/rate-series.js";
-import type { GatewaySnapshot } from "../gateway/snapshot.js";
-import { type StoreHealth, StoreHealthTracker } from "../gateway/store-health.js";
+import type { ChallengeHandler, Store } from "../core/types.js";
+import { drainAndClose } from "../node-http/drain.js";
+import { urlHost } from "../node-http/listen.js";
+import { type AdminSource, startAdmin } from "../ops/admin.js";
+import { DecisionBoard } from "../ops/decision-board.js";
+import { type PolicySummary, summarize } from "../ops/policy-summary.js";
+import type { GatewaySnapshot } from "../ops/snapshot.js";
+import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
 import type { DecisionRecord } from "./answer.js";
 import type { RlsConfig } from "./config.js";
 import type { ConfigDecideOptions } from "./config-decide.js";
@@ -62,8 +62,6 @@ export interface RlsAddresses {
   readonly adminUrl: string | undefined;
 }
 
-const SERIES_SECONDS = 120;
-
 export class RlsServer implements AdminSource {
   readonly service: RateLimitService;
   readonly metrics: RlsMetrics;
@@ -71,10 +69,7 @@ export class RlsServer implements AdminSource {
   readonly #options: RlsServerOptions;
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
-  readonly #decisionStats = new DecisionStats();
-  readonly #series = new RateSeries(SERIES_SECONDS);
-  readonly #offenders = new RecentHeavyHitters(100, 5 * 60_000);
-  readonly #totals: Record<Action, number> = { allow: 0, block: 0, challenge: 0, unavailable: 0 };
+  readonly #board = new DecisionBoard({});
   readonly #startedAt: number;
   #loadedAt: number;
   #challenge: ChallengeHandler | undefined;
@@ -174,7 +169,7 @@ export class RlsServer implements AdminSource {
         const adminHost = options.adminHost ?? "127.0.0.1";
         this.#admin = await startAdmin(this, adminPort, adminHost);
         const bound = (this.#admin.address() as AddressInfo).port;
-        adminUrl = `http://${adminHost.includes(":") ? `[${adminHost}]` : adminHost}:${bound}/`;
+        adminUrl = `http://${urlHost(adminHost)}:${bound}/`;
       }
       return { grpcPort: this.#grpc?.port, httpPort: this.#http.port, adminUrl };
     } catch (error) {
@@ -219,12 +214,7 @@ export class RlsServer implements AdminSource {
   async #close(graceMs: number): Promise<void> {
     this.#stopping = true;
     await Promise.all([this.#grpc?.close(graceMs), this.#http?.close(graceMs)]);
-    const admin = this.#admin;
-    if (admin !== undefined) {
-      const stopped = new Promise<void>((resolve) => admin.close(() => resolve()));
-      admin.closeAllConnections();
-      await stopped;
-    }
+    if (this.#admin !== undefined) await drainAndClose(this.#admin, undefined, 0);
   }
 
   snapshot(): GatewaySnapshot {
@@ -238,27 +228,17 @@ export class RlsServer implements AdminSource {
       upstream: `rate limit service (${grpc}HTTP :${this.#http?.port ?? "-"})`,
       store: this.#options.storeLabel ?? this.#options.store.name,
       inFlight: this.inFlight,
-      totals: { ...this.#totals },
-      series: this.#series.samples(now),
-      topOffenders: this.#offenders.top(10, now),
-      topOffendersPeriodMs: this.#offenders.periodMs,
+      ...this.#board.figures(now),
       blockCacheHits: this.service.blockCacheHits,
       lists: [],
       policy: this.#summary(),
       storeHealth: this.#storeHealth.health(),
-      decisions: this.#decisionStats.figures(),
     };
   }
 
   #record(record: DecisionRecord): void {
-    const now = this.#clock();
-    this.#decisionStats.record(record);
-    this.#totals[record.action]++;
-    this.#series.record(record.action, now);
+    this.#board.record(record, this.#clock());
     this.metrics.recordDecision(record);
-    if (record.action === "block" || record.action === "challenge") {
-      this.#offenders.offer(record.subject, now);
-    }
   }
 
   /** The policy's rules, then the configuration's descriptors, as the dashboard lists rules. */

@@ -1,12 +1,14 @@
 /**
- * The layers, as STYLE.md draws them: `core/` is the floor and imports nothing of ours above
- * it, no runtime and no third-party package; `http/` and `policy/` build on the core only;
- * `adapters/` translate runtimes onto `http/`'s guard, with the challenge, lists and metrics
- * beside them, and never load the policy parser (edge bundles take a resolved policy). The
- * check reads every import (static, `export ... from`, and dynamic `import()`) of every file
- * under src/.
+ * The layers, as docs/architecture.md draws them: `core/` is the floor and imports nothing of
+ * ours above it, no runtime and no third-party package; `http/` and `policy/` build on the core
+ * only; `adapters/` translate runtimes onto `http/`'s guard, with the challenge, lists and
+ * metrics beside them, and never load the policy parser (edge bundles take a resolved policy);
+ * `node-http/` is Node's HTTP plumbing, below everything that serves on Node; `ops/` is the
+ * operations plane (admin listener, dashboard, health, snapshots); `gateway/` and `rls/` are
+ * the two servers, side by side on it, neither importing the other. The check reads every
+ * import (static, `export ... from`, and dynamic `import()`) of every file under src/.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -42,10 +44,16 @@ function layerOf(file: string, specifier: string): string {
   return target.includes("/") ? (target.split("/")[0] as string) : target.replace(/\.js$/, "");
 }
 
-/** What each layer may import besides itself. */
+/** What each layer may import besides itself: every folder and file under src/ but the CLI. */
 const ALLOWED: Record<string, readonly string[]> = {
   core: [],
+  /** The rate-limited warnings the stores' and servers' messages share. */
+  warnings: [],
+  /** AWS request signing, for the DynamoDB store and the list sources. */
+  aws: ["package:node:crypto"],
   http: ["core"],
+  /** The JWT verifier behind the core's `TokenVerifier`. */
+  tokens: ["core", "package:jose", "package:jose/jwt/verify", "package:jose/key/import"],
   policy: ["core", "package:yaml", "package:zod", "package:node:fs"],
   adapters: [
     "core",
@@ -56,11 +64,15 @@ const ALLOWED: Record<string, readonly string[]> = {
     // The engine joined to its HTTP answers (createLimiter), and the rate-limited warnings.
     "limiter",
     "warnings",
+    // Node's request and response as Web ones, for the Node middleware's challenge page.
+    "node-http",
     "package:prom-client",
     "package:node:http",
     "package:node:stream",
     "package:node:zlib",
   ],
+  /** Node's HTTP plumbing (Web conversion, listen, drain-and-close): nothing of ours. */
+  "node-http": ["package:node:http", "package:node:stream"],
   /** Stores build on the core only (and the AWS signer, and their clients' packages). */
   stores: [
     "core",
@@ -70,6 +82,23 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:https",
     "package:node:net",
   ],
+  /** `createLimiter`: the engine joined to its HTTP answers and the JWT verifier. */
+  limiter: ["core", "http", "tokens", "warnings"],
+  /** Decisions as Prometheus metrics, for the Node middleware and both servers. */
+  metrics: ["http", "policy", "package:prom-client"],
+  challenge: ["core", "policy"],
+  /** Allow and deny lists, refreshed from files, URLs and S3 (signed with aws/). */
+  lists: [
+    "core",
+    "aws",
+    "limiter",
+    "policy",
+    "package:node:fs",
+    "package:node:fs/promises",
+    "package:node:path",
+  ],
+  /** The package's main entry (`edgelimit`). */
+  index: ["core", "http", "limiter", "policy", "stores"],
   /** The one way the project draws charts, for reports and the dashboard. */
   charts: ["core", "package:node:fs", "package:node:module"],
   /** What replay and simulate share: the policy rewrite, the reference engine, report pieces. */
@@ -98,9 +127,48 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:path",
   ],
   /**
+   * The operations plane both servers serve: the admin listener, the dashboard, health,
+   * snapshots and what they show. It reads the core's and the guard's types, the lists' figures
+   * and the charts; it never imports a server.
+   */
+  ops: [
+    "core",
+    "http",
+    "lists",
+    "charts",
+    "warnings",
+    "node-http",
+    "package:pino",
+    "package:node:fs/promises",
+    "package:node:http",
+    "package:node:module",
+  ],
+  /**
+   * `edgelimit serve`: the Node guard in front of a reverse proxy, on the operations plane. It
+   * never imports rls, nor the stores (the CLI opens them).
+   */
+  gateway: [
+    "core",
+    "http",
+    "policy",
+    "limiter",
+    "metrics",
+    "lists",
+    "adapters",
+    "node-http",
+    "ops",
+    "package:jose",
+    "package:pino",
+    "package:prom-client",
+    "package:undici",
+    "package:node:crypto",
+    "package:node:http",
+    "package:node:net",
+  ],
+  /**
    * The rate limit service, a server beside the gateway: it decides through the core and the
-   * limiter, reads policies and its own YAML, and shares the gateway's admin listener. It never
-   * reaches into stores (the CLI opens them) or other runtimes' adapters beyond node's.
+   * limiter, reads policies and its own YAML, and serves the operations plane. It never
+   * imports the gateway, the adapters or the stores (the CLI opens them).
    */
   rls: [
     "core",
@@ -108,9 +176,8 @@ const ALLOWED: Record<string, readonly string[]> = {
     "policy",
     "limiter",
     "metrics",
-    "challenge",
-    "adapters",
-    "gateway",
+    "node-http",
+    "ops",
     "package:@grpc/grpc-js",
     "package:pino",
     "package:prom-client",
@@ -133,10 +200,19 @@ const EXCEPTIONS: Record<string, readonly string[]> = {
   "adapters/cloudflare/store.ts": ["stores"],
 };
 
+/** The CLI is the top floor: it may import every layer, so it has no row. */
+const TOP = "cli";
+
+/** A layer's files: a folder's, or the one file a top-level layer is (`limiter.ts`). */
+function filesOf(layer: string): string[] {
+  const folder = join(SRC, layer);
+  return existsSync(folder) ? sourceFiles(folder) : [`${folder}.ts`];
+}
+
 function violations(layer: string): string[] {
   const allowed = ALLOWED[layer] ?? [];
   const found: string[] = [];
-  for (const file of sourceFiles(join(SRC, layer))) {
+  for (const file of filesOf(layer)) {
     const excepted = EXCEPTIONS[relative(SRC, file)] ?? [];
     for (const specifier of importsOf(file)) {
       const target = layerOf(file, specifier);
@@ -146,6 +222,15 @@ function violations(layer: string): string[] {
     }
   }
   return found;
+}
+
+/** Every import of a file under `from/` that lands in `to/`, whatever ALLOWED says. */
+function importsInto(from: string, to: string): string[] {
+  return filesOf(from).flatMap((file) =>
+    importsOf(file)
+      .filter((specifier) => layerOf(file, specifier) === to)
+      .map((specifier) => `${relative(SRC, file)} imports ${specifier}`),
+  );
 }
 
 describe("the layers", () => {
@@ -175,8 +260,31 @@ describe("the layers", () => {
     }
   });
 
-  it("lets rls/ decide through the core and the limiter, and serve beside the gateway", () => {
+  it("keeps node-http/ free of everything of ours", () => {
+    expect(violations("node-http")).toEqual([]);
+  });
+
+  it("lets ops/ serve the operations plane without importing either server", () => {
+    expect(violations("ops")).toEqual([]);
+  });
+
+  it("lets gateway/ and rls/ stand side by side on ops/, neither importing the other", () => {
+    expect(violations("gateway")).toEqual([]);
     expect(violations("rls")).toEqual([]);
+    expect(importsInto("gateway", "rls")).toEqual([]);
+    expect(importsInto("rls", "gateway")).toEqual([]);
+  });
+
+  it("keeps the floors under the servers to their rows", () => {
+    for (const layer of ["warnings", "aws", "tokens", "limiter", "metrics", "challenge", "lists"]) {
+      expect(violations(layer)).toEqual([]);
+    }
+    expect(violations("index")).toEqual([]);
+  });
+
+  it("has a row for every folder and file under src/ but the CLI", () => {
+    const layers = readdirSync(SRC).map((name) => name.replace(/\.ts$/, ""));
+    expect(layers.filter((layer) => layer !== TOP && ALLOWED[layer] === undefined)).toEqual([]);
   });
 
   it("would see a violation: the check reads imports of every kind", () => {

@@ -1,11 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
-import { RecentHeavyHitters, SpaceSaving } from "../../src/gateway/heavy-hitters.js";
 import { GatewayMetrics } from "../../src/gateway/metrics.js";
 import { requestHeaders } from "../../src/gateway/proxy.js";
-import { RateSeries } from "../../src/gateway/rate-series.js";
 import type { Verdict } from "../../src/http/respond.js";
+import { RecentHeavyHitters, SpaceSaving } from "../../src/ops/heavy-hitters.js";
+import { RateSeries } from "../../src/ops/rate-series.js";
 import { parsePolicy } from "../../src/policy/load.js";
 import { storeFromUrl } from "../../src/stores/from-url.js";
 import { redact } from "../../src/stores/redact.js";

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import type { Logger } from "pino";
+import { listen } from "../node-http/listen.js";
 import { dashboardPage, dashboardScript } from "./dashboard-page.js";
 import type { GatewaySnapshot } from "./snapshot.js";
 import type { StoreHealth } from "./store-health.js";
@@ -33,7 +34,7 @@ const MAX_STREAMS = 32;
  * `/events` (server-sent events, one snapshot a second) and `/api/snapshot` for scripts.
  * Bound to loopback by default; it never shares the public port.
  */
-export function startAdmin(gateway: AdminSource, port: number, host: string): Promise<Server> {
+export async function startAdmin(source: AdminSource, port: number, host: string): Promise<Server> {
   const require = createRequire(import.meta.url);
   const assetCache = new Map<string, Buffer>();
   let streams = 0;
@@ -49,16 +50,16 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
         res,
         200,
         "application/json; charset=utf-8",
-        JSON.stringify({ ...healthOf(gateway.storeHealth()), inFlight: gateway.inFlight }),
+        JSON.stringify({ ...healthOf(source.storeHealth()), inFlight: source.inFlight }),
       );
       return;
     }
     if (path === "/metrics") {
-      send(res, 200, gateway.metrics.contentType, await gateway.metrics.text());
+      send(res, 200, source.metrics.contentType, await source.metrics.text());
       return;
     }
     if (path === "/" || path === "/index.html") {
-      send(res, 200, "text/html; charset=utf-8", dashboardPage(gateway.snapshot()), {
+      send(res, 200, "text/html; charset=utf-8", dashboardPage(source.snapshot()), {
         "content-security-policy":
           "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'",
       });
@@ -69,7 +70,7 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
       return;
     }
     if (path === "/api/snapshot") {
-      send(res, 200, "application/json; charset=utf-8", JSON.stringify(gateway.snapshot()));
+      send(res, 200, "application/json; charset=utf-8", JSON.stringify(source.snapshot()));
       return;
     }
     if (path === "/events") {
@@ -83,7 +84,7 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
         "cache-control": "no-store",
         connection: "keep-alive",
       });
-      const push = () => res.write(`data: ${JSON.stringify(gateway.snapshot())}\n\n`);
+      const push = () => res.write(`data: ${JSON.stringify(source.snapshot())}\n\n`);
       push();
       const timer = setInterval(push, SSE_INTERVAL_MS);
       res.once("close", () => {
@@ -107,18 +108,13 @@ export function startAdmin(gateway: AdminSource, port: number, host: string): Pr
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
-      gateway.logger.error({ msg: "admin request failed", err: error });
+      source.logger.error({ msg: "admin request failed", err: error });
       if (!res.headersSent) send(res, 500, "text/plain; charset=utf-8", "admin error\n");
       else res.destroy();
     });
   });
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve(server);
-    });
-  });
+  await listen(server, port, host);
+  return server;
 }
 
 function send(
@@ -138,8 +134,8 @@ function send(
 }
 
 /**
- * `/healthz`: 200 while the gateway answers. A failing store makes it `degraded`, not down:
- * the gateway still serves, with the rules' fail modes, and restarting it would not help.
+ * `/healthz`: 200 while the server answers. A failing store makes it `degraded`, not down:
+ * the server still decides, with the rules' fail modes, and restarting it would not help.
  */
 function healthOf(store: StoreHealth): { status: "ok" | "degraded"; store: StoreHealth } {
   return { status: store.state, store };

@@ -1,12 +1,12 @@
 import type { Action } from "../core/types.js";
+import type { ListStats } from "../lists/refreshing.js";
 import type { DecisionFigures } from "./decision-stats.js";
 import type { HeavyHitter } from "./heavy-hitters.js";
-import type { ListStats } from "./metrics.js";
 import type { PolicySummary } from "./policy-summary.js";
 import type { SecondSample } from "./rate-series.js";
 import type { StoreHealth } from "./store-health.js";
 
-/** What the dashboard, `/events` and `/api/snapshot` show of a running gateway. */
+/** What the dashboard, `/events` and `/api/snapshot` show of a running server (gateway or rls). */
 export interface GatewaySnapshot {
   readonly now: number;
   readonly startedAt: number;

@@ -36,7 +36,7 @@ export interface StoreHealthSources {
 }
 
 /**
- * The gateway's view of its store: every failed decision is counted, its cause kept, and logged
+ * A server's view of its store: every failed decision is counted, its cause kept, and logged
  * at most once every 10 s; `/healthz` says `degraded` while the last failure is recent or the
  * store's circuit breaker is open, and shows the store's own view of its calls and what is
  * counted locally meanwhile.
