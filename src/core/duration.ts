@@ -65,13 +65,31 @@ export interface DurationOptions {
   readonly months?: boolean;
   /** A bare number means milliseconds: only where that is documented (`budget: 50`). */
   readonly bareMilliseconds?: boolean;
+  /** The longest the field may be, for a duration that becomes a timer (`budget`). */
+  readonly maxMs?: number;
 }
+
+/**
+ * The longest a decision may wait for its store (`budget`, `connectBudget`): a limiter that
+ * waits longer answers no request in time, and a timer past 2^31 ms would fire at once.
+ */
+export const MAX_WAIT_MS = 60_000;
 
 /**
  * Says what is wrong with a duration, in words that show the spelling to use, or returns
  * undefined when it is one the options accept.
  */
 export function durationProblem(input: unknown, options: DurationOptions = {}): string | undefined {
+  const problem = spellingProblem(input, options);
+  if (problem !== undefined || options.maxMs === undefined) return problem;
+  const window = typeof input === "number" ? { ms: input } : toWindow(String(input));
+  if ("ms" in window && window.ms > options.maxMs) {
+    return `must be at most ${formatWindow({ ms: options.maxMs })}; got ${JSON.stringify(input)}`;
+  }
+  return undefined;
+}
+
+function spellingProblem(input: unknown, options: DurationOptions): string | undefined {
   const hint = options.months ? WINDOW_HINT : DURATION_HINT;
   if (typeof input === "number") {
     if (options.bareMilliseconds && Number.isSafeInteger(input) && input > 0) return undefined;

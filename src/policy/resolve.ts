@@ -1,4 +1,4 @@
-import { parseDurationMs, parseWindow } from "../core/duration.js";
+import { MAX_WAIT_MS, parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
 import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import { normalizePath } from "../core/path.js";
@@ -208,8 +208,8 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       denylist: spec.denylist ?? [],
       challenge: resolveChallenge(spec.challenge),
       lists: (spec.lists ?? []).map(resolveList),
-      budgetMs: parseDurationMs(spec.budget ?? 50, { bareMilliseconds: true }),
-      connectBudgetMs: parseDurationMs(spec.connectBudget ?? "1s"),
+      budgetMs: parseDurationMs(spec.budget ?? 50, { bareMilliseconds: true, maxMs: MAX_WAIT_MS }),
+      connectBudgetMs: parseDurationMs(spec.connectBudget ?? "1s", { maxMs: MAX_WAIT_MS }),
       unavailableRetryAfterSeconds: Math.max(
         1,
         Math.round(parseDurationMs(spec.unavailableRetryAfter ?? "5s") / 1000),

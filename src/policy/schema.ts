@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type DurationOptions, durationProblem } from "../core/duration.js";
+import { type DurationOptions, durationProblem, MAX_WAIT_MS } from "../core/duration.js";
 import { isCidr } from "../core/ip.js";
 import { pathKeyProblem } from "./path-key.js";
 
@@ -276,8 +276,8 @@ export const policySchema = z.strictObject({
     )
     .optional(),
   /** Documented since the first release as milliseconds when bare (`budget: 50`). */
-  budget: durationField({ bareMilliseconds: true }).optional(),
-  connectBudget: duration.optional(),
+  budget: durationField({ bareMilliseconds: true, maxMs: MAX_WAIT_MS }).optional(),
+  connectBudget: durationField({ maxMs: MAX_WAIT_MS }).optional(),
   unavailableRetryAfter: duration.optional(),
   headers: z
     .strictObject({

@@ -161,6 +161,24 @@ describe("policy validation", () => {
     ).toThrow(/window a bare number is ambiguous here.*"60000ms" for milliseconds/);
   });
 
+  it("refuses a budget or connect budget over a minute, which no request could wait for (a timer past 2^31 ms fires at once)", () => {
+    const issues = issuesOf(
+      ["namespaces:", "  a: { limit: 5 }", "budget: 30d", "connectBudget: 2m"].join("\n"),
+    );
+    const byPath = new Map(issues.map((issue) => [issue.path, issue]));
+    expect(byPath.get("budget")).toMatchObject({
+      line: 3,
+      message: expect.stringContaining('must be at most 1m; got "30d"'),
+    });
+    expect(byPath.get("connectBudget")?.message).toContain('must be at most 1m; got "2m"');
+    expect(issuesOf("namespaces:\n  a: { limit: 5 }\nbudget: 3000000000\n")[0]?.message).toContain(
+      "must be at most 1m; got 3000000000",
+    );
+    expect(
+      issuesOf("namespaces:\n  a: { limit: 5 }\nbudget: 60s\nconnectBudget: 60000ms\n"),
+    ).toEqual([]);
+  });
+
   it("refuses a window longer than a year, and a duration past exact milliseconds, naming the field", () => {
     const issues = issuesOf(
       [
