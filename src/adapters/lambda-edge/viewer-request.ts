@@ -44,7 +44,8 @@ export interface ViewerRequestOptions
 
 /**
  * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
- * challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ * challenge, 503 when failing closed); the verdict's `headers` are added to it, except those it
+ * sets itself (its own `content-type` stays).
  */
 export type CloudFrontOnRefused = (
   request: CloudFrontRequest,
@@ -138,13 +139,16 @@ async function translate(
   }
 }
 
-/** Adds the verdict's headers to an answer of `onRefused`. */
+/** Adds the verdict's headers to an answer of `onRefused`, under its own: they win. */
 function withHeaders(
   answer: CloudFrontResultResponse,
   headers: Readonly<Record<string, string>>,
 ): CloudFrontResultResponse {
   const merged: CloudFrontHeaders = { ...answer.headers };
-  for (const name in headers) setHeader(merged, name, headers[name] as string);
+  const own = new Set(Object.keys(merged).map((name) => name.toLowerCase()));
+  for (const name in headers) {
+    if (!own.has(name.toLowerCase())) setHeader(merged, name, headers[name] as string);
+  }
   return { ...answer, headers: merged };
 }
 
