@@ -6,7 +6,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import type { ResolvedPolicy } from "../core/model.js";
+import {
+  checkArgument,
+  checkOptions,
+  isObject,
+  type OptionsShape,
+  required,
+} from "../core/options.js";
 import type { ForwardHeaders } from "../http/guard.js";
+import { EXPRESS_RATE_LIMIT_OPTIONS, GUARD_OPTIONS, LIMITER } from "../http/guard-options.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
@@ -36,6 +44,24 @@ export interface NodeRateLimitOptions extends NodeGuardOptions {
   readonly metrics?: NodeMetrics;
 }
 
+function nodeShape() {
+  return {
+    ...GUARD_OPTIONS,
+    limiter: required(LIMITER),
+    metrics: {
+      describe: "metrics from prometheusMetrics(limiter)",
+      test: (value) => isObject(value) && typeof value.record === "function",
+    },
+  } satisfies OptionsShape<NodeRateLimitOptions>;
+}
+
+/** The options of `name`, checked as plain JavaScript may pass them, then its guard. */
+function checkedGuard(name: string, options: NodeRateLimitOptions): NodeGuard {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions(name, options, nodeShape(), { foreign: EXPRESS_RATE_LIMIT_OPTIONS });
+  return nodeGuard(name, options.limiter, options);
+}
+
 /**
  * The decisions of one limiter as Prometheus metrics: the same names and labels as the
  * gateway's `/metrics` (`edgelimit_decisions_total`, `edgelimit_decision_duration_seconds`,
@@ -47,6 +73,10 @@ export class NodeMetrics extends DecisionMetrics {
   #policy: ResolvedPolicy;
 
   constructor(limiter: Limiter, options: { readonly registry?: Registry } = {}) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined") {
+      checkArgument("prometheusMetrics", "the limiter (first argument)", limiter, LIMITER);
+      checkOptions("prometheusMetrics", options, { registry: "object" });
+    }
     super(limiter.policy, {
       registry: options.registry,
       blockCacheHits: () => limiter.blockCacheHits,
@@ -141,7 +171,7 @@ export function guardNodeRequest(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<boolean> {
-  const guard = nodeGuard("guardNodeRequest", options.limiter, options);
+  const guard = checkedGuard("guardNodeRequest", options);
   return passes(guard, options.metrics, request, response);
 }
 
@@ -150,7 +180,7 @@ export function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("nodeRateLimit", options.limiter, options);
+  const guard = checkedGuard("nodeRateLimit", options);
   return (
     request: IncomingMessage,
     response: ServerResponse,
@@ -181,7 +211,7 @@ export interface FastifyLikeReply {
  * `request.headers` and the rate-limit headers go out with the route's reply.
  */
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("fastifyRateLimit", options.limiter, options);
+  const guard = checkedGuard("fastifyRateLimit", options);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     if (!(await passes(guard, options.metrics, request.raw, reply.raw))) reply.hijack();
   };

@@ -1,4 +1,12 @@
 import type { ResolvedPolicy } from "../../core/model.js";
+import {
+  checkOptions,
+  fields,
+  type OptionsShape,
+  POLICY,
+  required,
+  STORE,
+} from "../../core/options.js";
 import type { SecretContext } from "../../core/secrets.js";
 import type { PassVerifier, RequestDescription, Store } from "../../core/types.js";
 import {
@@ -7,6 +15,7 @@ import {
   type GuardOptions,
   type GuardTranslation,
 } from "../../http/guard.js";
+import { GUARD_OPTIONS } from "../../http/guard-options.js";
 import type { Verdict } from "../../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
 import {
@@ -18,7 +27,7 @@ import {
   setHeader,
   toCloudFrontHeaders,
 } from "./events.js";
-import { type EmfOptions, emfRecorder } from "./metrics.js";
+import { EMF_OPTIONS, type EmfOptions, emfRecorder } from "./metrics.js";
 
 /**
  * `skip`, `cost`, `user`, `onRefused` and `challenge` are every adapter's (see `GuardOptions`),
@@ -56,6 +65,22 @@ export type ViewerRequestHandler = ((
   event: CloudFrontRequestEvent,
 ) => Promise<CloudFrontRequest | CloudFrontResultResponse>) & { readonly limiter: Limiter };
 
+function viewerRequestShape() {
+  return {
+    ...GUARD_OPTIONS,
+    policy: required(POLICY),
+    store: required(STORE),
+    clock: "function",
+    passes: "object",
+    allowlists: "array",
+    denylists: "array",
+    metrics: [false, fields(EMF_OPTIONS)],
+    onDecision: "function",
+    env: "object",
+    readFile: "function",
+  } satisfies OptionsShape<ViewerRequestOptions>;
+}
+
 const STATUS_TEXT: Record<number, string> = {
   200: "OK",
   302: "Found",
@@ -72,6 +97,8 @@ const STATUS_TEXT: Record<number, string> = {
  * answers it at the edge with 429, 302 (challenge) or 503 in CloudFront's result format.
  */
 export function createViewerRequestHandler(options: ViewerRequestOptions): ViewerRequestHandler {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions("createViewerRequestHandler", options, viewerRequestShape());
   const record =
     options.metrics === false ? undefined : emfRecorder(options.policy, options.metrics);
   const onDecision = options.onDecision;

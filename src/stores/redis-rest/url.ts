@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { checkArgument } from "../../core/options.js";
 import type { RedisRestStoreOptions } from "./store.js";
 
 /** The variable `redis+https://` URLs without a token read it from. */
@@ -14,6 +15,7 @@ export function redisRestOptionsFromUrl(
   url: string,
   env: Readonly<Record<string, string | undefined>> = {},
 ): RedisRestStoreOptions {
+  checkUrlArguments("redisRestOptionsFromUrl", url, env);
   const match = /^redis\+(https?):\/\/(.*)$/i.exec(url.trim());
   if (match === null) {
     throw new EdgelimitError(
@@ -37,4 +39,12 @@ export function redisRestOptionsFromUrl(
 
 function redactToken(url: string): string {
   return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/i, (_match, scheme: string) => `${scheme}***@`);
+}
+
+/** `url` and `env` as plain JavaScript may pass them; `name` is the function called. */
+export function checkUrlArguments(name: string, url: unknown, env: unknown): void {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument(name, "the URL", url, "string", "EL_STORE_URL");
+    checkArgument(name, "env (second argument)", env, "object", "EL_STORE_OPTION");
+  }
 }

@@ -1,5 +1,12 @@
 import { Cluster, type Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
+import {
+  checkArgument,
+  checkOptions,
+  isObject,
+  type OptionsShape,
+  required,
+} from "../../core/options.js";
 import type {
   CounterSpec,
   CounterState,
@@ -17,7 +24,7 @@ import { TickBatch } from "./batch.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
-import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
+import { type ScriptStoreOptions, scriptStoreSettings, scriptStoreShape } from "./options.js";
 import { ScriptRunner } from "./runner.js";
 import { keySlot } from "./slot.js";
 
@@ -38,6 +45,14 @@ export interface RedisStoreOptions extends ScriptStoreOptions {
    * stays silent) is dropped and made again. See docs/redis.md, "Failure behaviour".
    */
   readonly connectTimeoutMs?: number;
+}
+
+function redisStoreShape() {
+  return {
+    ...scriptStoreShape(),
+    client: required(["string", { describe: "an ioredis client", test: isObject }]),
+    connectTimeoutMs: "number",
+  } satisfies OptionsShape<RedisStoreOptions>;
 }
 
 /** Cluster masters whose breakers are kept; a Cluster larger than this shares the rest. */
@@ -74,6 +89,8 @@ export class RedisStore implements Store {
   lastConnectionError: string | undefined;
 
   constructor(options: RedisStoreOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("redisStore", options, redisStoreShape(), { code: "EL_STORE_OPTION" });
     if (typeof options.client === "string") {
       this.client = createRedisClient(options.client);
       this.#ownsClient = true;
@@ -307,5 +324,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
 /** A Redis store that owns its client, for `edgelimit serve --store redis://…`. */
 export function redisStoreFromUrl(url: string): RedisStore {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("redisStoreFromUrl", "the URL", url, "string", "EL_STORE_URL");
   return new RedisStore({ client: url });
 }
