@@ -38,6 +38,21 @@ export {
   writeWebResponse,
 } from "./node-guard.js";
 
+/**
+ * Express's `req.rateLimit`: the verdict, set by the middleware on every request it counted
+ * (undefined on one `skip` passed uncounted). Express's types build their `Request` on the
+ * global `Express.Request`, which is what is augmented here: it needs no dependency on
+ * @types/express, and without them it declares an interface nothing uses. (Augmenting the module
+ * "express-serve-static-core" instead fails this repository's TypeScript 7 build with TS2664.)
+ */
+declare global {
+  namespace Express {
+    interface Request {
+      rateLimit?: Verdict;
+    }
+  }
+}
+
 export interface NodeRateLimitOptions extends NodeGuardOptions {
   readonly limiter: Limiter;
   /** Counts every decision (see `prometheusMetrics`). */
