@@ -51,6 +51,7 @@ export {
   type LimiterCompanions,
   type LimiterOptions,
 } from "./limiter.js";
+export type { Duration, WindowDuration } from "./policy/input-types.js";
 export { definePolicy, formatIssue, loadPolicy, parsePolicy } from "./policy/load.js";
 export type { PolicyInput } from "./policy/schema.js";
 export { MemoryStore, type MemoryStoreOptions, memoryStore } from "./stores/memory.js";

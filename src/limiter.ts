@@ -12,6 +12,14 @@ import {
 import type { TokenVerifier } from "./core/identify.js";
 import type { LocalCountingStatus } from "./core/local-fallback.js";
 import type { ResolvedPolicy } from "./core/model.js";
+import {
+  checkOptions,
+  fields,
+  type OptionsShape,
+  POLICY,
+  required,
+  STORE,
+} from "./core/options.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
 import { Responder, type Verdict } from "./http/respond.js";
@@ -41,6 +49,25 @@ export interface LimiterOptions
   readonly tokens?: (policy: ResolvedPolicy) => TokenVerifier | undefined;
 }
 
+function limiterShape() {
+  return {
+    policy: required(POLICY),
+    store: required(STORE),
+    tokens: "function",
+    clock: "function",
+    scheduler: "object",
+    onStoreError: ["function", false],
+    onDecision: "function",
+    blockCache: [false, fields({ maxKeys: "number" })],
+    localFallback: fields({ maxKeys: "number" }),
+    passes: "object",
+    allowlists: "array",
+    denylists: "array",
+    env: "object",
+    readFile: "function",
+  } satisfies OptionsShape<LimiterOptions>;
+}
+
 /**
  * Turns a policy and a store into verdicts. `check` takes a plain description of a request and
  * resolves to a verdict; it never throws for a store failure (the rules' fail modes apply) and
@@ -53,6 +80,8 @@ export class Limiter {
   #responder: Responder;
 
   constructor(options: LimiterOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
     this.#engine = new DecisionEngine({

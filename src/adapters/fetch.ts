@@ -6,7 +6,9 @@
 
 import { EdgelimitError } from "../core/errors.js";
 import { parseIp } from "../core/ip.js";
+import { checkArgument, checkOptions, type OptionsShape, required } from "../core/options.js";
 import type { ForwardHeaders } from "../http/guard.js";
+import { EXPRESS_RATE_LIMIT_OPTIONS, GUARD_OPTIONS, LIMITER } from "../http/guard-options.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { RateLimitedWarning } from "../warnings.js";
@@ -41,6 +43,19 @@ export interface FetchRateLimitOptions<Context = unknown> extends WebGuardOption
   readonly ip?: (request: Request, context: Context) => string | undefined;
 }
 
+function fetchShape() {
+  return {
+    ...GUARD_OPTIONS,
+    limiter: required(LIMITER),
+    ip: "function",
+  } satisfies OptionsShape<FetchRateLimitOptions>;
+}
+
+function checkFetchOptions(name: string, options: unknown): void {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions(name, options, fetchShape(), { foreign: EXPRESS_RATE_LIMIT_OPTIONS });
+}
+
 /**
  * Wraps a fetch handler (`Deno.serve(handler)`, `Bun.serve({ fetch })`, a Worker's `fetch`):
  * refused requests are answered here; allowed ones reach the handler with the remaining count
@@ -58,6 +73,9 @@ export function withRateLimit<Context = unknown>(
   ) => Response | Promise<Response>,
   options: FetchRateLimitOptions<Context>,
 ): (request: Request, context: Context) => Promise<Response> {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("withRateLimit", "the handler (first argument)", handler, "function");
+  checkFetchOptions("withRateLimit", options);
   const { limiter } = options;
   const source = limiter.policy.identity.ip.source;
   if (options.ip === undefined && readsPeer(limiter)) {
@@ -125,6 +143,7 @@ interface HonoLikeContext {
  * known only per request, so a missing address is warned about then (see `ip`), not refused.
  */
 export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
+  checkFetchOptions("honoRateLimit", options);
   const { limiter } = options;
   const checkPeer = peerChecker("honoRateLimit", limiter);
   // Hono's routers match paths case-sensitively (it has no option to do otherwise).

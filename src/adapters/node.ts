@@ -6,11 +6,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import type { ResolvedPolicy } from "../core/model.js";
+import {
+  checkArgument,
+  checkOptions,
+  isObject,
+  type OptionsShape,
+  required,
+} from "../core/options.js";
 import type { ForwardHeaders } from "../http/guard.js";
+import { EXPRESS_RATE_LIMIT_OPTIONS, GUARD_OPTIONS, LIMITER } from "../http/guard-options.js";
 import type { Verdict } from "../http/respond.js";
 import type { Limiter } from "../limiter.js";
 import { DecisionMetrics } from "../metrics/prometheus.js";
 import {
+  type CaseSensitiveRouting,
   type NodeGuard,
   type NodeGuardOptions,
   nodeGuard,
@@ -30,10 +39,50 @@ export {
   writeWebResponse,
 } from "./node-guard.js";
 
+/**
+ * Express's `req.rateLimit`: the verdict, set by the middleware on every request it counted
+ * (undefined on one `skip` passed uncounted). Express's types build their `Request` on the
+ * global `Express.Request`, which is what is augmented here: it needs no dependency on
+ * @types/express, and without them it declares an interface nothing uses. (Augmenting the module
+ * "express-serve-static-core" instead fails this repository's TypeScript 7 build with TS2664.)
+ */
+declare global {
+  namespace Express {
+    interface Request {
+      rateLimit?: Verdict;
+    }
+  }
+}
+
 export interface NodeRateLimitOptions extends NodeGuardOptions {
   readonly limiter: Limiter;
   /** Counts every decision (see `prometheusMetrics`). */
   readonly metrics?: NodeMetrics;
+}
+
+function nodeShape() {
+  return {
+    ...GUARD_OPTIONS,
+    limiter: required(LIMITER),
+    metrics: {
+      describe: "metrics from prometheusMetrics(limiter)",
+      test: (value) => isObject(value) && typeof value.record === "function",
+    },
+  } satisfies OptionsShape<NodeRateLimitOptions>;
+}
+
+/**
+ * The options of `name`, checked as plain JavaScript may pass them, then its guard;
+ * `caseSensitiveRouting` as `nodeGuard` takes it (default: Express's setting).
+ */
+function checkedGuard(
+  name: string,
+  options: NodeRateLimitOptions,
+  ...caseSensitiveRouting: [CaseSensitiveRouting?]
+): NodeGuard {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions(name, options, nodeShape(), { foreign: EXPRESS_RATE_LIMIT_OPTIONS });
+  return nodeGuard(name, options.limiter, options, ...caseSensitiveRouting);
 }
 
 /**
@@ -48,6 +97,10 @@ export class NodeMetrics extends DecisionMetrics {
   #policy: ResolvedPolicy;
 
   constructor(limiter: Limiter, options: { readonly registry?: Registry } = {}) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined") {
+      checkArgument("prometheusMetrics", "the limiter (first argument)", limiter, LIMITER);
+      checkOptions("prometheusMetrics", options, { registry: "object" });
+    }
     super(limiter.policy, {
       registry: options.registry,
       blockCacheHits: () => limiter.blockCacheHits,
@@ -142,7 +195,7 @@ export function guardNodeRequest(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<boolean> {
-  const guard = nodeGuard("guardNodeRequest", options.limiter, options);
+  const guard = checkedGuard("guardNodeRequest", options);
   return passes(guard, options.metrics, request, response);
 }
 
@@ -151,7 +204,7 @@ export function guardNodeRequest(
  * `createServer((req, res) => guard(req, res, () => handler(req, res)))`.
  */
 export function nodeRateLimit(options: NodeRateLimitOptions) {
-  const guard = nodeGuard("nodeRateLimit", options.limiter, options);
+  const guard = checkedGuard("nodeRateLimit", options);
   return (
     request: IncomingMessage,
     response: ServerResponse,
@@ -191,7 +244,7 @@ export interface FastifyLikeReply {
 export function fastifyRateLimit(options: NodeRateLimitOptions) {
   // Fastify's router is case-sensitive unless told otherwise (`routerOptions.caseSensitive`, or
   // the older top-level `caseSensitive`), once for the whole instance.
-  const exact = nodeGuard("fastifyRateLimit", options.limiter, options, () => true);
+  const exact = checkedGuard("fastifyRateLimit", options, () => true);
   const anyCase = nodeGuard("fastifyRateLimit", options.limiter, options, () => false);
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<void> => {
     const config = request.server?.initialConfig;

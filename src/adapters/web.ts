@@ -15,7 +15,8 @@ import type { Verdict } from "../http/respond.js";
 
 /**
  * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
- * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ * 302 to the challenge, 503 when failing closed); the verdict's `headers` are added to it,
+ * except those it sets itself (its own `content-type` stays).
  */
 export type WebOnRefused = (request: Request, verdict: Verdict) => Response | Promise<Response>;
 
@@ -71,9 +72,25 @@ export function withHeaders(
 }
 
 /**
+ * Adds the headers a response does not have yet (to a copy when its headers are immutable):
+ * the verdict's headers under `onRefused`'s answer, whose own (its `content-type`, its
+ * `retry-after`) win.
+ */
+function withMissingHeaders(
+  response: Response,
+  headers: Readonly<Record<string, string>>,
+): Response {
+  const missing: Record<string, string> = {};
+  for (const name in headers) {
+    if (!response.headers.has(name)) missing[name] = headers[name] as string;
+  }
+  return withHeaders(response, missing);
+}
+
+/**
  * The guard on Web `Request`s: `describe` reads one (with the peer address as the runtime
  * reports it), the challenge page reads it as it is, and `onRefused`'s answer gets the
- * verdict's headers.
+ * verdict's headers it did not set itself.
  */
 export function webGuard<Context>(
   name: string,
@@ -85,7 +102,7 @@ export function webGuard<Context>(
     describe,
     webRequest: (request) => request,
     refused: async (onRefused, request, _context, verdict) =>
-      withHeaders(await onRefused(request, verdict), verdict.headers),
+      withMissingHeaders(await onRefused(request, verdict), verdict.headers),
   });
 }
 

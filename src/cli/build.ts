@@ -7,8 +7,10 @@ import { distantReplicaWarnings } from "../adapters/lambda-edge/regions.js";
 import { zipFiles } from "../adapters/lambda-edge/zip.js";
 import { challenges, requireSharedChallengeSecret } from "../challenge/shared-secret.js";
 import { EdgelimitError } from "../core/errors.js";
+import { checkOptions } from "../core/options.js";
 import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
+import { dynamodbStoreShape } from "../stores/dynamodb/options.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
 import { parsedOrExit, writeEdgelimitError } from "./errors.js";
 import { BUILD_USAGE } from "./usage.js";
@@ -98,6 +100,10 @@ export async function run(argv: string[]): Promise<number> {
 export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<BuiltFunction[]> {
   // The CLI and the CDK app (infra/app.ts) both build through here, so both refuse this.
   requireSharedChallengeSecret(options.policy, "Lambda@Edge runs many instances of the function");
+  // Checked here, once: the bundle's own checks are left out of it (see `define` below).
+  checkOptions("buildLambdaEdge: store", options.store, dynamodbStoreShape(), {
+    code: "EL_STORE_OPTION",
+  });
   const policy = bakeSecrets(options.policy, options.env ?? process.env);
   const sources = sourceLayout();
   const outDir = resolve(options.outDir);
@@ -151,6 +157,9 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       target: "node20",
       minify: options.minify ?? true,
       legalComments: "none",
+      // Every option in the bundle is written here, from the checked policy and store settings:
+      // the run-time checks for hand-written JavaScript are dead code in it (core/bundle.d.ts).
+      define: { EDGELIMIT_BUNDLE: "true" },
       write: false,
       logLevel: "silent",
     });

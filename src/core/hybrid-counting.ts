@@ -45,6 +45,7 @@
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
+import { checkHybridArguments } from "./hybrid-options.js";
 import {
   addGrant,
   moveReservation,
@@ -555,6 +556,7 @@ function roundTripOf(
  * (`StoreTraits.applySync`) counts exactly at no cost and is returned as it is.
  */
 export function hybridCounting(store: Store, options?: HybridOptions): Store {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") checkHybridArguments(store, options);
   if (store.traits?.applySync !== undefined || store.traits?.hybrid === true) return store;
   return new HybridCounting(store, options);
 }

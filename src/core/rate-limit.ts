@@ -1,6 +1,7 @@
 import { parseWindow } from "./duration.js";
 import { EdgelimitError } from "./errors.js";
 import { counterKey, escapeKeyPart } from "./keys.js";
+import { checkOptions, type OptionsShape, oneOf, required, STORE } from "./options.js";
 import type { AlgorithmName, CounterSpec, Store } from "./types.js";
 
 export interface RateLimitOptions {
@@ -28,11 +29,37 @@ export interface RateLimit {
   limit(input: { readonly key: string; readonly cost?: number }): Promise<RateLimitResult>;
 }
 
+function rateLimitShape() {
+  return {
+    store: required(STORE),
+    limit: required("number"),
+    // A number too, to be refused with the spelling to use (see parseWindow).
+    window: required({
+      describe: 'a duration such as "60s", "1h" or "1mo"',
+      test: (value) => typeof value === "string" || typeof value === "number",
+    }),
+    algorithm: oneOf("fixed-window", "sliding-window", "token-bucket"),
+    namespace: "string",
+    clock: "function",
+  } satisfies OptionsShape<RateLimitOptions>;
+}
+
+/** express-rate-limit's names, which newcomers bring along. */
+const EXPRESS_RATE_LIMIT_NAMES = {
+  windowMs:
+    'express-rate-limit\'s `windowMs` is `window` here, a duration such as "60s" (not milliseconds)',
+  max: "express-rate-limit's `max` is `limit` here",
+};
+
 /**
  * The low-level form, shaped like the Workers binding (`await limiter.limit({ key })`), but
  * answering with the numbers the binding does not give: remaining, reset and retry-after.
  */
 export function createRateLimit(options: RateLimitOptions): RateLimit {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions("createRateLimit", options, rateLimitShape(), {
+      foreign: EXPRESS_RATE_LIMIT_NAMES,
+    });
   const { store, limit } = options;
   if (!Number.isInteger(limit) || limit < 0) {
     throw new EdgelimitError(

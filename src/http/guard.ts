@@ -51,8 +51,9 @@ export interface GuardOptions<Args extends readonly unknown[], OnRefused> {
   readonly user?: ((...request: Args) => ApplicationUser | undefined) | undefined;
   /**
    * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
-   * challenge, 503 when failing closed, 403 for a denied address), with the verdict's headers:
-   * set on Node's response before it is called, added to the answer it returns elsewhere.
+   * challenge, 503 when failing closed, 403 for a denied address), with the verdict's headers
+   * under its own: set on Node's response before it is called, added elsewhere to the answer it
+   * returns where it did not set them itself (its `content-type`, its `retry-after` win).
    */
   readonly onRefused?: OnRefused | undefined;
 }

@@ -20,7 +20,7 @@ export function policyJsonSchema(): Record<string, unknown> {
     // A rule is an object or, as shorthand, its limit alone (the loader's preprocess step,
     // which a JSON Schema only sees the object side of).
     override: (context) => {
-      if (context.zodSchema !== ruleSpec) return;
+      if ((context.zodSchema as unknown) !== ruleSpec) return;
       const object = { ...context.jsonSchema };
       for (const key of Object.keys(context.jsonSchema)) delete context.jsonSchema[key];
       context.jsonSchema.anyOf = [shorthand, object];

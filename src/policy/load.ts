@@ -1,6 +1,7 @@
 import { type Document, isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { ZodType } from "zod";
 import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors.js";
+import { checkArgument } from "../core/options.js";
 import { policyWarnings } from "./lint.js";
 import { showControl } from "./path-key.js";
 import { type RawIssue, resolvePolicy } from "./resolve.js";
@@ -22,6 +23,8 @@ export function definePolicy(input: PolicyInput): ResolvedPolicy {
  * bundles for edge runtimes, where `definePolicy` or `parsePolicy` take the policy instead.
  */
 export function loadPolicy(file: string): ResolvedPolicy {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("loadPolicy", "the file's path", file, "string");
   const fs = nodeFs();
   if (fs === undefined) {
     throw new EdgelimitError(
@@ -49,6 +52,10 @@ function nodeFs(): typeof import("node:fs") | undefined {
 
 /** Parses policy text (YAML, of which JSON is a subset). `source` names it in messages. */
 export function parsePolicy(text: string, source = "policy"): ResolvedPolicy {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument("parsePolicy", "the policy's text", text, "string");
+    checkArgument("parsePolicy", "the source's name (second argument)", source, "string");
+  }
   const lineCounter = new LineCounter();
   // Repeated keys are found by repeatedKeys, which names the field; the parser would not.
   const document = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: false });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { type DurationOptions, durationProblem, MAX_WAIT_MS } from "../core/duration.js";
 import { isCidr } from "../core/ip.js";
+import type { Budget, Duration, WindowDuration } from "./input-types.js";
 import { pathKeyProblem } from "./path-key.js";
 
 /**
@@ -9,17 +10,21 @@ import { pathKeyProblem } from "./path-key.js";
  * silently missing.
  */
 
-/** A duration field: which forms it accepts is per field and listed in docs/policy.md. */
-function durationField(options: DurationOptions = {}) {
+/**
+ * A duration field: which forms it accepts is per field and listed in docs/policy.md. Any string
+ * or number reaches the check, to be refused with the spelling to use; `Input` is what
+ * TypeScript callers may write (input-types.ts).
+ */
+function durationField<Input extends string | number>(options: DurationOptions = {}) {
   return z.union([z.number(), z.string()]).superRefine((value, ctx) => {
     const problem = durationProblem(value, options);
     if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-  });
+  }) as unknown as z.ZodType<string | number, Input>;
 }
 /** A rule's window: calendar months allowed, a bare number not (is 3600 an hour?). */
-const window = durationField({ months: true });
+const window = durationField<WindowDuration>({ months: true });
 /** A fixed-length duration written with its unit. */
-const duration = durationField();
+const duration = durationField<Duration>();
 
 /** A path as the policy writes it: resolved into canonical form (core/path.ts) when loaded. */
 const pathPrefix = z.string().superRefine((value, ctx) => {
@@ -72,11 +77,16 @@ export const ruleOptions = {
 
 const keyKind = z.enum(["ip", "user", "user-or-ip"]);
 
-/** A rule: a number is shorthand for `{ limit: N }`. */
+const ruleObject = z.strictObject({ limit: limitNumber, ...ruleOptions });
+
+/**
+ * A rule: a number is shorthand for `{ limit: N }`. The preprocess step takes anything, so its
+ * input type is written out: the number, or the rule's own fields.
+ */
 export const ruleSpec = z.preprocess(
   (value) => (typeof value === "number" ? { limit: value } : value),
-  z.strictObject({ limit: limitNumber, ...ruleOptions }),
-);
+  ruleObject,
+) as unknown as z.ZodType<z.output<typeof ruleObject>, number | z.input<typeof ruleObject>>;
 
 const tierSpec = z.strictObject({
   ...ruleOptions,
@@ -276,8 +286,8 @@ export const policySchema = z.strictObject({
     )
     .optional(),
   /** Documented since the first release as milliseconds when bare (`budget: 50`). */
-  budget: durationField({ bareMilliseconds: true, maxMs: MAX_WAIT_MS }).optional(),
-  connectBudget: durationField({ maxMs: MAX_WAIT_MS }).optional(),
+  budget: durationField<Budget>({ bareMilliseconds: true, maxMs: MAX_WAIT_MS }).optional(),
+  connectBudget: durationField<Duration>({ maxMs: MAX_WAIT_MS }).optional(),
   unavailableRetryAfter: duration.optional(),
   headers: z
     .strictObject({

@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../core/errors.js";
+import { checkOptions, type OptionsShape } from "../core/options.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../core/types.js";
 import { LATE_GRACE_MS } from "../core/windows.js";
 import { IN_PLACE_ALGORITHMS as ALGORITHMS, type InPlaceAlgorithm } from "./memory-in-place.js";
@@ -18,6 +19,11 @@ export interface MemoryStoreOptions {
    */
   readonly maxBytes?: number;
 }
+
+const MEMORY_STORE_OPTIONS = {
+  maxKeys: "number",
+  maxBytes: "number",
+} satisfies OptionsShape<MemoryStoreOptions>;
 
 // biome-ignore lint/suspicious/noExplicitAny: each algorithm's own state, opaque here.
 type EntryState = any;
@@ -94,6 +100,8 @@ export class MemoryStore implements Store {
   evictions = 0;
 
   constructor(options: MemoryStoreOptions = {}) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("memoryStore", options, MEMORY_STORE_OPTIONS, { code: "EL_STORE_OPTION" });
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     if (!Number.isInteger(maxKeys) || maxKeys < 2) {
       throw new EdgelimitError(

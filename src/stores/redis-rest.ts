@@ -5,7 +5,7 @@
  * middleware, workerd and `esbuild --platform=browser`. The implementation is in `redis-rest/`.
  */
 import { RedisRestStore } from "./redis-rest/store.js";
-import { redisRestOptionsFromUrl } from "./redis-rest/url.js";
+import { checkUrlArguments, redisRestOptionsFromUrl } from "./redis-rest/url.js";
 
 export {
   type PipelineReply,
@@ -25,5 +25,6 @@ export function redisRestStoreFromUrl(
   url: string,
   env: Readonly<Record<string, string | undefined>> = {},
 ): RedisRestStore {
+  checkUrlArguments("redisRestStoreFromUrl", url, env);
   return new RedisRestStore(redisRestOptionsFromUrl(url, env));
 }

@@ -10,7 +10,12 @@ import type { ResolvedPolicy } from "../../src/core/model.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
 import { DRIVERS, type Driver, type Running, type Sent } from "./guard-table/drivers.js";
-import { CHALLENGE_SECRET, ORIGIN_HEADER, type Setup } from "./guard-table/setup.js";
+import {
+  CHALLENGE_SECRET,
+  ORIGIN_HEADER,
+  REFUSAL_HEADERS,
+  type Setup,
+} from "./guard-table/setup.js";
 
 /** The count the origin was given (null: none), from the body every origin in the table writes. */
 function originSaw(sent: Sent): string | null {
@@ -103,7 +108,7 @@ describe.each(DRIVERS)("the guard on $name", (driver) => {
     ).rejects.toThrow(/the user option .* set identity\.user\.application: true/);
   });
 
-  it("onRefused: answers a refusal its own way, with the verdict's headers", async () => {
+  it("onRefused: answers a refusal its own way, with the verdict's headers under its own", async () => {
     await withAdapter(
       { tiers: { anonymous: { global: 1 } } },
       { onRefused: true },
@@ -112,8 +117,13 @@ describe.each(DRIVERS)("the guard on $name", (driver) => {
         const refused = await adapter.send("/a");
         expect(refused.status).toBe(418);
         expect(refused.body).toBe(`refused anonymous.global ${driver.subjects.ipv4}`);
-        expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+        // The caller's headers win over the verdict's (its JSON content-type, its retry-after).
+        for (const [name, value] of Object.entries(REFUSAL_HEADERS)) {
+          expect(refused.headers.get(name), name).toBe(value);
+        }
+        // The verdict's other headers are there.
         expect(refused.headers.get("x-ratelimit-remaining")).toBe("0");
+        expect(refused.headers.get("cache-control")).toBe("no-store");
       },
     );
   });

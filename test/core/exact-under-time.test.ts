@@ -9,6 +9,7 @@ import { hybridCounting } from "../../src/core/hybrid-counting.js";
 import { NOT_CACHED, type TokenVerifier, type VerifiedUser } from "../../src/core/identify.js";
 import type { CounterSpec, CounterState, Store } from "../../src/core/types.js";
 import { createLimiter } from "../../src/limiter.js";
+import type { WindowDuration } from "../../src/policy/input-types.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { MemoryStore, memoryStore } from "../../src/stores/memory.js";
 
@@ -185,7 +186,7 @@ describe("hybrid reservations belong to one window of one rule", () => {
   it("a reload that changes a rule's window drops the blocks cached under the old one", async () => {
     const store = new RemoteMemory();
     const clock = { now: T0 + 1000 };
-    const rule = (window: string) =>
+    const rule = (window: WindowDuration) =>
       definePolicy({ tiers: { anonymous: { global: { limit: 10, window } } } });
     const limiter = createLimiter({
       policy: rule("1h"),

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
+import type { WindowDuration } from "../../src/policy/input-types.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { ResolvedPolicy } from "../../src/policy/types.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
@@ -66,7 +67,11 @@ function regionalStores(): DynamoDbStore[] {
   return stores;
 }
 
-function policyWith(counting: "exact" | "hybrid", limit: number, window = "1h"): ResolvedPolicy {
+function policyWith(
+  counting: "exact" | "hybrid",
+  limit: number,
+  window: WindowDuration = "1h",
+): ResolvedPolicy {
   return definePolicy({
     budget: "5s",
     tiers: { anonymous: { global: { limit, window, counting } } },

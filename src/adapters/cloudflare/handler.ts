@@ -3,8 +3,10 @@ import { requireSharedChallengeSecret } from "../../challenge/shared-secret.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { hybridCounting } from "../../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../../core/model.js";
+import { checkOptions, fields, type OptionsShape, POLICY, required } from "../../core/options.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import { checkGuardOptions } from "../../http/guard.js";
+import { GUARD_OPTIONS } from "../../http/guard-options.js";
 import type { Verdict } from "../../http/respond.js";
 import { createLimiter, type Limiter, type LimiterOptions } from "../../limiter.js";
 import {
@@ -57,6 +59,27 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
     | ((policy: ResolvedPolicy, env: WorkerEnv) => ChallengeHandler | undefined);
 }
 
+function cloudflareShape() {
+  return {
+    ...GUARD_OPTIONS,
+    policy: required([POLICY, "function"]),
+    ratelimits: required("object"),
+    counter: "string",
+    budgetMs: "number",
+    clock: "function",
+    onDecision: "function",
+    blockCache: [false, fields({ maxKeys: "number" })],
+    challenge: [false, "function"],
+  } satisfies OptionsShape<CloudflareLimiterOptions>;
+}
+
+/** `name`'s options (`origin` too for `createCloudflareHandler`), as plain JavaScript passes them. */
+function checkCloudflareOptions(name: string, options: unknown, origin = false): void {
+  if (typeof EDGELIMIT_BUNDLE !== "undefined") return;
+  const shape = origin ? { ...cloudflareShape(), origin: "function" as const } : cloudflareShape();
+  checkOptions(name, options, shape);
+}
+
 interface Prepared {
   readonly limiter: Limiter;
   readonly guard: WebGuard<WorkerEnv>;
@@ -74,6 +97,7 @@ export class CloudflareLimiter {
   readonly #prepared = new WeakMap<object, Prepared>();
 
   constructor(options: CloudflareLimiterOptions) {
+    checkCloudflareOptions("cloudflareLimiter", options);
     this.#options = options;
     if (typeof options.policy !== "function") {
       assertCloudflarePolicy(options.policy, options.ratelimits);
@@ -199,6 +223,7 @@ export function rateLimitMiddleware(
   ctx: ExecutionContextLike,
   next: (request: Request) => Response | Promise<Response>,
 ) => Promise<Response> {
+  checkCloudflareOptions("rateLimitMiddleware", options);
   const limiter = new CloudflareLimiter(options);
   return (request, env, _ctx, next) => limiter.handle(request, env, next);
 }
@@ -210,8 +235,9 @@ export function rateLimitMiddleware(
 export function createCloudflareHandler(
   options: CloudflareLimiterOptions & { readonly origin?: WorkerFetch },
 ): { fetch: WorkerFetch } {
-  const limiter = new CloudflareLimiter(options);
-  const origin = options.origin;
+  checkCloudflareOptions("createCloudflareHandler", options, true);
+  const { origin, ...limiterOptions } = options;
+  const limiter = new CloudflareLimiter(limiterOptions);
   return {
     fetch(request, env, ctx) {
       return limiter.handle(request, env, (forwarded) =>

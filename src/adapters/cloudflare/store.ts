@@ -1,5 +1,6 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
+import { checkOptions, type OptionsShape, required } from "../../core/options.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
@@ -29,6 +30,16 @@ export interface CloudflareStoreOptions {
    * and counts for that object's circuit breaker.
    */
   readonly callTimeoutMs?: number;
+}
+
+function cloudflareStoreShape() {
+  return {
+    env: required("object"),
+    ratelimits: required("object"),
+    approximate: "array",
+    counter: required("string"),
+    callTimeoutMs: "number",
+  } satisfies OptionsShape<CloudflareStoreOptions>;
 }
 
 const OBJECT_ORIGIN = "https://edgelimit-counter";
@@ -66,6 +77,8 @@ export class CloudflareStore implements Store {
   readonly #guards = new GenerationalCache<RemoteGuard>(GUARDED_OBJECTS_PER_GENERATION);
 
   constructor(options: CloudflareStoreOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("cloudflareStore", options, cloudflareStoreShape(), { code: "EL_STORE_OPTION" });
     this.#options = options;
     const objects = options.env[options.counter] as DurableObjectNamespaceLike | undefined;
     if (typeof objects?.idFromName !== "function") {

@@ -1,7 +1,9 @@
 import { EdgelimitError } from "../../core/errors.js";
 import type { ResolvedPolicy } from "../../core/model.js";
+import { checkArgument, checkOptions, POLICY } from "../../core/options.js";
 import { readHeader } from "../../core/request-headers.js";
 import type { ChallengeHandler } from "../../core/types.js";
+import { dynamodbStoreShape } from "../../stores/dynamodb/options.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
 import { nearestReplica, roundTripMs } from "./regions.js";
 
@@ -18,6 +20,18 @@ export function bundledStoreOptions(
   settings: DynamoDbStoreOptions,
   runningIn: string | undefined,
 ): DynamoDbStoreOptions {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkOptions("bundledStoreOptions", settings, dynamodbStoreShape(), {
+      code: "EL_STORE_OPTION",
+    });
+    checkArgument("bundledStoreOptions", "the region it runs in", runningIn, [
+      "string",
+      {
+        describe: "undefined (outside Lambda)",
+        test: (value) => value === undefined,
+      },
+    ]);
+  }
   if (runningIn === undefined) return settings;
   const nearest = nearestReplica(runningIn, settings.globalRegions ?? [settings.region]);
   if (nearest === undefined) return settings;
@@ -43,6 +57,10 @@ export function lazyChallenge(
   policy: ResolvedPolicy,
   create: () => ChallengeHandler | undefined | Promise<ChallengeHandler | undefined>,
 ): ChallengeHandler | undefined {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument("lazyChallenge", "the policy (first argument)", policy, POLICY);
+    checkArgument("lazyChallenge", "create (second argument)", create, "function");
+  }
   if (!policy.rules.some((rule) => rule.action === "challenge" && !rule.shadow)) return undefined;
   let built: ChallengeHandler | undefined;
   let pending: Promise<ChallengeHandler> | undefined;

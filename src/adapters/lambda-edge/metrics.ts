@@ -1,4 +1,5 @@
 import type { ResolvedPolicy } from "../../core/model.js";
+import { checkArgument, checkOptions, type OptionsShape, POLICY } from "../../core/options.js";
 import type { Verdict } from "../../http/respond.js";
 
 export interface EmfOptions {
@@ -7,6 +8,12 @@ export interface EmfOptions {
   /** Where lines go (default `console.log`, which Lambda ships to CloudWatch Logs). */
   readonly write?: (line: string) => void;
 }
+
+/** The run-time check's view of `EmfOptions` (see core/options.ts). */
+export const EMF_OPTIONS = {
+  namespace: "string",
+  write: "function",
+} satisfies OptionsShape<EmfOptions>;
 
 const METRIC_BY_OUTCOME: Record<string, string> = {
   "within-limit": "Allowed",
@@ -30,6 +37,10 @@ export function emfRecorder(
   policy: ResolvedPolicy,
   options: EmfOptions = {},
 ): (verdict: Verdict) => void {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument("emfRecorder", "the policy (first argument)", policy, POLICY);
+    checkOptions("emfRecorder", options, EMF_OPTIONS);
+  }
   const namespace = options.namespace ?? "edgelimit";
   const write = options.write ?? ((line: string) => console.log(line));
   const prefixByRule = new Map<string, string>();

@@ -1,4 +1,12 @@
 import type { ResolvedPolicy } from "../../core/model.js";
+import {
+  checkOptions,
+  fields,
+  type OptionsShape,
+  POLICY,
+  required,
+  STORE,
+} from "../../core/options.js";
 import type { SecretContext } from "../../core/secrets.js";
 import type { PassVerifier, RequestDescription, Store } from "../../core/types.js";
 import {
@@ -7,6 +15,7 @@ import {
   type GuardOptions,
   type GuardTranslation,
 } from "../../http/guard.js";
+import { GUARD_OPTIONS } from "../../http/guard-options.js";
 import type { Verdict } from "../../http/respond.js";
 import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
 import {
@@ -18,7 +27,7 @@ import {
   setHeader,
   toCloudFrontHeaders,
 } from "./events.js";
-import { type EmfOptions, emfRecorder } from "./metrics.js";
+import { EMF_OPTIONS, type EmfOptions, emfRecorder } from "./metrics.js";
 
 /**
  * `skip`, `cost`, `user`, `onRefused` and `challenge` are every adapter's (see `GuardOptions`),
@@ -44,7 +53,8 @@ export interface ViewerRequestOptions
 
 /**
  * The answer to a refused request instead of the default (429 with a JSON body, 302 to the
- * challenge, 503 when failing closed); the verdict's `headers` are added to it.
+ * challenge, 503 when failing closed); the verdict's `headers` are added to it, except those it
+ * sets itself (its own `content-type` stays).
  */
 export type CloudFrontOnRefused = (
   request: CloudFrontRequest,
@@ -54,6 +64,22 @@ export type CloudFrontOnRefused = (
 export type ViewerRequestHandler = ((
   event: CloudFrontRequestEvent,
 ) => Promise<CloudFrontRequest | CloudFrontResultResponse>) & { readonly limiter: Limiter };
+
+function viewerRequestShape() {
+  return {
+    ...GUARD_OPTIONS,
+    policy: required(POLICY),
+    store: required(STORE),
+    clock: "function",
+    passes: "object",
+    allowlists: "array",
+    denylists: "array",
+    metrics: [false, fields(EMF_OPTIONS)],
+    onDecision: "function",
+    env: "object",
+    readFile: "function",
+  } satisfies OptionsShape<ViewerRequestOptions>;
+}
 
 const STATUS_TEXT: Record<number, string> = {
   200: "OK",
@@ -71,6 +97,8 @@ const STATUS_TEXT: Record<number, string> = {
  * answers it at the edge with 429, 302 (challenge) or 503 in CloudFront's result format.
  */
 export function createViewerRequestHandler(options: ViewerRequestOptions): ViewerRequestHandler {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions("createViewerRequestHandler", options, viewerRequestShape());
   const record =
     options.metrics === false ? undefined : emfRecorder(options.policy, options.metrics);
   const onDecision = options.onDecision;
@@ -138,13 +166,16 @@ async function translate(
   }
 }
 
-/** Adds the verdict's headers to an answer of `onRefused`. */
+/** Adds the verdict's headers to an answer of `onRefused`, under its own: they win. */
 function withHeaders(
   answer: CloudFrontResultResponse,
   headers: Readonly<Record<string, string>>,
 ): CloudFrontResultResponse {
   const merged: CloudFrontHeaders = { ...answer.headers };
-  for (const name in headers) setHeader(merged, name, headers[name] as string);
+  const own = new Set(Object.keys(merged).map((name) => name.toLowerCase()));
+  for (const name in headers) {
+    if (!own.has(name.toLowerCase())) setHeader(merged, name, headers[name] as string);
+  }
   return { ...answer, headers: merged };
 }
 

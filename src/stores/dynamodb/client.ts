@@ -1,10 +1,12 @@
 import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "../../aws/sigv4.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { checkOptions } from "../../core/options.js";
 import type { StoreStatus } from "../../core/types.js";
 import type { CircuitBreakerOptions } from "../remote/breaker.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { HttpPool, type HttpResponse } from "./http-pool.js";
+import { dynamodbClientShape } from "./options.js";
 import {
   type CallOptions,
   credentialsFromEnv,
@@ -75,6 +77,10 @@ export class DynamoDbHttpClient implements DynamoDbClient {
   #signingKey: { date: string; secret: string; key: Buffer } | undefined;
 
   constructor(options: DynamoDbClientOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("DynamoDbHttpClient", options, dynamodbClientShape(), {
+        code: "EL_STORE_OPTION",
+      });
     this.region = options.region;
     this.#url = new URL(options.endpoint ?? endpointFor(options.region));
     this.#credentials = options.credentials;

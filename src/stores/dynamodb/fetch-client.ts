@@ -1,12 +1,14 @@
 import { type AwsCredentials, dynamoDbRequest } from "../../aws/sigv4-request.js";
 import { deriveWebSigningKey, signAwsRequestWeb } from "../../aws/sigv4-web.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { checkOptions } from "../../core/options.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
 import { type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { parseStoreUrl } from "../store-url.js";
+import { dynamodbFetchClientShape } from "./options.js";
 import {
   type CallOptions,
   credentialsFromEnv,
@@ -82,6 +84,10 @@ export class DynamoDbFetchClient implements DynamoDbClient {
   #setupUntil: number | undefined;
 
   constructor(options: DynamoDbFetchClientOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("DynamoDbFetchClient", options, dynamodbFetchClientShape(), {
+        code: "EL_STORE_OPTION",
+      });
     this.region = options.region;
     const url = checkedEndpoint(options.endpoint ?? endpointFor(options.region));
     this.#url = url.href;

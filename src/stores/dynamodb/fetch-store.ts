@@ -1,5 +1,7 @@
 import type { AwsCredentials } from "../../aws/sigv4-request.js";
+import { checkOptions } from "../../core/options.js";
 import { type AwsCredentialsProvider, DynamoDbFetchClient } from "./fetch-client.js";
+import { dynamodbFetchStoreShape } from "./options.js";
 import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
 
 export interface DynamoDbFetchStoreOptions extends DynamoDbTableOptions {
@@ -26,6 +28,10 @@ export class DynamoDbFetchStore extends DynamoDbTableStore<DynamoDbFetchClient> 
   override readonly name = "dynamodb-fetch";
 
   constructor(options: DynamoDbFetchStoreOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("dynamodbFetchStore", options, dynamodbFetchStoreShape(), {
+        code: "EL_STORE_OPTION",
+      });
     super(
       options,
       (region, endpoint) =>

@@ -1,5 +1,7 @@
 import type { AwsCredentials } from "../../aws/sigv4.js";
+import { checkArgument, checkOptions } from "../../core/options.js";
 import { DynamoDbHttpClient } from "./client.js";
+import { dynamodbStoreShape } from "./options.js";
 import type { DynamoDbTransport } from "./protocol.js";
 import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
 import { parseDynamodbUrl } from "./url.js";
@@ -22,6 +24,8 @@ export interface DynamoDbStoreOptions extends DynamoDbTableOptions {
  */
 export class DynamoDbStore extends DynamoDbTableStore<DynamoDbHttpClient> {
   constructor(options: DynamoDbStoreOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("dynamodbStore", options, dynamodbStoreShape(), { code: "EL_STORE_OPTION" });
     super(
       options,
       (region, endpoint) =>
@@ -53,5 +57,7 @@ export function dynamodbStore(options: DynamoDbStoreOptions): DynamoDbStore {
 }
 
 export function dynamodbStoreFromUrl(url: string): DynamoDbStore {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("dynamodbStoreFromUrl", "the URL", url, "string", "EL_STORE_URL");
   return new DynamoDbStore(parseDynamodbUrl(url));
 }

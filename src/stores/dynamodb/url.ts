@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { checkArgument } from "../../core/options.js";
 import { parseStoreUrl } from "../store-url.js";
 import type { DynamoDbStoreOptions } from "./store.js";
 
@@ -10,6 +11,8 @@ const DEFAULT_TABLE = "rate-limits";
  * `edgelimit serve --store` and `edgelimit build lambda-edge --store` take it.
  */
 export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("parseDynamodbUrl", "the URL", url, "string", "EL_STORE_URL");
   const parsed = parseStoreUrl(url, "not a URL: expected dynamodb://TABLE?region=R");
   if (parsed.protocol !== "dynamodb:") {
     throw new EdgelimitError("EL_STORE_URL", `expected dynamodb://TABLE?region=R; got ${url}`);

@@ -6,6 +6,7 @@
  * Web-standard runtime does (docs/redis.md says why this and not @upstash/redis).
  */
 import { EdgelimitError } from "../../core/errors.js";
+import { checkOptions, type OptionsShape, required } from "../../core/options.js";
 import { redact } from "../redact.js";
 import { parseStoreUrl } from "../store-url.js";
 
@@ -21,6 +22,22 @@ export interface RedisRestClientOptions {
   readonly token: string;
 }
 
+/** The run-time check's view of `RedisRestClientOptions` (see core/options.ts). */
+export function restConnectionShape() {
+  return {
+    url: required({
+      describe:
+        "the REST endpoint, a string (Upstash: UPSTASH_REDIS_REST_URL; Vercel KV: KV_REST_API_URL)",
+      test: (value) => typeof value === "string",
+    }),
+    token: required({
+      describe:
+        "the database's REST token, a string (Upstash: UPSTASH_REDIS_REST_TOKEN; Vercel KV: KV_REST_API_TOKEN)",
+      test: (value) => typeof value === "string",
+    }),
+  } satisfies OptionsShape<RedisRestClientOptions>;
+}
+
 /** An error Redis itself answered (as opposed to a failed request): the command was refused. */
 export class RedisReplyError extends Error {
   override readonly name = "RedisReplyError";
@@ -34,6 +51,8 @@ export class RedisRestClient {
   readonly #secrets: readonly string[];
 
   constructor(options: RedisRestClientOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("RedisRestClient", options, restConnectionShape(), { code: "EL_STORE_OPTION" });
     this.url = checkedEndpoint(options.url);
     this.#pipelineUrl = `${this.url.replace(/\/+$/, "")}/pipeline`;
     if (typeof options.token !== "string" || options.token === "") {

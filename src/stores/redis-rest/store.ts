@@ -1,5 +1,6 @@
 import type { Scheduler } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { checkOptions, type OptionsShape } from "../../core/options.js";
 import { ResetWatch } from "../../core/reset-watch.js";
 import type {
   CounterSpec,
@@ -13,7 +14,11 @@ import type {
 } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
-import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
+import {
+  type ScriptStoreOptions,
+  scriptStoreSettings,
+  scriptStoreShape,
+} from "../redis/options.js";
 import { refusesCall } from "../redis/refusal.js";
 import {
   APPEND_RESETS_LUA,
@@ -25,7 +30,12 @@ import {
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
 import { CircuitBreaker } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
-import { type RedisArgument, RedisReplyError, RedisRestClient } from "./client.js";
+import {
+  type RedisArgument,
+  RedisReplyError,
+  RedisRestClient,
+  restConnectionShape,
+} from "./client.js";
 
 /**
  * The endpoint and its token, and the options of `edgelimit/redis` (`ScriptStoreOptions`). A
@@ -38,6 +48,13 @@ export interface RedisRestStoreOptions extends ScriptStoreOptions {
   readonly url: string;
   /** Its token (Upstash: `UPSTASH_REDIS_REST_TOKEN`; Vercel KV: `KV_REST_API_TOKEN`). */
   readonly token: string;
+}
+
+function redisRestStoreShape() {
+  return {
+    ...scriptStoreShape(),
+    ...restConnectionShape(),
+  } satisfies OptionsShape<RedisRestStoreOptions>;
 }
 
 /**
@@ -67,7 +84,9 @@ export class RedisRestStore implements Store {
   roundTrips = 0;
 
   constructor(options: RedisRestStoreOptions) {
-    this.client = new RedisRestClient(options);
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("redisRestStore", options, redisRestStoreShape(), { code: "EL_STORE_OPTION" });
+    this.client = new RedisRestClient({ url: options.url, token: options.token });
     const requestScopedIo = isWorkerd();
     this.traits = { requestScopedIo };
     const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(

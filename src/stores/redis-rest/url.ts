@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { checkArgument } from "../../core/options.js";
 import { redact } from "../redact.js";
 import type { RedisRestStoreOptions } from "./store.js";
 
@@ -15,6 +16,7 @@ export function redisRestOptionsFromUrl(
   url: string,
   env: Readonly<Record<string, string | undefined>> = {},
 ): RedisRestStoreOptions {
+  checkUrlArguments("redisRestOptionsFromUrl", url, env);
   const match = /^redis\+(https?):\/\/(.*)$/i.exec(url.trim());
   if (match === null) {
     throw new EdgelimitError(
@@ -34,4 +36,12 @@ export function redisRestOptionsFromUrl(
     );
   }
   return { url: endpoint.href.replace(/\/+$/, ""), token };
+}
+
+/** `url` and `env` as plain JavaScript may pass them; `name` is the function called. */
+export function checkUrlArguments(name: string, url: unknown, env: unknown): void {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument(name, "the URL", url, "string", "EL_STORE_URL");
+    checkArgument(name, "env (second argument)", env, "object", "EL_STORE_OPTION");
+  }
 }

@@ -5,6 +5,7 @@
  */
 import { Cluster, Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
+import { checkArgument, checkOptions, type OptionsShape } from "../../core/options.js";
 import { parseStoreUrl } from "../store-url.js";
 
 export type RedisClient = Redis | Cluster;
@@ -17,6 +18,11 @@ export interface RedisConnectionTuning {
   readonly maxReconnectDelayMs?: number;
 }
 
+const TUNING_OPTIONS = {
+  connectTimeoutMs: "number",
+  maxReconnectDelayMs: "number",
+} satisfies OptionsShape<RedisConnectionTuning>;
+
 /**
  * ioredis options for a rate limiter: no offline queue (a command on a dead connection fails
  * at once instead of queueing without bound), one retry per command, a connect timeout, quick
@@ -27,6 +33,8 @@ export interface RedisConnectionTuning {
  * client turns it on, since the store does not batch across slots.
  */
 export function redisClientOptions(tuning: RedisConnectionTuning = {}) {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkOptions("redisClientOptions", tuning, TUNING_OPTIONS, { code: "EL_STORE_OPTION" });
   const maxReconnectDelayMs = tuning.maxReconnectDelayMs ?? 200;
   return {
     enableOfflineQueue: false,
@@ -46,6 +54,10 @@ export function redisClientOptions(tuning: RedisConnectionTuning = {}) {
  * its nodes.
  */
 export function createRedisClient(url: string, tuning: RedisConnectionTuning = {}): RedisClient {
+  if (typeof EDGELIMIT_BUNDLE === "undefined") {
+    checkArgument("createRedisClient", "the URL", url, "string", "EL_STORE_URL");
+    checkOptions("createRedisClient", tuning, TUNING_OPTIONS, { code: "EL_STORE_OPTION" });
+  }
   if (url.startsWith("redis+cluster://") || url.startsWith("rediss+cluster://")) {
     return createClusterClient(url, tuning);
   }

@@ -1,5 +1,6 @@
 import { EdgelimitError } from "../../core/errors.js";
-import type { CircuitBreakerOptions } from "../remote/breaker.js";
+import { type OptionsShape, oneOf } from "../../core/options.js";
+import { breakerOption, type CircuitBreakerOptions } from "../remote/breaker.js";
 
 /** What the two stores that run the script take beside their connection (redis, redis-rest). */
 export interface ScriptStoreOptions {
@@ -24,6 +25,17 @@ export interface ScriptStoreOptions {
    * script; the batch only saves per-call overhead in the process and in Redis.
    */
   readonly maxBatch?: number;
+}
+
+/** The run-time check's view of `ScriptStoreOptions` (see core/options.ts). */
+export function scriptStoreShape() {
+  return {
+    prefix: "string",
+    clock: oneOf("server", "caller"),
+    breaker: breakerOption(),
+    timeoutMs: "number",
+    maxBatch: "number",
+  } satisfies OptionsShape<ScriptStoreOptions>;
 }
 
 export interface ScriptStoreSettings {

@@ -1,6 +1,13 @@
 import { Cluster, type Redis } from "ioredis";
 import type { Scheduler } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import {
+  checkArgument,
+  checkOptions,
+  isObject,
+  type OptionsShape,
+  required,
+} from "../../core/options.js";
 import { ResetWatch } from "../../core/reset-watch.js";
 import type {
   CounterSpec,
@@ -22,7 +29,7 @@ import { TickBatch } from "./batch.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
-import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
+import { type ScriptStoreOptions, scriptStoreSettings, scriptStoreShape } from "./options.js";
 import { refusesCall } from "./refusal.js";
 import {
   APPEND_RESETS_LUA,
@@ -51,6 +58,14 @@ export interface RedisStoreOptions extends ScriptStoreOptions {
    * stays silent) is dropped and made again. See docs/redis.md, "Failure behaviour".
    */
   readonly connectTimeoutMs?: number;
+}
+
+function redisStoreShape() {
+  return {
+    ...scriptStoreShape(),
+    client: required(["string", { describe: "an ioredis client", test: isObject }]),
+    connectTimeoutMs: "number",
+  } satisfies OptionsShape<RedisStoreOptions>;
 }
 
 /** Cluster masters whose breakers are kept; a Cluster larger than this shares the rest. */
@@ -87,6 +102,8 @@ export class RedisStore implements Store {
   lastConnectionError: string | undefined;
 
   constructor(options: RedisStoreOptions) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions("redisStore", options, redisStoreShape(), { code: "EL_STORE_OPTION" });
     if (typeof options.client === "string") {
       this.client = createRedisClient(options.client);
       this.#ownsClient = true;
@@ -365,5 +382,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
 /** A Redis store that owns its client, for `edgelimit serve --store redis://…`. */
 export function redisStoreFromUrl(url: string): RedisStore {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("redisStoreFromUrl", "the URL", url, "string", "EL_STORE_URL");
   return new RedisStore({ client: url });
 }

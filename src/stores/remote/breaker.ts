@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { checkOptions, fields, type OptionsShape } from "../../core/options.js";
 
 export interface CircuitBreakerOptions {
   /** Consecutive failures that open the circuit (default 5). */
@@ -7,10 +8,21 @@ export interface CircuitBreakerOptions {
   readonly cooldownMs?: number;
 }
 
+const BREAKER_FIELDS = {
+  failureThreshold: "number",
+  cooldownMs: "number",
+} satisfies OptionsShape<CircuitBreakerOptions>;
+
+/** A store's `breaker` option, as its run-time check takes it: settings, or `false` for none. */
+export function breakerOption() {
+  return [false, fields(BREAKER_FIELDS)] as const;
+}
+
 export type BreakerState = "closed" | "open" | "probing";
 
 const DEFAULT_FAILURE_THRESHOLD = 5;
 const DEFAULT_COOLDOWN_MS = 250;
+const DEFAULT_OWNER = "store";
 
 /**
  * The runtime's monotonic clock. A wall clock (`Date.now`) can step: NTP setting it back an
@@ -45,8 +57,11 @@ export class CircuitBreaker {
   constructor(
     options: CircuitBreakerOptions = {},
     clock: () => number = monotonicNow,
-    owner = "store",
+    owner = DEFAULT_OWNER,
   ) {
+    const name = owner === DEFAULT_OWNER ? "CircuitBreaker" : `${owner}: breaker`;
+    if (typeof EDGELIMIT_BUNDLE === "undefined")
+      checkOptions(name, options, BREAKER_FIELDS, { code: "EL_STORE_OPTION" });
     const failureThreshold = options.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD;
     const cooldownMs = options.cooldownMs ?? DEFAULT_COOLDOWN_MS;
     if (!Number.isInteger(failureThreshold) || failureThreshold < 1) {

@@ -35,6 +35,7 @@ import {
   type CloudFrontResultResponse,
   createViewerRequestHandler,
   createViewerResponseHandler,
+  toCloudFrontHeaders,
 } from "../../../src/adapters/lambda-edge/index.js";
 import { fastifyRateLimit, nodeRateLimit } from "../../../src/adapters/node.js";
 import { createChallenge } from "../../../src/challenge/index.js";
@@ -215,9 +216,8 @@ function nodeOptions(setup: Setup) {
             response: import("node:http").ServerResponse,
             verdict: Parameters<typeof refusal>[0],
           ) => {
-            const { status, body } = refusal(verdict);
-            response.statusCode = status;
-            response.end(body);
+            const { status, body, headers } = refusal(verdict);
+            response.writeHead(status, headers).end(body);
           },
         }),
   };
@@ -441,8 +441,8 @@ const lambdaEdgeDriver: Driver = {
         ? {}
         : {
             onRefused: (_viewer, verdict): CloudFrontResultResponse => {
-              const { status, body } = refusal(verdict);
-              return { status: String(status), body };
+              const { status, body, headers } = refusal(verdict);
+              return { status: String(status), body, headers: toCloudFrontHeaders(headers) };
             },
           }),
     });

@@ -42,8 +42,25 @@ export interface NeutralOptions {
   readonly skip?: (path: string) => boolean;
   readonly cost?: (path: string) => number | undefined;
   readonly user?: (cookie: string | null | undefined) => ApplicationUser | undefined;
-  readonly refusal?: (verdict: Verdict) => { readonly status: number; readonly body: string };
+  readonly refusal?: (verdict: Verdict) => CustomRefusal;
 }
+
+/** A refusal `onRefused` writes: its own status, body and headers. */
+export interface CustomRefusal {
+  readonly status: number;
+  readonly body: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/**
+ * The headers of the custom refusal: one the verdict has too, with a value of its own
+ * (`content-type`, which the default refusal sets to JSON; `retry-after`), and one of its own.
+ */
+export const REFUSAL_HEADERS = {
+  "content-type": "text/html; charset=utf-8",
+  "retry-after": "3600",
+  "x-refused-by": "onRefused",
+} as const;
 
 export function neutralOptions(setup: Setup): NeutralOptions {
   const { skip, cost, sessions } = setup;
@@ -64,9 +81,16 @@ export function neutralOptions(setup: Setup): NeutralOptions {
   };
 }
 
-/** The custom refusal: 418 naming the rule and the subject, so rows can read who was counted. */
-export function customRefusal(verdict: Verdict): { status: number; body: string } {
-  return { status: 418, body: `refused ${verdict.rule} ${verdict.subject}` };
+/**
+ * The custom refusal: 418 naming the rule and the subject, so rows can read who was counted,
+ * with headers of its own.
+ */
+export function customRefusal(verdict: Verdict): CustomRefusal {
+  return {
+    status: 418,
+    body: `refused ${verdict.rule} ${verdict.subject}`,
+    headers: REFUSAL_HEADERS,
+  };
 }
 
 /** What every origin in the table answers: the remaining count it was given, if any. */
@@ -97,8 +121,8 @@ export function webOptions(setup: Setup): {
       ? {}
       : {
           onRefused: (_request: Request, verdict: Verdict) => {
-            const { status, body } = refusal(verdict);
-            return new Response(body, { status });
+            const { status, body, headers } = refusal(verdict);
+            return new Response(body, { status, headers });
           },
         }),
   };

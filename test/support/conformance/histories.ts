@@ -169,7 +169,7 @@ function policyOf(
 ): ResolvedPolicy {
   const rule = (shape: RuleShape) => ({
     limit: shape.limit,
-    window: `${shape.windowSeconds}s`,
+    window: `${shape.windowSeconds}s` as const,
     algorithm: shape.algorithm,
     counting,
   });

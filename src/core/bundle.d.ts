@@ -1,0 +1,7 @@
+/**
+ * `true` only in the Lambda@Edge bundles `edgelimit build` writes (src/cli/build.ts defines it), whose every
+ * option the build wrote itself from a checked policy and checked store settings. There each
+ * run-time check of options (core/options.ts) is dead code, which esbuild drops with its shape,
+ * so the Lambda@Edge cold start loads none of it. Everywhere else it is not defined at all.
+ */
+declare const EDGELIMIT_BUNDLE: true | undefined;
