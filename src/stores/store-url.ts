@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../core/errors.js";
+import { redact } from "./redact.js";
 
 /**
  * `url` parsed, or an `EL_STORE_URL` error that says what to write instead (`expected`, such
@@ -8,6 +9,6 @@ export function parseStoreUrl(url: string, expected: string): URL {
   try {
     return new URL(url);
   } catch {
-    throw new EdgelimitError("EL_STORE_URL", `${expected}; got "${url}"`);
+    throw new EdgelimitError("EL_STORE_URL", `${expected}; got "${redact(url)}"`);
   }
 }

@@ -6,6 +6,7 @@
 import { Cluster, Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
 import { checkArgument, checkOptions, type OptionsShape } from "../../core/options.js";
+import { redact } from "../redact.js";
 import { parseStoreUrl } from "../store-url.js";
 
 export type RedisClient = Redis | Cluster;
@@ -74,14 +75,14 @@ function checkSingleNodeUrl(url: string): void {
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `redis URL must start with redis://, rediss:// or redis+cluster://; got "${url}"`,
+      `redis URL must start with redis://, rediss:// or redis+cluster://; got "${redact(url)}"`,
     );
   }
   // ioredis would quietly connect to 127.0.0.1: a missing host is a mistake, not a default.
   if (parsed.hostname === "") {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `redis URL has no host: write redis://HOST:PORT (for a local server, redis://127.0.0.1:6379); got "${url}"`,
+      `redis URL has no host: write redis://HOST:PORT (for a local server, redis://127.0.0.1:6379); got "${redact(url)}"`,
     );
   }
   // ioredis would connect to database NaN or -1 and fail on SELECT at the first call.
@@ -106,7 +107,7 @@ function createClusterClient(url: string, tuning: RedisConnectionTuning): Cluste
   if (nodes === undefined || nodes.length === 0) {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `redis cluster URL must list at least one node, as in redis+cluster://10.0.0.1:6379,10.0.0.2:6379; got "${url}"`,
+      `redis cluster URL must list at least one node, as in redis+cluster://10.0.0.1:6379,10.0.0.2:6379; got "${redact(url)}"`,
     );
   }
   const {
@@ -152,7 +153,7 @@ function parseHostPort(part: string, url: string): { host: string; port: number 
   if (match === null || host === undefined || host === "") {
     throw new EdgelimitError(
       "EL_STORE_URL",
-      `redis cluster URL has a bad node "${part}" in "${url}"`,
+      `redis cluster URL has a bad node "${part}" in "${redact(url)}"`,
     );
   }
   return { host, port: match[2] === undefined ? 6379 : Number(match[2]) };
