@@ -78,9 +78,24 @@ const LINES: readonly Line[] = [
 
 /** The header row (the modes) and a row per figure; `busyAbove` names the busy subjects. */
 export function figureRows(report: SimulationReport, busyAbove: number): string[][] {
-  const rows = [["", ...report.modes.map(modeLabel)]];
+  const rows = [["", ...report.modes.map((mode) => modeLabel(mode, report))]];
   for (const [label, value] of LINES) {
     rows.push([label.replace("> limit", `> ${busyAbove}`), ...report.modes.map(value)]);
+    if (label === "  legitimate requests only") rows.push(...byRegionRows(report));
   }
   return rows;
+}
+
+/** Legitimate decisions' p50 / p99 in each region: the far region is where a wait shows. */
+function byRegionRows(report: SimulationReport): string[][] {
+  const regions = [
+    ...new Set(report.modes.flatMap((mode) => Object.keys(mode.legitimateLatencyMs.byRegion))),
+  ].sort();
+  return regions.map((region) => [
+    `    in ${region}`,
+    ...report.modes.map((mode) => {
+      const figures = mode.legitimateLatencyMs.byRegion[region];
+      return figures === undefined ? "-" : `${fixed(figures.p50, 1)} / ${fixed(figures.p99, 1)}`;
+    }),
+  ]);
 }

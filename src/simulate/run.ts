@@ -220,6 +220,7 @@ async function runMode(
     legitimateLatencyMs: {
       p50: tally.latencyPercentile(0.5, true),
       p99: tally.latencyPercentile(0.99, true),
+      byRegion: tally.legitimateLatencyByRegion(),
     },
     failedOpen: tally.failedOpen,
     failedClosed: tally.failedClosed,
