@@ -269,7 +269,7 @@ export class HybridCounting implements Store {
       mode: "observe" as const,
     }));
     const call = this.#inner.apply(this.#withFences(asked), now, progress);
-    const sent: Sent = { at: this.#scheduler.now(), now };
+    const sent: Sent = { at: this.#scheduler.now() };
     const landed = call.then(
       () => this.#measured(sent.at),
       () => undefined,

@@ -59,7 +59,7 @@ export function refillIfLow(
   if (ask <= 0 && !expiring) return;
   const asked: CounterSpec[] = ask > 0 ? [{ ...counter, cost: ask, mode: "observe" }] : [];
   const calls = leaseMs > 0 ? [...asked, fenceRead(counter, leaseMs)] : asked;
-  const sent: Sent = { at: scheduler.now(), now };
+  const sent: Sent = { at: scheduler.now() };
   const landed = inner
     .apply(calls, now)
     .then(
