@@ -1,6 +1,7 @@
 /** The simulation report: what `--json` prints, and what the text and HTML reports show. */
 import type { Accounting, Timeline } from "./accounting.js";
 import type { Scenario } from "./scenario.js";
+import type { RegionWaits } from "./waits.js";
 import type { Mode } from "./world.js";
 
 export interface ModeReport {
@@ -47,6 +48,8 @@ export interface ModeReport {
     /** By the region the requests arrived in. */
     readonly byRegion: Readonly<Record<string, { readonly p50: number; readonly p99: number }>>;
   };
+  /** Legitimate decisions that waited for something farther than the region's store, and why (waits.ts). */
+  readonly legitimateWaits: Readonly<Record<string, RegionWaits>>;
   readonly failedOpen: number;
   readonly failedClosed: number;
   /** Decisions counted in the instance because the store failed (`failMode: local`). */

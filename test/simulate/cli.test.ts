@@ -42,6 +42,9 @@ describe("edgelimit simulate (the command)", () => {
     // Legitimate latency in each region: a wait in the region far from the lease shows there.
     expect(text.stdout).toMatch(/^\s+in eu-west-1\s+[\d.]+ \/ [\d.]+\s+[\d.]+ \/ [\d.]+/m);
     expect(text.stdout).toMatch(/^\s+in us-east-1\s/m);
+    // Hybrid's far region waits for the lease region, and the report says why.
+    expect(text.stdout).toContain("waited beyond the region's store");
+    expect(text.stdout).toMatch(/^\s+in eu-west-1\s+\d+ of \d+ \(\d+ \/ \d+ \/ \d+ \/ \d+\)/m);
     const json = await edgelimit(CI, "--json");
     expect(json.stdout).toBe(readFileSync("test/simulate/expected/ci.json", "utf8"));
   }, 60_000);
