@@ -46,18 +46,14 @@ import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
 import { checkHybridArguments } from "./hybrid-options.js";
-import {
-  addGrant,
-  moveReservation,
-  newReservation,
-  type Reservation,
-  rateOf,
-  reservationSize,
-  storeWindowIndex,
-} from "./reservation.js";
-import { dropExpired, type Sent, storeWindowEndsAt } from "./reservation-clock.js";
+import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
+import { fenceRead, raiseFences } from "./hybrid/fence.js";
+import { keepGrant } from "./hybrid/grant.js";
+import { type Refiller, refillIfLow } from "./hybrid/refill.js";
+import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
+import { newReservation, type Reservation, reservationSize } from "./reservation.js";
+import type { Sent } from "./reservation-clock.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
-import { windowSpanOf } from "./windows.js";
 
 export interface HybridOptions {
   /** Epoch ms, the limiter's clock: when a reset raises its fence (default `Date.now`). */
@@ -79,46 +75,7 @@ export interface HybridOptions {
 
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
-/**
- * Reserve again, in the background, once what is held would last less than this many round
- * trips at the subject's rate: a busy subject then never waits for a reservation.
- */
-const REFILL_ROUND_TRIPS = 3;
-/**
- * Times a request waits for another's reservation before it sends its own: twice, so that
- * requests that were all short when one reservation landed wait for a single next one (sent by
- * the first of them, covering what they all want) instead of each sending its own. A request
- * takes at most three round trips for its reservation (see `roundTripOf`).
- */
-const MAX_WAITS = 2;
 export const DEFAULT_LEASE_MS = 10_000;
-/** A lease is renewed in the background once less than this share of it is left. */
-const RENEW_SHARE_OF_LEASE = 0.25;
-/**
- * A reset's fence stands this much longer than the reset waits (a lease): until the store has
- * forgotten the count, no process may hold units, and the reset's own call to the store takes a
- * round trip after the wait.
- */
-const FENCE_MARGIN_MS = 1_000;
-
-/** What a request took from a reservation, to give back if another counter refuses it. */
-interface Taken {
-  readonly reservation: Reservation;
-  readonly counter: CounterSpec;
-  /** The reservation's window when the units were taken: they are never given to another. */
-  readonly index: number;
-}
-
-const NOT_ASKED: CounterState = Object.freeze({
-  allowed: true,
-  count: 0,
-  remaining: 0,
-  resetAt: 0,
-  retryAfterMs: 0,
-  // The request was refused before this counter was asked: it has no count to tell.
-  countUnknown: true,
-});
-
 export class HybridCounting implements Store {
   readonly name: string;
   readonly traits: StoreTraits;
@@ -136,6 +93,8 @@ export class HybridCounting implements Store {
   #roundTripMs = INITIAL_ROUND_TRIP_MS;
   /** By counter key, then by rule (`specOf`): a pass holder's band is a rule of its own. */
   readonly #reservations: GenerationalCache<Map<string, Reservation>>;
+  /** What a background top-up needs of this layer (refill.ts). */
+  readonly #refiller: Refiller;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
@@ -162,6 +121,17 @@ export class HybridCounting implements Store {
       roundTripMs:
         roundTrip === undefined ? undefined : (counters) => roundTripOf(counters, roundTrip),
       status: own.status,
+    };
+    const layer = this;
+    this.#refiller = {
+      inner,
+      scheduler: this.#scheduler,
+      leaseMs: this.#leaseMs,
+      get roundTripMs() {
+        return layer.#roundTripMs;
+      },
+      measured: (sent) => this.#measured(sent),
+      sizeFor: (reservation, counter, now) => this.#reservationFor(reservation, counter, now),
     };
   }
 
@@ -190,17 +160,7 @@ export class HybridCounting implements Store {
       );
     }
     this.#forget(counters);
-    const hybrid = counters.filter((counter) => counter.counting === "hybrid");
-    if (hybrid.length > 0) {
-      await inner.apply(
-        hybrid.map((counter) => fenceOf(counter, this.#leaseMs + FENCE_MARGIN_MS, 1)),
-        this.#clock(),
-      );
-      // Every lease granted before the fence went up was sent before it: run out by now.
-      await new Promise<void>((resolve) => {
-        this.#scheduler.setTimeout(resolve, this.#leaseMs);
-      });
-    }
+    await raiseFences(inner, counters, this.#leaseMs, this.#clock(), this.#scheduler);
     await inner.reset(counters);
     // What this process reserved during the fence was spent by the requests that asked for it.
     this.#forget(counters);
@@ -313,7 +273,7 @@ export class HybridCounting implements Store {
       mode: "observe" as const,
     }));
     const call = this.#inner.apply(this.#withFences(asked), now, progress);
-    const sent: Sent = { at: this.#scheduler.now(), now };
+    const sent: Sent = { at: this.#scheduler.now() };
     const landed = call.then(
       () => this.#measured(sent.at),
       () => undefined,
@@ -334,13 +294,14 @@ export class HybridCounting implements Store {
       const counter = counters[i] as CounterSpec;
       const reservation = reservations[j] as Reservation;
       const state = answers[j] as CounterState;
-      const granted = this.#keep(
+      const granted = keepGrant(
         reservation,
         counter,
         asks[j] as number,
         state,
         answers[asked.length + j],
         sent,
+        this.#leaseMs,
       );
       if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
       if (granted === "own") {
@@ -368,61 +329,10 @@ export class HybridCounting implements Store {
     return refused;
   }
 
-  /**
-   * What a store's answer to a reservation of `asked` units grants, and whether it may be held:
-   * `held` when it is added to the reservation (same window, no fence), `own` when it covers
-   * only the cost of the request that asked (a grant counted in another window, or a fence up),
-   * `none` when it does not cover that.
-   */
-  #keep(
-    reservation: Reservation,
-    counter: CounterSpec,
-    asked: number,
-    state: CounterState,
-    fence: CounterState | undefined,
-    sent: Sent,
-  ): "held" | "own" | "none" {
-    const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
-    if (fence !== undefined) reservation.fenced = fence.count > 0;
-    if (reservation.fenced) {
-      // A reset is under way: drop what was held, hold nothing until it has taken effect (and
-      // ask only for each request's own cost meanwhile: see `#reservationFor`).
-      reservation.held = 0;
-    } else if (this.#holdGrant(reservation, counter, asked, state, sent)) {
-      return "held";
-    }
-    return granted >= counter.cost ? "own" : "none";
-  }
-
-  /**
-   * Adds a grant to the reservation if the store counted it in the reservation's window, or in
-   * a later one (the reservation moves there); a grant counted in an earlier window is not held.
-   * What is held is spent until the store's window ends (reservation-clock.ts).
-   */
-  #holdGrant(
-    reservation: Reservation,
-    counter: CounterSpec,
-    asked: number,
-    state: CounterState,
-    sent: Sent,
-  ): boolean {
-    const index = storeWindowIndex(counter, state);
-    if (index > reservation.index) moveReservation(reservation, counter.window, index);
-    else if (index < reservation.index) return false;
-    addGrant(reservation, counter, asked, state);
-    reservation.windowEndsAt = storeWindowEndsAt(counter, state, sent);
-    if (this.#leaseMs > 0) reservation.leaseEnd = sent.at + this.#leaseMs;
-    return true;
-  }
-
   /** Reservations with, where leases apply, a read of each one's fence (cost 0) after them. */
   #withFences(asked: readonly CounterSpec[]): readonly CounterSpec[] {
     if (this.#leaseMs === 0) return asked;
-    return [...asked, ...asked.map((counter) => this.#fenceRead(counter))];
-  }
-
-  #fenceRead(counter: CounterSpec): CounterSpec {
-    return fenceOf(counter, this.#leaseMs + FENCE_MARGIN_MS, 0);
+    return [...asked, ...asked.map((counter) => fenceRead(counter, this.#leaseMs))];
   }
 
   /**
@@ -451,57 +361,10 @@ export class HybridCounting implements Store {
     return reservationSize(reservation, counter, Math.max(now, reservation.start), this.#reserveMs);
   }
 
-  /**
-   * Reserves again in the background when what is held would not last `REFILL_ROUND_TRIPS`
-   * round trips at the subject's rate, so that the next requests find units instead of waiting
-   * (and, on Lambda@Edge, instead of spilling to new instances that would each reserve); and
-   * renews a lease that is running out while units are held.
-   */
+  /** Tops up in the background a busy subject's reservation that is running low (refill.ts). */
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
-    // A subject seen once is not busy yet: its next request reserves for itself if it comes.
-    if (
-      this.#requestScopedIo ||
-      reservation.pending !== undefined ||
-      reservation.used + reservation.previousUsed < 2
-    )
-      return;
-    const at = Math.max(now, reservation.start);
-    const rate = rateOf(reservation, at);
-    const low = reservation.held < rate * this.#roundTripMs * REFILL_ROUND_TRIPS;
-    const expiring =
-      this.#leaseMs > 0 &&
-      reservation.held > 0 &&
-      reservation.leaseEnd - this.#scheduler.now() < this.#leaseMs * RENEW_SHARE_OF_LEASE;
-    if (!low && !expiring) return;
-    const ask = low ? this.#reservationFor(reservation, counter, now) - counter.cost : 0;
-    if (ask <= 0 && !expiring) return;
-    const asked: CounterSpec[] = ask > 0 ? [{ ...counter, cost: ask, mode: "observe" }] : [];
-    const calls = this.#leaseMs > 0 ? [...asked, this.#fenceRead(counter)] : asked;
-    const sent: Sent = { at: this.#scheduler.now(), now };
-    const landed = this.#inner
-      .apply(calls, now)
-      .then(
-        (answers) => {
-          this.#measured(sent.at);
-          const fence = this.#leaseMs > 0 ? answers[answers.length - 1] : undefined;
-          if (fence !== undefined) reservation.fenced = fence.count > 0;
-          if (reservation.fenced) {
-            reservation.held = 0;
-            return;
-          }
-          const state = asked.length > 0 ? answers[0] : undefined;
-          if (state !== undefined) this.#holdGrant(reservation, counter, ask, state, sent);
-          // The fence was down when the store answered: what is held stays spendable.
-          else if (this.#leaseMs > 0) reservation.leaseEnd = sent.at + this.#leaseMs;
-        },
-        // A failed refill costs nothing: the next request that finds too little reserves itself
-        // under the decision budget, and the rule's fail mode applies there.
-        () => undefined,
-      )
-      .finally(() => {
-        if (reservation.pending === landed) reservation.pending = undefined;
-      });
-    reservation.pending = landed;
+    if (this.#requestScopedIo) return;
+    refillIfLow(this.#refiller, reservation, counter, now);
   }
 
   #measured(sent: number): void {
@@ -516,38 +379,9 @@ export class HybridCounting implements Store {
     taken: Taken[],
     at: number,
   ): boolean {
-    if (reservation.held > 0) dropExpired(reservation, this.#scheduler.now(), this.#leaseMs > 0);
-    // Written so that a count that is not a number can never admit.
-    if (!(reservation.held >= counter.cost)) return false;
-    reservation.held -= counter.cost;
-    reservation.used += counter.cost;
-    taken.push({ reservation, counter, index: reservation.index });
-    // What this process knows: the store's count at its last reservation, less what it holds.
-    const count = Math.min(counter.limit, Math.max(0, reservation.storeCount - reservation.held));
-    states[at] = {
-      allowed: true,
-      count,
-      remaining: Math.max(0, counter.limit - count),
-      resetAt: reservation.resetAt,
-      retryAfterMs: 0,
-    };
-    return true;
+    const now = this.#scheduler.now();
+    return takeHeld(reservation, counter, states, taken, at, now, this.#leaseMs > 0);
   }
-}
-
-/**
- * A request with hybrid counters may wait for two other reservations, then reserve itself,
- * then count its exact counters: up to three round trips to where reservations live and one to
- * where the rest is counted. Its budget is added to all of them.
- */
-function roundTripOf(
-  counters: readonly CounterSpec[],
-  roundTrip: (counters: readonly CounterSpec[]) => number,
-): number {
-  if (!counters.some(isHybrid)) return roundTrip(counters);
-  const hybrid = counters.filter(isHybrid);
-  const rest = counters.filter((counter) => !isHybrid(counter));
-  return (MAX_WAITS + 1) * roundTrip(hybrid) + (rest.length > 0 ? roundTrip(rest) : 0);
 }
 
 /**
@@ -559,58 +393,4 @@ export function hybridCounting(store: Store, options?: HybridOptions): Store {
   if (typeof EDGELIMIT_BUNDLE === "undefined") checkHybridArguments(store, options);
   if (store.traits?.applySync !== undefined || store.traits?.hybrid === true) return store;
   return new HybridCounting(store, options);
-}
-
-function isHybrid(counter: CounterSpec): boolean {
-  return counter.counting === "hybrid" && counter.mode === "enforce";
-}
-
-/**
- * The rule a reservation is for, beside its key: units reserved under one limit, algorithm or
- * window are never spent under another (a pass holder's band; a reload that changed the rule).
- */
-function specOf(counter: CounterSpec): string {
-  return `${counter.limit}|${counter.algorithm}|${windowSpanOf(counter.window)}`;
-}
-
-/**
- * The fence of a hybrid counter: a sliding-window counter of `fenceMs` beside it (a fourth key
- * part, so it never meets a counter of a rule). A reset counts 1 on it; a reservation reads it
- * (cost 0) and finds it above 0 until at least `fenceMs` after the reset, which is as long as
- * the reset waits.
- */
-function fenceOf(counter: CounterSpec, fenceMs: number, cost: number): CounterSpec {
-  return {
-    key: `${counter.key}|reset`,
-    subject: counter.subject,
-    algorithm: "sliding-window",
-    limit: 1,
-    window: { ms: fenceMs },
-    cost,
-    mode: "observe",
-    ruleId: counter.ruleId,
-    namespace: counter.namespace,
-    counting: "exact",
-  };
-}
-
-/** The request was refused, or failed: what it took from reservations is held again. */
-function giveBack(
-  taken: readonly Taken[],
-  counters: readonly CounterSpec[],
-  states: CounterState[] | undefined,
-): void {
-  for (const { reservation, counter, index } of taken) {
-    if (reservation.index !== index) continue;
-    reservation.held += counter.cost;
-    reservation.used -= counter.cost;
-  }
-  if (states === undefined) return;
-  counters.forEach((counter, i) => {
-    const state = states[i];
-    if (!isHybrid(counter) || state === undefined || !state.allowed) return;
-    // Admitted by its reservation, but not counted: the request was refused elsewhere.
-    const count = Math.max(0, state.count - counter.cost);
-    states[i] = { ...state, count, remaining: Math.max(0, counter.limit - count) };
-  });
 }

@@ -64,6 +64,14 @@ export class Accounting {
   readonly #latency = new Uint32Array(LATENCY_BUCKETS + 1);
   /** Legitimate requests' decisions only (an attack's blocked-cached answers take no time). */
   readonly #legitimateLatency = new Uint32Array(LATENCY_BUCKETS + 1);
+  /**
+   * The same by the region the request arrived in: a p99 over every region hides the region
+   * far from where a store or lease lives.
+   */
+  readonly #legitimateLatencyByRegion = new Map<
+    string,
+    { histogram: Uint32Array; requests: number }
+  >();
   readonly #timeline = new Map<
     number,
     { requests: number; legitimateAdmitted: number; attackerAdmitted: number; operations: number }
@@ -131,6 +139,13 @@ export class Accounting {
     this.#latency[bucket] = (this.#latency[bucket] as number) + 1;
     if (arrival.legitimate) {
       this.#legitimateLatency[bucket] = (this.#legitimateLatency[bucket] as number) + 1;
+      let region = this.#legitimateLatencyByRegion.get(arrival.region);
+      if (region === undefined) {
+        region = { histogram: new Uint32Array(LATENCY_BUCKETS + 1), requests: 0 };
+        this.#legitimateLatencyByRegion.set(arrival.region, region);
+      }
+      region.histogram[bucket] = (region.histogram[bucket] as number) + 1;
+      region.requests++;
     }
 
     // The reference matched the same rules (same policy, same identity).
@@ -291,13 +306,27 @@ export class Accounting {
   /** Decision latency at `share` (0.5, 0.99), ms, of every request or of legitimate ones. */
   latencyPercentile(share: number, legitimateOnly = false): number {
     const histogram = legitimateOnly ? this.#legitimateLatency : this.#latency;
-    const target = Math.ceil((legitimateOnly ? this.legitimateRequests : this.requests) * share);
-    let seen = 0;
-    for (let i = 0; i <= LATENCY_BUCKETS; i++) {
-      seen += histogram[i] as number;
-      if (seen >= target && seen > 0) return i * LATENCY_BUCKET_MS;
+    return percentileOfHistogram(
+      histogram,
+      legitimateOnly ? this.legitimateRequests : this.requests,
+      share,
+    );
+  }
+
+  /** Legitimate decisions' p50 and p99, ms, per region they arrived in (sorted by name). */
+  legitimateLatencyByRegion(): Record<string, { p50: number; p99: number }> {
+    const byRegion: Record<string, { p50: number; p99: number }> = {};
+    for (const name of [...this.#legitimateLatencyByRegion.keys()].sort()) {
+      const { histogram, requests } = this.#legitimateLatencyByRegion.get(name) as {
+        histogram: Uint32Array;
+        requests: number;
+      };
+      byRegion[name] = {
+        p50: percentileOfHistogram(histogram, requests, 0.5),
+        p99: percentileOfHistogram(histogram, requests, 0.99),
+      };
     }
-    return 0;
+    return byRegion;
   }
 
   timeline(): Timeline[] {
@@ -315,6 +344,17 @@ export class Accounting {
 export function lostIncrements(model: TableModel | undefined) {
   const { counted, stored, lost } = model?.incrementTotals() ?? { counted: 0, stored: 0, lost: 0 };
   return { counted, stored, lost, share: counted === 0 ? 0 : lost / counted };
+}
+
+/** The bucket (ms) at which `share` of `total` decisions in `histogram` had been decided. */
+function percentileOfHistogram(histogram: Uint32Array, total: number, share: number): number {
+  const target = Math.ceil(total * share);
+  let seen = 0;
+  for (let i = 0; i <= LATENCY_BUCKETS; i++) {
+    seen += histogram[i] as number;
+    if (seen >= target && seen > 0) return i * LATENCY_BUCKET_MS;
+  }
+  return 0;
 }
 
 function percentileOf(sorted: readonly number[], share: number): number {

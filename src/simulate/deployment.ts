@@ -15,6 +15,8 @@ import type { Arrival } from "./traffic.js";
 import type { Mode, World } from "./world.js";
 
 interface Instance {
+  /** In the order instances were created (`Served.process`). */
+  readonly id: number;
   readonly engine: DecisionEngine;
   readonly createdAt: number;
   /** Virtual time the instance is ready (after its cold start). */
@@ -31,6 +33,8 @@ export interface Served {
   /** Of which the decision itself (store round trips, budget). */
   readonly decisionMs: number;
   readonly coldStart: boolean;
+  /** The instance (process, isolate) that decided, numbered in the order they were created. */
+  readonly process: number;
 }
 
 export class Deployment {
@@ -80,6 +84,7 @@ export class Deployment {
         latencyMs: loop.now - arrivedAt,
         decisionMs: loop.now - started,
         coldStart,
+        process: instance.id,
       });
     };
     const decision = instance.engine.decide(arrival.request as RequestDescription);
@@ -146,7 +151,7 @@ export class Deployment {
   }
 
   #create(region: string, now: number, coldStartMs: number): Instance {
-    this.instancesCreated++;
+    const id = this.instancesCreated++;
     const world = this.#world;
     const counted = world.storeFor(this.#mode, region, this.#policy);
     // Hybrid counting in front of the store, on the simulation's time (as a deployment builds it).
@@ -163,6 +168,6 @@ export class Deployment {
       // The two-writes design has no block cache: blocked clients keep writing.
       ...(this.#mode === "two-writes" ? { blockCache: false as const } : {}),
     });
-    return { engine, createdAt: now, readyAt: now + coldStartMs, lastUsed: now, inFlight: 0 };
+    return { id, engine, createdAt: now, readyAt: now + coldStartMs, lastUsed: now, inFlight: 0 };
   }
 }

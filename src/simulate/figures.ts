@@ -78,9 +78,56 @@ const LINES: readonly Line[] = [
 
 /** The header row (the modes) and a row per figure; `busyAbove` names the busy subjects. */
 export function figureRows(report: SimulationReport, busyAbove: number): string[][] {
-  const rows = [["", ...report.modes.map(modeLabel)]];
+  const rows = [["", ...report.modes.map((mode) => modeLabel(mode, report))]];
   for (const [label, value] of LINES) {
     rows.push([label.replace("> limit", `> ${busyAbove}`), ...report.modes.map(value)]);
+    if (label === "  legitimate requests only") {
+      rows.push(...byRegionRows(report));
+      rows.push(...waitRows(report));
+    }
+  }
+  return rows;
+}
+
+/** Legitimate decisions' p50 / p99 in each region: the far region is where a wait shows. */
+function byRegionRows(report: SimulationReport): string[][] {
+  const regions = [
+    ...new Set(report.modes.flatMap((mode) => Object.keys(mode.legitimateLatencyMs.byRegion))),
+  ].sort();
+  return regions.map((region) => [
+    `    in ${region}`,
+    ...report.modes.map((mode) => {
+      const figures = mode.legitimateLatencyMs.byRegion[region];
+      return figures === undefined ? "-" : `${fixed(figures.p50, 1)} / ${fixed(figures.p99, 1)}`;
+    }),
+  ]);
+}
+
+/**
+ * Legitimate decisions that waited beyond the region's own store, in each region, and why
+ * (waits.ts): held units ran out / seen by the process the window before / seen by another
+ * process of the region / new to the region.
+ */
+function waitRows(report: SimulationReport): string[][] {
+  const regions = [
+    ...new Set(report.modes.flatMap((mode) => Object.keys(mode.legitimateWaits))),
+  ].sort();
+  const rows: string[][] = [];
+  if (regions.length > 0) {
+    rows.push([
+      "  waited beyond the region's store (ran out / here before / region / new)",
+      ...report.modes.map(() => ""),
+    ]);
+  }
+  for (const region of regions) {
+    rows.push([
+      `    in ${region}`,
+      ...report.modes.map((mode) => {
+        const w = mode.legitimateWaits[region];
+        if (w === undefined) return "-";
+        return `${count(w.waited)} of ${count(w.requests)} (${count(w.heldRanOut)} / ${count(w.seenHereWindowBefore)} / ${count(w.seenInRegion)} / ${count(w.newInRegion)})`;
+      }),
+    ]);
   }
   return rows;
 }

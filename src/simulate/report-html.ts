@@ -18,6 +18,7 @@ function color(index: number): string {
 /** One bar per mode: one series per mode, so the legend names and colours them. */
 function bars(
   modes: readonly ModeReport[],
+  label: (mode: ModeReport) => string,
   title: string,
   yLabel: string,
   value: (mode: ModeReport) => number,
@@ -26,12 +27,12 @@ function bars(
     title,
     x: modes.map((_, i) => i),
     axis: "categories",
-    categories: modes.map(modeLabel),
+    categories: modes.map(label),
     yLabel,
     width: 420,
     height: 240,
     series: modes.map((mode, i) => ({
-      label: modeLabel(mode),
+      label: label(mode),
       color: color(i),
       values: modes.map((_, j) => (i === j ? value(mode) : null)),
     })),
@@ -41,6 +42,7 @@ function bars(
 /** A line per mode over the simulated minutes. */
 function perMinute(
   modes: readonly ModeReport[],
+  label: (mode: ModeReport) => string,
   title: string,
   yLabel: string,
   value: (minute: Timeline) => number,
@@ -58,7 +60,7 @@ function perMinute(
     series: modes.map((mode, i) => {
       const byMinute = new Map(mode.timeline.map((m) => [m.minute, value(m)]));
       return {
-        label: modeLabel(mode),
+        label: label(mode),
         color: color(i),
         values: minutes.map((minute) => byMinute.get(minute) ?? null),
       };
@@ -108,15 +110,17 @@ const MINUTES: readonly (readonly [string, string, string, (minute: Timeline) =>
   ["timeline-operations", "Store operations per minute", "operations", (m) => m.operations],
 ];
 
-function charts(modes: readonly ModeReport[]): { figures: PageChart[]; timelines: PageChart[] } {
+function charts(report: SimulationReport): { figures: PageChart[]; timelines: PageChart[] } {
+  const modes = report.modes;
+  const label = (mode: ModeReport) => modeLabel(mode, report);
   return {
     figures: FIGURES.map(([target, title, unit, value]) => ({
       target,
-      spec: bars(modes, title, unit, value),
+      spec: bars(modes, label, title, unit, value),
     })),
     timelines: MINUTES.map(([target, title, unit, value]) => ({
       target,
-      spec: perMinute(modes, title, unit, value),
+      spec: perMinute(modes, label, title, unit, value),
     })),
   };
 }
@@ -126,7 +130,7 @@ export function formatHtml(
   busyAbove: number,
   files: ChartFiles = uplotFiles("simulate --html"),
 ): string {
-  const { figures, timelines } = charts(report.modes);
+  const { figures, timelines } = charts(report);
   const rows = figureRows(report, busyAbove);
   const [header, ...figureLines] = rows as [string[], ...string[][]];
   const replicas = report.replicas.length > 0 ? ` (${report.replicas.join(", ")})` : "";

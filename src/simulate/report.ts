@@ -1,6 +1,7 @@
 /** The simulation report: what `--json` prints, and what the text and HTML reports show. */
 import type { Accounting, Timeline } from "./accounting.js";
 import type { Scenario } from "./scenario.js";
+import type { RegionWaits } from "./waits.js";
 import type { Mode } from "./world.js";
 
 export interface ModeReport {
@@ -41,7 +42,14 @@ export interface ModeReport {
   };
   readonly lostIncrements: { counted: number; stored: number; lost: number; share: number };
   readonly latencyMs: { readonly p50: number; readonly p99: number };
-  readonly legitimateLatencyMs: { readonly p50: number; readonly p99: number };
+  readonly legitimateLatencyMs: {
+    readonly p50: number;
+    readonly p99: number;
+    /** By the region the requests arrived in. */
+    readonly byRegion: Readonly<Record<string, { readonly p50: number; readonly p99: number }>>;
+  };
+  /** Legitimate decisions that waited for something farther than the region's store, and why (waits.ts). */
+  readonly legitimateWaits: Readonly<Record<string, RegionWaits>>;
   readonly failedOpen: number;
   readonly failedClosed: number;
   /** Decisions counted in the instance because the store failed (`failMode: local`). */
@@ -53,9 +61,22 @@ export interface ModeReport {
   readonly loop: { readonly events: number; readonly drains: number };
 }
 
-/** A mode's name in reports: `exact`, or `exact, fail local` when fail modes are compared. */
-export function modeLabel(mode: ModeReport): string {
-  return mode.failMode === undefined ? mode.mode : `${mode.mode}, fail ${mode.failMode}`;
+/**
+ * A mode's name in the text and HTML reports, by what it does where it ran: `exact` on a
+ * DynamoDB global table counts each region's items and adds the others' as replication brings
+ * them, so it admits up to the limit in each region (`spread-attack`): there it is called
+ * `per-region`. With `, fail local` when fail modes are compared. (`--json` keeps the scenario's
+ * mode names.)
+ */
+export function modeLabel(
+  mode: ModeReport,
+  where: Pick<SimulationReport, "store" | "replicas">,
+): string {
+  const name =
+    mode.mode === "exact" && where.store === "dynamodb" && where.replicas.length > 1
+      ? "per-region"
+      : mode.mode;
+  return mode.failMode === undefined ? name : `${name}, fail ${mode.failMode}`;
 }
 
 export interface MonthlyCost {

@@ -17,6 +17,7 @@ import type { ModeReport, SimulationReport } from "./report.js";
 import { costOf } from "./report.js";
 import type { Scenario } from "./scenario.js";
 import { type Arrival, SIMULATED_USERS, scheduleTraffic } from "./traffic.js";
+import { WaitCauses } from "./waits.js";
 import { type Mode, World } from "./world.js";
 
 /** How long after the last arrival the loop runs on, so calls in flight and refunds land. */
@@ -167,12 +168,20 @@ async function runMode(
   const reference = new ReferenceEngine(base);
   const verdicts = new Map<Arrival, ReturnType<ReferenceEngine["decide"]>>();
   const tally = accounting;
+  const waits = new WaitCauses(scenario.reportWindow, (region) =>
+    world.baseRoundTrip(region, world.nearestReplica(region)),
+  );
   const deployment = new Deployment(world, scenario, mode, policy, (served) => {
     const referenceDecision = verdicts.get(served.arrival);
     verdicts.delete(served.arrival);
     if (referenceDecision === undefined || referenceDecision instanceof Promise) return;
     const epochAt = world.clock() - served.decisionMs;
     tally.served(served, epochAt, referenceDecision.action === "allow", referenceDecision);
+    if (served.arrival.legitimate) {
+      const { decision } = served;
+      const keys = decision.rules.map((rule) => `${rule.id}\u0000${decision.subject}`);
+      waits.legitimate(served.arrival.region, served.process, keys, epochAt, served.decisionMs);
+    }
     options.onDecision?.(mode, served.arrival, served.decision, epochAt);
   });
   scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
@@ -220,7 +229,9 @@ async function runMode(
     legitimateLatencyMs: {
       p50: tally.latencyPercentile(0.5, true),
       p99: tally.latencyPercentile(0.99, true),
+      byRegion: tally.legitimateLatencyByRegion(),
     },
+    legitimateWaits: waits.byRegion(),
     failedOpen: tally.failedOpen,
     failedClosed: tally.failedClosed,
     failedLocal: tally.failedLocal,
