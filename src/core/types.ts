@@ -102,9 +102,11 @@ export interface Store {
   ): Promise<CounterState[]>;
   /**
    * Forgets these counters, as if they had never counted (a login that succeeded resets its
-   * failures). Optional: `limiter.reset` refuses with a clear error on a store without it.
+   * failures). `now` is the caller's clock, as in `apply`: a store that keeps windows apart
+   * forgets the windows around it. Optional: `limiter.reset` refuses with a clear error on a
+   * store without it.
    */
-  reset?(counters: readonly CounterSpec[]): Promise<void>;
+  reset?(counters: readonly CounterSpec[], now?: number): Promise<void>;
   close?(): Promise<void>;
   /** What the limiter and health pages read about the store besides its calls (all optional). */
   readonly traits?: StoreTraits;

@@ -8,6 +8,7 @@ import type {
 } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
+import { resetKeysOf } from "../redis/fixed-windows.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "../redis/options.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
 import { CircuitBreaker } from "../remote/breaker.js";
@@ -124,17 +125,30 @@ export class RedisRestStore implements Store {
     }
   }
 
-  /** Deletes the counters' keys: one request, one DEL each. */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
+  /**
+   * Deletes the counters' keys, a fixed window's around `now` too (the server's `TIME` with the
+   * server clock, one more request; else `now`, or this process's clock): one DEL each.
+   */
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     if (counters.length === 0) return;
+    const at = this.#serverClock ? await this.#serverTime() : (now ?? Date.now());
     this.roundTrips++;
     const replies = await this.client.pipeline(
-      counters.map((counter) => ["DEL", redisKeyOf(this.prefix, counter)]),
+      counters.map((counter) => [
+        "DEL",
+        ...resetKeysOf(redisKeyOf(this.prefix, counter), counter, at),
+      ]),
     );
     const failed = replies.find((reply) => "error" in reply);
     if (failed !== undefined && "error" in failed) {
       throw new EdgelimitError("EL_STORE_FAILED", `redis REST reset failed: ${failed.error}`);
     }
+  }
+
+  async #serverTime(): Promise<number> {
+    this.roundTrips++;
+    const [seconds, micros] = (await this.client.command(["TIME"])) as [string, string];
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
   async close(): Promise<void> {

@@ -59,6 +59,9 @@ local EPSILON = 1e-6
 -- request that reaches Redis late still finds its window's count.
 local LATE_GRACE = 2000
 local SLIDING, BUCKET = 115, 116 -- "s", "t" (and "f", the fixed window)
+-- "w": a fixed window counted in a key of its own per window (window_key), as a plain integer
+-- that the store's blind path (src/stores/redis/fixed-windows.ts) increments without a script.
+local KEYED = 119
 -- How a windowed state is written back: as bytes with a new expiry, as bytes keeping the key's
 -- expiry (a state written for the same window), or as text (see WRITE_TEXT below).
 local WRITE_BYTES, KEEP_EXPIRY, WRITE_TEXT = 0, 1, 2
@@ -109,6 +112,13 @@ local function length_at(ms, months, now)
   return month_start((index + 1) * months) - month_start(index * months)
 end
 
+-- The key of a keyed fixed window: the counter's key, then its window's span and index (the same
+-- name as windowKeyOf in src/stores/redis/fixed-windows.ts). Its hash tag is the counter key's,
+-- so it lives in the same Cluster slot as the key the call declared.
+local function window_key(key, ms, months, index)
+  return key .. "|w" .. format("%d", ms or -months) .. ":" .. format("%d", index)
+end
+
 -- Counter specs by their text ("f 100 60000 1": algorithm letter, limit, window, cost):
 -- converting text to numbers (strtod) costs more than a counter's arithmetic, and a policy's
 -- specs repeat from call to call. Bounded: emptied when full.
@@ -132,6 +142,13 @@ local function spec_of(text)
     specs_held = specs_held + 1
   end
   return spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
+end
+
+-- The value a counter's request at now reads: its key's, or its window's key (a keyed window).
+local function read(call, key, text, now)
+  local code, _, ms, months = spec_of(text)
+  if code == KEYED then return call("GET", window_key(key, ms, months, index_at(ms, months, now))) end
+  return call("GET", key)
 end
 
 -- Where a windowed counter counts a request stamped now (countedAt, then rollWindow): the
@@ -280,6 +297,12 @@ local function assess(raw, spec, now)
     local ok = tat + cost * (length / limit) - now <= length + EPSILON
     return code, limit, ms, months, cost, observe, ok, 0, now, 0, tat, expires, foreign, raw ~= false, as_text
   end
+  if code == KEYED then
+    -- Its own window, whatever newer windows hold: a request stamped late counts in its window's
+    -- key, which a newer window never shares.
+    local count = raw and to_number(raw) or 0
+    return code, limit, ms, months, cost, observe, count + cost <= limit, index_at(ms, months, now), now, count, 0, 0, false, raw ~= false, false
+  end
   local index, at, count, previous, form, foreign = windowed_at(raw, code, ms, months, now)
   local ok
   if code == SLIDING then
@@ -297,6 +320,16 @@ local function settle(call, key, admitted, code, limit, ms, months, cost, observ
   local counted = admitted or not ok or observe
   if code == BUCKET then
     return settle_bucket(call, key, limit, ms, months, cost, at, ok, counted, present, previous, form, as_text, foreign)
+  end
+  if code == KEYED then
+    local finish = start_of(ms, months, index + 1)
+    if counted and cost > 0 then
+      local window = window_key(key, ms, months, index)
+      count = call("INCRBY", window, cost)
+      -- The first count of a window gives its key the window's expiry (see the header).
+      if not present then call("PEXPIRE", window, ceil(finish + LATE_GRACE - at)) end
+    end
+    return ok and 1 or 0, count, max(0, limit - count), finish, ok and 0 or finish - at
   end
   return settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
 end
@@ -320,15 +353,16 @@ local function apply(keys, args)
   -- size: growing a table costs more than the arithmetic. A lone counter always counts.
   if argc == 2 then
     local key = keys[1]
-    return { settle(call, key, true, assess(call("GET", key), args[2], time_of(call, args[1]))) }
+    local now = time_of(call, args[1])
+    return { settle(call, key, true, assess(read(call, key, args[2], now), args[2], now)) }
   end
   if argc == 3 then
     local now = time_of(call, args[1])
     local key1, key2 = keys[1], keys[2]
     local code1, limit1, ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1 =
-      assess(call("GET", key1), args[2], now)
+      assess(read(call, key1, args[2], now), args[2], now)
     local code2, limit2, ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2 =
-      assess(call("GET", key2), args[3], now)
+      assess(read(call, key2, args[3], now), args[3], now)
     local admitted = (ok1 or observe1) and (ok2 or observe2)
     local allowed, count, remaining, reset_at, retry = settle(call, key1, admitted, code1, limit1,
       ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1)
@@ -359,7 +393,8 @@ local function apply(keys, args)
     local admitted = true
     if n > 1 then
       for i = 1, n do
-        if not lets_in(assess(call("GET", keys[key_at + i]), args[at + i - 1], now)) then
+        local text = args[at + i - 1]
+        if not lets_in(assess(read(call, keys[key_at + i], text, now), text, now)) then
           admitted = false
           break
         end
@@ -368,7 +403,7 @@ local function apply(keys, args)
     for i = 1, n do
       local key = keys[key_at + i]
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
-        settle(call, key, admitted, assess(call("GET", key), args[at + i - 1], now))
+        settle(call, key, admitted, assess(read(call, key, args[at + i - 1], now), args[at + i - 1], now))
       o = o + 5
     end
     at = at + n
@@ -384,7 +419,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "c9a5f699b83f091af9f0a7e48dd1f4744f100184";
+export const APPLY_COUNTERS_SHA = "1310a22e94fa3e5fa4542797c051b682a054a93e";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one

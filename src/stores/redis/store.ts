@@ -17,8 +17,10 @@ import { TickBatch } from "./batch.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
+import { countFixedWindows, onlyFixedWindows, resetKeysOf, sendGiveBack } from "./fixed-windows.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
 import { ScriptRunner } from "./runner.js";
+import { ServerClock } from "./server-clock.js";
 import { keySlot } from "./slot.js";
 
 export interface RedisStoreOptions extends ScriptStoreOptions {
@@ -68,8 +70,15 @@ export class RedisStore implements Store {
   /** The single node's guard, or one per Cluster master (by `host:port`). */
   readonly #guards = new Map<string, RemoteGuard>();
   readonly #runner: ScriptRunner;
-  /** Script calls sent to Redis since start (NOSCRIPT fallbacks included). */
+  /** The server's time, for the fixed windows counted without the script (server clock). */
+  readonly #serverTime: ServerClock;
+  /**
+   * Calls sent to Redis since start: script calls (NOSCRIPT fallbacks included) and pipelines
+   * of fixed-window increments; not the give-backs of refused requests.
+   */
   roundTrips = 0;
+  /** Give-backs that failed: counts left one request too high until their window ends. */
+  giveBackFailures = 0;
   /** The last connection error of a client the store owns (for health pages). */
   lastConnectionError: string | undefined;
 
@@ -85,6 +94,8 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.#isCluster = this.client instanceof Cluster;
+    const client = this.client;
+    this.#serverTime = new ServerClock(() => client.time());
     this.#runner = new ScriptRunner(this.client, () => {
       this.roundTrips++;
     });
@@ -189,16 +200,15 @@ export class RedisStore implements Store {
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
     if (counters.length === 0) return Promise.resolve([]);
-    const nowArgument = this.#serverClock ? "" : String(now);
     if (!this.#isCluster) {
       return this.#guardFor(SINGLE_NODE).run(
-        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, nowArgument)),
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, now)),
         progress,
       );
     }
     return applyBySubject(counters, (group) =>
       this.#guardFor(this.#nodeOf(group[0] as CounterSpec)).run(
-        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, nowArgument)),
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, now)),
         progress,
       ),
     );
@@ -259,9 +269,18 @@ export class RedisStore implements Store {
     }
   }
 
-  /** Deletes the counters' keys (one DEL per key: a Cluster routes each to its slot). */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
-    await Promise.all(counters.map((counter) => this.client.del(this.redisKey(counter))));
+  /**
+   * Deletes the counters' keys, a fixed window's around `now` too (the server's time with the
+   * server clock; else `now`, or this process's clock when not given): one DEL per counter,
+   * whose keys share a slot.
+   */
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
+    const at = this.#serverClock ? await this.#serverTime.at() : (now ?? Date.now());
+    await Promise.all(
+      counters.map((counter) =>
+        this.client.del(...resetKeysOf(this.redisKey(counter), counter, at)),
+      ),
+    );
   }
 
   async close(): Promise<void> {
@@ -283,12 +302,37 @@ export class RedisStore implements Store {
     return redisKeyOf(this.prefix, counter);
   }
 
-  #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {
+  #applyGroup(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    if (this.#runner.functions && onlyFixedWindows(counters))
+      return this.#countBlind(counters, now);
+    const nowArgument = this.#serverClock ? "" : String(now);
     const request = encodeRequest(counters, nowArgument, (counter) => this.redisKey(counter));
     if (this.#batch !== undefined) return this.#batch.submit(request);
     return this.#run(request.keys, request.args).then((reply) =>
       decodeReply(reply, 0, counters.length),
     );
+  }
+
+  /**
+   * Fixed windows only: one pipeline of increments (fixed-windows.ts), bounded by `timeoutMs`;
+   * a refused request's increments given back without waiting, on the same connection.
+   */
+  async #countBlind(counters: readonly CounterSpec[], callerNow: number): Promise<CounterState[]> {
+    const now = this.#serverClock
+      ? (this.#serverTime.now() ?? (await this.#serverTime.at()))
+      : callerNow;
+    this.roundTrips++;
+    const { states, giveBack } = await answeredInTime(
+      countFixedWindows(this.client, counters, now, (counter) => this.redisKey(counter)),
+      this.#timeoutMs,
+      "redis",
+    );
+    if (giveBack.length > 0) {
+      sendGiveBack(this.client, giveBack).catch(() => {
+        this.giveBackFailures++;
+      });
+    }
+    return states;
   }
 
   /** The script call (runner.ts), bounded by `timeoutMs`. */

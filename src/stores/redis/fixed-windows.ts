@@ -1,0 +1,134 @@
+/**
+ * Fixed windows without a script: each counter's window has a key of its own, holding its count
+ * as a plain integer, so a request needs no read before its write. One pipeline per request,
+ * `INCRBY` and `PEXPIRE … NX` per counter (the expiry is set only when the key is new: Redis 7),
+ * answers it: `INCRBY` returns the count after, which no other request saw, so each counter is
+ * exact under any concurrency. A request that a counter refused is then given back on the
+ * counters that admitted it (`DECRBY`, sent without waiting, on the same connection, so that
+ * this process's next command finds it applied): meanwhile another process may find a count
+ * one request too high, never one too low, as the DynamoDB store's refunds.
+ *
+ * Windows are kept apart (the window is in the key's name): a request stamped in an older
+ * window counts in that window's key, which a newer window never shares, so it can neither
+ * reset nor shrink a newer window's count. The script counts the same keys (`w` specs,
+ * `window_key` in script.ts) when a request also has sliding windows or token buckets.
+ */
+import type { Pipeline } from "ioredis";
+import type { CounterSpec, CounterState } from "../../core/types.js";
+import { LATE_GRACE_MS, windowEndOf, windowIndexAt, windowSpanOf } from "../../core/windows.js";
+import type { RedisClient } from "./client.js";
+
+/** Whether every counter of a request can be counted blindly (fixed windows only). */
+export function onlyFixedWindows(counters: readonly CounterSpec[]): boolean {
+  for (const counter of counters) if (counter.algorithm !== "fixed-window") return false;
+  return true;
+}
+
+/**
+ * The key of a counter's window: its Redis key (`redisKeyOf`), then `|w`, the window's span
+ * (`windowSpanOf`: ms, or minus the months) and index. The same name as `window_key` in the
+ * script; the hash tag is the counter key's, so every window of a subject shares its slot.
+ */
+export function windowKeyOf(counterKey: string, counter: CounterSpec, index: number): string {
+  return `${counterKey}|w${windowSpanOf(counter.window)}:${index}`;
+}
+
+/**
+ * The keys a reset deletes for a counter: its key (sliding windows, token buckets, states of
+ * earlier versions), and for a fixed window the windows around `now`: the one before (a late
+ * request may still count in it), its own, and the next (a process whose clock is ahead).
+ */
+export function resetKeysOf(counterKey: string, counter: CounterSpec, now: number): string[] {
+  if (counter.algorithm !== "fixed-window") return [counterKey];
+  const index = windowIndexAt(counter.window, now);
+  return [
+    counterKey,
+    windowKeyOf(counterKey, counter, index - 1),
+    windowKeyOf(counterKey, counter, index),
+    windowKeyOf(counterKey, counter, index + 1),
+  ];
+}
+
+/** What a blind call found: the states, and the increments to give back (empty when admitted). */
+export interface FixedWindowOutcome {
+  readonly states: CounterState[];
+  readonly giveBack: readonly GiveBack[];
+}
+
+/** An increment to take back: the window's key, the cost, and the expiry the key was given. */
+export interface GiveBack {
+  readonly key: string;
+  readonly cost: number;
+  readonly ttlMs: number;
+}
+
+/**
+ * Takes back a refused request's increments. The expiry is asked for again (`NX`): were the key
+ * gone meanwhile, `DECRBY` would make one that never expires.
+ */
+export function sendGiveBack(client: RedisClient, giveBack: readonly GiveBack[]): Promise<unknown> {
+  const pipeline = client.pipeline() as Pipeline;
+  for (const { key, cost, ttlMs } of giveBack) pipeline.decrby(key, cost).pexpire(key, ttlMs, "NX");
+  return pipeline.exec();
+}
+
+/**
+ * Counts a request's fixed windows at `now` (epoch ms: the caller's, or the server's as the
+ * store estimates it) with one pipeline; `keyOf` gives a counter's Redis key.
+ */
+export async function countFixedWindows(
+  client: RedisClient,
+  counters: readonly CounterSpec[],
+  now: number,
+  keyOf: (counter: CounterSpec) => string,
+): Promise<FixedWindowOutcome> {
+  const count = counters.length;
+  const keys: string[] = new Array(count);
+  const ends: number[] = new Array(count);
+  const ttls: number[] = new Array(count);
+  const pipeline = client.pipeline() as Pipeline;
+  for (let i = 0; i < count; i++) {
+    const counter = counters[i] as CounterSpec;
+    const index = windowIndexAt(counter.window, now);
+    const end = windowEndOf(counter.window, index);
+    const key = windowKeyOf(keyOf(counter), counter, index);
+    // A duration from the request's own time, as the script's `PX`: positive, since now < end.
+    const ttl = Math.ceil(end + LATE_GRACE_MS - now);
+    keys[i] = key;
+    ends[i] = end;
+    ttls[i] = ttl;
+    pipeline.incrby(key, counter.cost).pexpire(key, ttl, "NX");
+  }
+  const replies = await pipeline.exec();
+  if (replies === null) throw new Error("redis pipeline was discarded");
+  const after: number[] = new Array(count);
+  let admitted = true;
+  for (let i = 0; i < count; i++) {
+    const [error, reply] = replies[2 * i] as [Error | null, unknown];
+    if (error) throw error;
+    const counter = counters[i] as CounterSpec;
+    after[i] = Number(reply);
+    if (counter.mode === "enforce" && (after[i] as number) > counter.limit) admitted = false;
+  }
+  const states: CounterState[] = new Array(count);
+  const giveBack: GiveBack[] = [];
+  for (let i = 0; i < count; i++) {
+    const counter = counters[i] as CounterSpec;
+    const allowed = (after[i] as number) <= counter.limit;
+    let counted = after[i] as number;
+    // Refused: only the enforcing counters that refused it, and observing ones, keep it.
+    if (!admitted && allowed && counter.mode === "enforce" && counter.cost > 0) {
+      counted -= counter.cost;
+      giveBack.push({ key: keys[i] as string, cost: counter.cost, ttlMs: ttls[i] as number });
+    }
+    const end = ends[i] as number;
+    states[i] = {
+      allowed,
+      count: counted,
+      remaining: Math.max(0, counter.limit - counted),
+      resetAt: end,
+      retryAfterMs: allowed ? 0 : end - now,
+    };
+  }
+  return { states, giveBack };
+}
