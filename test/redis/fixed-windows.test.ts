@@ -1,0 +1,189 @@
+/**
+ * Fixed windows counted without the script: what a decision sends to Redis (INFO commandstats),
+ * and the give-back that keeps a refused request all-or-nothing.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CounterSpec } from "../../src/core/types.js";
+import { windowIndexAt } from "../../src/core/windows.js";
+import { RedisStore } from "../../src/stores/redis.js";
+import { type RedisServer, startRedis } from "./redis-server.js";
+import { counter } from "./reference.js";
+
+let server: RedisServer;
+let cleanup: () => Promise<void>;
+let admin: Redis;
+
+beforeAll(async () => {
+  ({ server, cleanup } = await startRedis());
+  admin = new Redis({ port: server.port, host: "127.0.0.1" });
+});
+
+afterAll(async () => {
+  admin?.disconnect();
+  await cleanup?.();
+});
+
+/** Calls of each command the server ran since its last `CONFIG RESETSTAT`. */
+async function commandCalls(): Promise<Record<string, number>> {
+  const info = await admin.info("commandstats");
+  const calls: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
+    calls[match[1] as string] = Number(match[2]);
+  }
+  return calls;
+}
+
+/** A day ahead of the real clock, at the start of a minute: keys outlive the test. */
+const minute = () => Math.ceil((Date.now() + 86_400_000) / 60_000) * 60_000;
+
+describe("fixed windows without the script", () => {
+  it("an admitted decision sends one INCRBY and one PEXPIRE per counter, and no script call", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "stats:" });
+    await store.ready();
+    try {
+      const one = [counter("ip:192.0.2.10", "global", "fixed-window", 100, { ms: 60_000 })];
+      const two = [...one, counter("ip:192.0.2.10", "path", "fixed-window", 100, { ms: 60_000 })];
+      // The first call samples the server's clock (TIME) before it counts.
+      await store.apply(one, Date.now());
+      await admin.config("RESETSTAT");
+      for (let i = 0; i < 20; i++) await store.apply(one, Date.now());
+      for (let i = 0; i < 20; i++) await store.apply(two, Date.now());
+      const calls = await commandCalls();
+      expect(calls.incrby).toBe(20 + 40);
+      expect(calls.pexpire).toBe(20 + 40);
+      expect(calls.fcall ?? 0).toBe(0);
+      expect(calls.evalsha ?? 0).toBe(0);
+      expect(calls.eval ?? 0).toBe(0);
+      expect(calls.get ?? 0).toBe(0);
+      // The server's clock is sampled again once a second, not per decision.
+      expect(calls.time ?? 0).toBeLessThanOrEqual(5);
+      expect(store.roundTrips).toBe(41);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a refused request gives back its increments on the counters that admitted it", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "giveback:", clock: "caller" });
+    await store.ready();
+    try {
+      const now = minute();
+      const tight = counter("ip:192.0.2.11", "tight", "fixed-window", 2, { ms: 60_000 });
+      const loose = counter("ip:192.0.2.11", "loose", "fixed-window", 10, { ms: 60_000 });
+      const shadow = counter(
+        "ip:192.0.2.11",
+        "shadow",
+        "fixed-window",
+        1,
+        { ms: 60_000 },
+        1,
+        "observe",
+      );
+      const request = [tight, loose, shadow];
+      for (let i = 0; i < 2; i++) {
+        const states = await store.apply(request, now + i);
+        expect(states.map((state) => state.allowed)).toEqual([true, true, i === 0]);
+      }
+      const [refusedTight, refusedLoose, refusedShadow] = await store.apply(request, now + 2);
+      expect(refusedTight).toMatchObject({ allowed: false, count: 3 });
+      expect(refusedLoose).toMatchObject({ allowed: true, count: 2, remaining: 8 });
+      expect(refusedShadow).toMatchObject({ allowed: false, count: 3 });
+      // This process's next command runs after the give-back (one connection, in order)...
+      const read = await store.apply(
+        request.map((spec) => ({ ...spec, cost: 0 })),
+        now + 3,
+      );
+      expect(read.map((state) => state.count)).toEqual([3, 2, 3]);
+      // ...and the keys hold what the contract says: the attempt where refused, nothing else.
+      const keyOf = (spec: CounterSpec) =>
+        `${store.redisKey(spec)}|w60000:${windowIndexAt(spec.window, now)}`;
+      expect(await admin.mget(request.map(keyOf))).toEqual(["3", "2", "3"]);
+      expect(store.giveBackFailures).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("concurrent refused requests leave no count below what was admitted, and none above once given back", async () => {
+    const stores = [0, 1].map(
+      () => new RedisStore({ client: server.url, prefix: "concurrent:", clock: "caller" }),
+    );
+    await Promise.all(stores.map((store) => store.ready()));
+    try {
+      const now = minute();
+      const tight = counter("ip:192.0.2.12", "tight", "fixed-window", 5, { ms: 60_000 });
+      const loose = counter("ip:192.0.2.12", "loose", "fixed-window", 1000, { ms: 60_000 });
+      const answers = await Promise.all(
+        Array.from({ length: 400 }, (_, i) =>
+          (stores[i % 2] as RedisStore).apply([tight, loose], now + (i % 50)),
+        ),
+      );
+      const admitted = answers.filter(([a, b]) => a?.allowed && b?.allowed).length;
+      expect(admitted).toBe(5);
+      // While give-backs are on their way a count may be too high, never below the admissions.
+      for (const [, state] of answers) expect(state?.count).toBeGreaterThanOrEqual(1);
+      const reads = await Promise.all(
+        stores.map((store) =>
+          store.apply(
+            [
+              { ...tight, cost: 0 },
+              { ...loose, cost: 0 },
+            ],
+            now + 100,
+          ),
+        ),
+      );
+      for (const read of reads) expect(read.map((state) => state.count)).toEqual([400, 5]);
+    } finally {
+      await Promise.all(stores.map((store) => store.close()));
+    }
+  });
+
+  it("a request with a sliding window too counts its fixed window in the same key, through the script", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "mixed:", clock: "caller" });
+    await store.ready();
+    try {
+      const now = minute();
+      const fixed = counter("ip:192.0.2.13", "global", "fixed-window", 3, { ms: 60_000 });
+      const sliding = counter("ip:192.0.2.13", "search", "sliding-window", 100, { ms: 60_000 });
+      await admin.config("RESETSTAT");
+      const counts: number[] = [];
+      const allowed: boolean[] = [];
+      for (const [i, request] of [[fixed], [fixed, sliding], [fixed], [fixed, sliding]].entries()) {
+        const [state] = await store.apply(request, now + i);
+        counts.push(state?.count ?? Number.NaN);
+        allowed.push(state?.allowed ?? false);
+      }
+      expect(counts).toEqual([1, 2, 3, 4]);
+      expect(allowed).toEqual([true, true, true, false]);
+      const calls = await commandCalls();
+      expect(calls.fcall).toBe(2);
+      // The refused mixed request left the sliding window as it was: counted once.
+      const [, read] = await store.apply(
+        [
+          { ...fixed, cost: 0 },
+          { ...sliding, cost: 0 },
+        ],
+        now + 9,
+      );
+      expect(read?.count).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("reset forgets a fixed window counted with the server's clock", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "reset:" });
+    await store.ready();
+    try {
+      const spec = counter("ip:192.0.2.14", "global", "fixed-window", 2, { ms: 60_000 });
+      for (let i = 0; i < 3; i++) await store.apply([spec], Date.now());
+      await store.reset([spec]);
+      const [state] = await store.apply([spec], Date.now());
+      expect(state).toMatchObject({ allowed: true, count: 1 });
+    } finally {
+      await store.close();
+    }
+  });
+});
