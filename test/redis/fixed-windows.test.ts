@@ -173,6 +173,23 @@ describe("fixed windows without the script", () => {
     }
   });
 
+  it("requests of one tick share one pipeline, each counted on its own", async () => {
+    const store = new RedisStore({ client: server.url, prefix: "tick:", clock: "caller" });
+    await store.ready();
+    try {
+      const now = minute();
+      const spec = counter("ip:192.0.2.15", "global", "fixed-window", 30, { ms: 60_000 });
+      const states = await Promise.all(Array.from({ length: 50 }, () => store.apply([spec], now)));
+      expect(store.roundTrips).toBe(1);
+      expect(states.filter((state) => state[0]?.allowed)).toHaveLength(30);
+      expect(states.map((state) => state[0]?.count).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual(
+        Array.from({ length: 50 }, (_, i) => i + 1),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
   it("reset forgets a fixed window counted with the server's clock", async () => {
     const store = new RedisStore({ client: server.url, prefix: "reset:" });
     await store.ready();

@@ -73,62 +73,106 @@ export function sendGiveBack(client: RedisClient, giveBack: readonly GiveBack[])
 }
 
 /**
- * Counts a request's fixed windows at `now` (epoch ms: the caller's, or the server's as the
- * store estimates it) with one pipeline; `keyOf` gives a counter's Redis key.
+ * One request's fixed windows at `now` (epoch ms: the caller's, or the server's as the store
+ * estimates it): two commands per counter on a pipeline (`queue`), read back from its replies
+ * (`settle`). `keyOf` gives a counter's Redis key.
  */
+export class FixedWindowRequest {
+  readonly counters: readonly CounterSpec[];
+  readonly #now: number;
+  readonly #keys: string[];
+  readonly #ends: number[];
+  readonly #ttls: number[];
+
+  constructor(
+    counters: readonly CounterSpec[],
+    now: number,
+    keyOf: (counter: CounterSpec) => string,
+  ) {
+    const count = counters.length;
+    this.counters = counters;
+    this.#now = now;
+    this.#keys = new Array(count);
+    this.#ends = new Array(count);
+    this.#ttls = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const counter = counters[i] as CounterSpec;
+      const index = windowIndexAt(counter.window, now);
+      const end = windowEndOf(counter.window, index);
+      this.#keys[i] = windowKeyOf(keyOf(counter), counter, index);
+      this.#ends[i] = end;
+      // A duration from the request's own time, as the script's `PX`: positive, since now < end.
+      this.#ttls[i] = Math.ceil(end + LATE_GRACE_MS - now);
+    }
+  }
+
+  /** Commands the request adds to a pipeline: `COMMANDS_PER_COUNTER` per counter. */
+  queue(pipeline: Pipeline): void {
+    const keys = this.#keys;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] as string;
+      pipeline
+        .incrby(key, (this.counters[i] as CounterSpec).cost)
+        .pexpire(key, this.#ttls[i] as number, "NX");
+    }
+  }
+
+  /** The request's outcome from a pipeline's replies, its own starting at `offset`. */
+  settle(replies: readonly [Error | null, unknown][], offset: number): FixedWindowOutcome {
+    const counters = this.counters;
+    const count = counters.length;
+    const after: number[] = new Array(count);
+    let admitted = true;
+    for (let i = 0; i < count; i++) {
+      const [error, reply] = replies[offset + COMMANDS_PER_COUNTER * i] ?? [
+        new Error("redis pipeline returned too few replies"),
+        undefined,
+      ];
+      if (error) throw error;
+      const counter = counters[i] as CounterSpec;
+      after[i] = Number(reply);
+      if (counter.mode === "enforce" && (after[i] as number) > counter.limit) admitted = false;
+    }
+    const now = this.#now;
+    const states: CounterState[] = new Array(count);
+    const giveBack: GiveBack[] = [];
+    for (let i = 0; i < count; i++) {
+      const counter = counters[i] as CounterSpec;
+      const allowed = (after[i] as number) <= counter.limit;
+      let counted = after[i] as number;
+      // Refused: only the enforcing counters that refused it, and observing ones, keep it.
+      if (!admitted && allowed && counter.mode === "enforce" && counter.cost > 0) {
+        counted -= counter.cost;
+        giveBack.push({
+          key: this.#keys[i] as string,
+          cost: counter.cost,
+          ttlMs: this.#ttls[i] as number,
+        });
+      }
+      const end = this.#ends[i] as number;
+      states[i] = {
+        allowed,
+        count: counted,
+        remaining: Math.max(0, counter.limit - counted),
+        resetAt: end,
+        retryAfterMs: allowed ? 0 : end - now,
+      };
+    }
+    return { states, giveBack };
+  }
+}
+
+/** `INCRBY` and `PEXPIRE … NX`. */
+export const COMMANDS_PER_COUNTER = 2;
+
+/** Sends one request's pipeline and reads its outcome (a Cluster, or batching off). */
 export async function countFixedWindows(
   client: RedisClient,
-  counters: readonly CounterSpec[],
-  now: number,
-  keyOf: (counter: CounterSpec) => string,
+  request: FixedWindowRequest,
 ): Promise<FixedWindowOutcome> {
-  const count = counters.length;
-  const keys: string[] = new Array(count);
-  const ends: number[] = new Array(count);
-  const ttls: number[] = new Array(count);
   const pipeline = client.pipeline() as Pipeline;
-  for (let i = 0; i < count; i++) {
-    const counter = counters[i] as CounterSpec;
-    const index = windowIndexAt(counter.window, now);
-    const end = windowEndOf(counter.window, index);
-    const key = windowKeyOf(keyOf(counter), counter, index);
-    // A duration from the request's own time, as the script's `PX`: positive, since now < end.
-    const ttl = Math.ceil(end + LATE_GRACE_MS - now);
-    keys[i] = key;
-    ends[i] = end;
-    ttls[i] = ttl;
-    pipeline.incrby(key, counter.cost).pexpire(key, ttl, "NX");
-  }
+  request.queue(pipeline);
   const replies = await pipeline.exec();
   if (replies === null) throw new Error("redis pipeline was discarded");
-  const after: number[] = new Array(count);
-  let admitted = true;
-  for (let i = 0; i < count; i++) {
-    const [error, reply] = replies[2 * i] as [Error | null, unknown];
-    if (error) throw error;
-    const counter = counters[i] as CounterSpec;
-    after[i] = Number(reply);
-    if (counter.mode === "enforce" && (after[i] as number) > counter.limit) admitted = false;
-  }
-  const states: CounterState[] = new Array(count);
-  const giveBack: GiveBack[] = [];
-  for (let i = 0; i < count; i++) {
-    const counter = counters[i] as CounterSpec;
-    const allowed = (after[i] as number) <= counter.limit;
-    let counted = after[i] as number;
-    // Refused: only the enforcing counters that refused it, and observing ones, keep it.
-    if (!admitted && allowed && counter.mode === "enforce" && counter.cost > 0) {
-      counted -= counter.cost;
-      giveBack.push({ key: keys[i] as string, cost: counter.cost, ttlMs: ttls[i] as number });
-    }
-    const end = ends[i] as number;
-    states[i] = {
-      allowed,
-      count: counted,
-      remaining: Math.max(0, counter.limit - counted),
-      resetAt: end,
-      retryAfterMs: allowed ? 0 : end - now,
-    };
-  }
-  return { states, giveBack };
+  return request.settle(replies, 0);
 }

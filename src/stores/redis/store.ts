@@ -1,4 +1,4 @@
-import { Cluster, type Redis } from "ioredis";
+import { Cluster, type Pipeline, type Redis } from "ioredis";
 import { EdgelimitError } from "../../core/errors.js";
 import type {
   CounterSpec,
@@ -17,7 +17,14 @@ import { TickBatch } from "./batch.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
-import { countFixedWindows, onlyFixedWindows, resetKeysOf, sendGiveBack } from "./fixed-windows.js";
+import { FixedWindowBatch } from "./fixed-window-batch.js";
+import {
+  countFixedWindows,
+  FixedWindowRequest,
+  onlyFixedWindows,
+  resetKeysOf,
+  sendGiveBack,
+} from "./fixed-windows.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
 import { ScriptRunner } from "./runner.js";
 import { ServerClock } from "./server-clock.js";
@@ -66,6 +73,8 @@ export class RedisStore implements Store {
   readonly #breakerOptions: CircuitBreakerOptions | false | undefined;
   /** Undefined when batching is off (a Cluster, or `maxBatch: 1`). */
   readonly #batch: TickBatch | undefined;
+  /** Fixed-window requests of one tick in one pipeline; undefined when batching is off. */
+  readonly #fixedBatch: FixedWindowBatch | undefined;
   readonly #gate: ConnectionGate;
   /** The single node's guard, or one per Cluster master (by `host:port`). */
   readonly #guards = new Map<string, RemoteGuard>();
@@ -113,6 +122,17 @@ export class RedisStore implements Store {
             maxBatch,
             (keys, args) => this.#run(keys, args),
             (flush) => process.nextTick(flush),
+          );
+    this.#fixedBatch =
+      this.#isCluster || maxBatch === 1
+        ? undefined
+        : new FixedWindowBatch(
+            maxBatch,
+            () => this.client.pipeline() as Pipeline,
+            (flush) => process.nextTick(flush),
+            () => {
+              this.roundTrips++;
+            },
           );
     this.#timeoutMs = timeoutMs;
     // A single node's stalled connection is made again; a Cluster's nodes are ioredis's own,
@@ -321,9 +341,11 @@ export class RedisStore implements Store {
     const now = this.#serverClock
       ? (this.#serverTime.now() ?? (await this.#serverTime.at()))
       : callerNow;
-    this.roundTrips++;
+    const request = new FixedWindowRequest(counters, now, (counter) => this.redisKey(counter));
+    const batch = this.#fixedBatch;
+    if (batch === undefined) this.roundTrips++;
     const { states, giveBack } = await answeredInTime(
-      countFixedWindows(this.client, counters, now, (counter) => this.redisKey(counter)),
+      batch === undefined ? countFixedWindows(this.client, request) : batch.submit(request),
       this.#timeoutMs,
       "redis",
     );
