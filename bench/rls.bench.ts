@@ -387,7 +387,12 @@ async function redisPart(redis: Redis, redisRls: Server, calls: Buffer[]): Promi
   const usec = (times: Map<string, CommandTime>, names: string[]) =>
     names.reduce((sum, name) => sum + (times.get(name)?.usec ?? 0), 0);
   const callsOf = (times: Map<string, CommandTime>, names: string[]) =>
-    names.map((name) => `${name} ${times.get(name)?.calls ?? 0}`).join(", ");
+    names
+      .map((name) => {
+        const { calls = 0, usec: spent = 0 } = times.get(name) ?? {};
+        return `${name} ${calls}${calls > 0 ? ` at ${(spent / calls).toFixed(2)} µs` : ""}`;
+      })
+      .join(", ");
   // Every command the service sent: fixed windows as INCRBY and PEXPIRE, other algorithms as
   // a call of the Redis 7 function (FCALL) or of the script, the store's TIME samples.
   const SENT = [...ours.keys()].filter((name) => name !== "config" && name !== "info");
