@@ -13,9 +13,13 @@
  * after the other, each atomically and all-or-nothing on its own counters (one key per spec, in
  * order). `now` is "" (read the server's `TIME`, once per call, so that gateways with skewed
  * clocks agree) or the caller's epoch ms; a request's specs run up to the next `now`. A spec is
- * one argument, `"f 60 60000 1"`: algorithm and mode in one letter (`f` fixed window, `s`
+ * one argument, `"w 60 60000 1"`: algorithm and mode in one letter (`w` fixed window, `s`
  * sliding window, `t` token bucket; upper case for an observing counter), limit, window
- * (`60000` ms, or `m1` calendar months, UTC), cost.
+ * (`60000` ms, or `m1` calendar months, UTC), cost. A `w` counter counts in its window's key
+ * (`window_key`: the declared key, `|w`, span and index; same hash tag, same slot), an integer
+ * that the store also increments without the script (fixed-windows.ts), so windows are kept
+ * apart and a request stamped late counts in its own window. `f` is a fixed window in the
+ * counter's own key, as versions before sent it (tests and the bench still call it).
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0).
