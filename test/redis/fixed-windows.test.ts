@@ -5,7 +5,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
-import { windowIndexAt } from "../../src/core/windows.js";
+import { LATE_GRACE_MS, windowIndexAt } from "../../src/core/windows.js";
 import { RedisStore } from "../../src/stores/redis.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
 import { counter } from "./reference.js";
@@ -38,27 +38,41 @@ async function commandCalls(): Promise<Record<string, number>> {
 const minute = () => Math.ceil((Date.now() + 86_400_000) / 60_000) * 60_000;
 
 describe("fixed windows without the script", () => {
-  it("an admitted decision sends one INCRBY and one PEXPIRE per counter, and no script call", async () => {
+  it("an admitted decision sends one INCRBY per counter and no script call; a new key's expiry follows once", async () => {
     const store = new RedisStore({ client: server.url, prefix: "stats:" });
     await store.ready();
     try {
       const one = [counter("ip:192.0.2.10", "global", "fixed-window", 100, { ms: 60_000 })];
       const two = [...one, counter("ip:192.0.2.10", "path", "fixed-window", 100, { ms: 60_000 })];
-      // The first call samples the server's clock (TIME) before it counts.
+      // The first call samples the server's clock (TIME) and makes the key; the read after it
+      // runs once its expiry has followed (one connection, in order).
       await store.apply(one, Date.now());
+      await store.apply([{ ...(one[0] as CounterSpec), cost: 0 }], Date.now());
       await admin.config("RESETSTAT");
       for (let i = 0; i < 20; i++) await store.apply(one, Date.now());
       for (let i = 0; i < 20; i++) await store.apply(two, Date.now());
+      // Again a read that runs after every follow-up.
+      await store.apply([{ ...(one[0] as CounterSpec), cost: 0 }], Date.now());
       const calls = await commandCalls();
-      expect(calls.incrby).toBe(20 + 40);
-      expect(calls.pexpire).toBe(20 + 40);
+      expect(calls.incrby).toBe(20 + 40 + 1);
+      // The path counter's key was made by the first request with two counters.
+      expect(calls.pexpire).toBe(1);
       expect(calls.fcall ?? 0).toBe(0);
       expect(calls.evalsha ?? 0).toBe(0);
       expect(calls.eval ?? 0).toBe(0);
       expect(calls.get ?? 0).toBe(0);
       // The server's clock is sampled again once a second, not per decision.
       expect(calls.time ?? 0).toBeLessThanOrEqual(5);
-      expect(store.roundTrips).toBe(41);
+      expect(store.roundTrips).toBe(43);
+      // Both keys expire with their window, and the late grace.
+      const keys = await admin.keys("stats:*");
+      expect(keys).toHaveLength(2);
+      for (const key of keys) {
+        const index = Number(key.split(":").pop());
+        const late = (await admin.pexpiretime(key)) - ((index + 1) * 60_000 + LATE_GRACE_MS);
+        expect(late).toBeGreaterThanOrEqual(-5);
+        expect(late).toBeLessThanOrEqual(1000);
+      }
     } finally {
       await store.close();
     }
@@ -99,7 +113,7 @@ describe("fixed windows without the script", () => {
       const keyOf = (spec: CounterSpec) =>
         `${store.redisKey(spec)}|w60000:${windowIndexAt(spec.window, now)}`;
       expect(await admin.mget(request.map(keyOf))).toEqual(["3", "2", "3"]);
-      expect(store.giveBackFailures).toBe(0);
+      expect(store.followUpFailures).toBe(0);
     } finally {
       await store.close();
     }

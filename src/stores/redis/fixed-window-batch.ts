@@ -20,18 +20,24 @@ interface Queued {
 export class FixedWindowBatch {
   readonly #maxBatch: number;
   readonly #pipeline: () => Pipeline;
+  readonly #exec: (pipeline: Pipeline) => Promise<[Error | null, unknown][] | null>;
   readonly #defer: (flush: () => void) => void;
   readonly #sent: () => void;
   #queue: Queued[] = [];
 
-  /** `sent` counts each pipeline sent (`RedisStore.roundTrips`). */
+  /**
+   * `exec` sends a pipeline (the store bounds it by its call timeout: one timer per batch, not
+   * per request); `sent` counts each pipeline sent (`RedisStore.roundTrips`).
+   */
   constructor(
     maxBatch: number,
     pipeline: () => Pipeline,
+    exec: (pipeline: Pipeline) => Promise<[Error | null, unknown][] | null>,
     defer: (flush: () => void) => void,
     sent: () => void,
   ) {
     this.#maxBatch = maxBatch;
+    this.#exec = exec;
     this.#sent = sent;
     this.#pipeline = pipeline;
     this.#defer = defer;
@@ -52,7 +58,7 @@ export class FixedWindowBatch {
     const pipeline = this.#pipeline();
     for (const { request } of batch) request.queue(pipeline);
     this.#sent();
-    pipeline.exec().then(
+    this.#exec(pipeline).then(
       (replies) => {
         let offset = 0;
         for (const { request, resolve, reject } of batch) {

@@ -1,12 +1,14 @@
 /**
  * Fixed windows without a script: each counter's window has a key of its own, holding its count
- * as a plain integer, so a request needs no read before its write. One pipeline per request,
- * `INCRBY` and `PEXPIRE … NX` per counter (the expiry is set only when the key is new: Redis 7),
- * answers it: `INCRBY` returns the count after, which no other request saw, so each counter is
- * exact under any concurrency. A request that a counter refused is then given back on the
- * counters that admitted it (`DECRBY`, sent without waiting, on the same connection, so that
- * this process's next command finds it applied): meanwhile another process may find a count
- * one request too high, never one too low, as the DynamoDB store's refunds.
+ * as a plain integer, so a request needs no read before its write. One `INCRBY` per counter
+ * answers a request: it returns the count after, which no other request saw, so each counter is
+ * exact under any concurrency. What follows is sent without waiting, on the same connection (so
+ * that this process's next command finds it applied):
+ * - the key's expiry, when the `INCRBY` made the key (it answered no more than the cost):
+ *   `PEXPIRE … NX` (Redis 7), once per key and window instead of once per request;
+ * - a refused request given back on the counters that admitted it (`DECRBY`): meanwhile another
+ *   process may find a count one request too high, never one too low, as the DynamoDB store's
+ *   refunds.
  *
  * Windows are kept apart (the window is in the key's name): a request stamped in an older
  * window counts in that window's key, which a newer window never shares, so it can neither
@@ -49,26 +51,32 @@ export function resetKeysOf(counterKey: string, counter: CounterSpec, now: numbe
   ];
 }
 
-/** What a blind call found: the states, and the increments to give back (empty when admitted). */
+/**
+ * What a blind call found: the states, and what to send after it (the expiries of keys it made,
+ * the increments of a refused request to give back), nothing when `followUp` is empty.
+ */
 export interface FixedWindowOutcome {
   readonly states: CounterState[];
-  readonly giveBack: readonly GiveBack[];
+  readonly followUp: readonly FollowUp[];
 }
 
-/** An increment to take back: the window's key, the cost, and the expiry the key was given. */
-export interface GiveBack {
+/**
+ * A key to give an expiry (`cost` 0), or an increment to take back and the expiry again (were the
+ * key gone meanwhile, `DECRBY` would make one that never expires).
+ */
+export interface FollowUp {
   readonly key: string;
   readonly cost: number;
   readonly ttlMs: number;
 }
 
-/**
- * Takes back a refused request's increments. The expiry is asked for again (`NX`): were the key
- * gone meanwhile, `DECRBY` would make one that never expires.
- */
-export function sendGiveBack(client: RedisClient, giveBack: readonly GiveBack[]): Promise<unknown> {
+/** Sends the follow-ups of one or more requests as one pipeline. */
+export function sendFollowUp(client: RedisClient, followUp: readonly FollowUp[]): Promise<unknown> {
   const pipeline = client.pipeline() as Pipeline;
-  for (const { key, cost, ttlMs } of giveBack) pipeline.decrby(key, cost).pexpire(key, ttlMs, "NX");
+  for (const { key, cost, ttlMs } of followUp) {
+    if (cost > 0) pipeline.decrby(key, cost);
+    pipeline.pexpire(key, ttlMs, "NX");
+  }
   return pipeline.exec();
 }
 
@@ -110,10 +118,7 @@ export class FixedWindowRequest {
   queue(pipeline: Pipeline): void {
     const keys = this.#keys;
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i] as string;
-      pipeline
-        .incrby(key, (this.counters[i] as CounterSpec).cost)
-        .pexpire(key, this.#ttls[i] as number, "NX");
+      pipeline.incrby(keys[i] as string, (this.counters[i] as CounterSpec).cost);
     }
   }
 
@@ -135,19 +140,20 @@ export class FixedWindowRequest {
     }
     const now = this.#now;
     const states: CounterState[] = new Array(count);
-    const giveBack: GiveBack[] = [];
+    const followUp: FollowUp[] = [];
     for (let i = 0; i < count; i++) {
       const counter = counters[i] as CounterSpec;
       const allowed = (after[i] as number) <= counter.limit;
       let counted = after[i] as number;
+      const key = this.#keys[i] as string;
+      const ttlMs = this.#ttls[i] as number;
       // Refused: only the enforcing counters that refused it, and observing ones, keep it.
       if (!admitted && allowed && counter.mode === "enforce" && counter.cost > 0) {
         counted -= counter.cost;
-        giveBack.push({
-          key: this.#keys[i] as string,
-          cost: counter.cost,
-          ttlMs: this.#ttls[i] as number,
-        });
+        followUp.push({ key, cost: counter.cost, ttlMs });
+      } else if (counted <= counter.cost) {
+        // This request made the key (or found it emptied by a give-back): it has no expiry yet.
+        followUp.push({ key, cost: 0, ttlMs });
       }
       const end = this.#ends[i] as number;
       states[i] = {
@@ -158,12 +164,12 @@ export class FixedWindowRequest {
         retryAfterMs: allowed ? 0 : end - now,
       };
     }
-    return { states, giveBack };
+    return { states, followUp };
   }
 }
 
-/** `INCRBY` and `PEXPIRE … NX`. */
-export const COMMANDS_PER_COUNTER = 2;
+/** `INCRBY`. */
+export const COMMANDS_PER_COUNTER = 1;
 
 /** Sends one request's pipeline and reads its outcome (a Cluster, or batching off). */
 export async function countFixedWindows(

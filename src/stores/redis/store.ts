@@ -23,7 +23,7 @@ import {
   FixedWindowRequest,
   onlyFixedWindows,
   resetKeysOf,
-  sendGiveBack,
+  sendFollowUp,
 } from "./fixed-windows.js";
 import { type ScriptStoreOptions, scriptStoreSettings } from "./options.js";
 import { ScriptRunner } from "./runner.js";
@@ -86,8 +86,11 @@ export class RedisStore implements Store {
    * of fixed-window increments; not the give-backs of refused requests.
    */
   roundTrips = 0;
-  /** Give-backs that failed: counts left one request too high until their window ends. */
-  giveBackFailures = 0;
+  /**
+   * Fixed-window follow-ups that failed: a refused request's count left one too high until its
+   * window ends, or a key left without an expiry (its window is in its name: never counted again).
+   */
+  followUpFailures = 0;
   /** The last connection error of a client the store owns (for health pages). */
   lastConnectionError: string | undefined;
 
@@ -129,6 +132,7 @@ export class RedisStore implements Store {
         : new FixedWindowBatch(
             maxBatch,
             () => this.client.pipeline() as Pipeline,
+            (pipeline) => answeredInTime(pipeline.exec(), timeoutMs, "redis"),
             (flush) => process.nextTick(flush),
             () => {
               this.roundTrips++;
@@ -334,8 +338,9 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Fixed windows only: one pipeline of increments (fixed-windows.ts), bounded by `timeoutMs`;
-   * a refused request's increments given back without waiting, on the same connection.
+   * Fixed windows only: one `INCRBY` per counter (fixed-windows.ts; a tick's requests in one
+   * pipeline), bounded by `timeoutMs`; the expiries of keys it made and a refused request's
+   * give-back follow without waiting, on the same connection.
    */
   async #countBlind(counters: readonly CounterSpec[], callerNow: number): Promise<CounterState[]> {
     const now = this.#serverClock
@@ -344,14 +349,12 @@ export class RedisStore implements Store {
     const request = new FixedWindowRequest(counters, now, (counter) => this.redisKey(counter));
     const batch = this.#fixedBatch;
     if (batch === undefined) this.roundTrips++;
-    const { states, giveBack } = await answeredInTime(
-      batch === undefined ? countFixedWindows(this.client, request) : batch.submit(request),
-      this.#timeoutMs,
-      "redis",
-    );
-    if (giveBack.length > 0) {
-      sendGiveBack(this.client, giveBack).catch(() => {
-        this.giveBackFailures++;
+    const { states, followUp } = await (batch === undefined
+      ? answeredInTime(countFixedWindows(this.client, request), this.#timeoutMs, "redis")
+      : batch.submit(request));
+    if (followUp.length > 0) {
+      sendFollowUp(this.client, followUp).catch(() => {
+        this.followUpFailures++;
       });
     }
     return states;
