@@ -188,13 +188,21 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Resolves once the client is connected and the script is cached on every master, so that
-   * the first burst of requests does not each fall back to EVAL. The store fails fast until
+   * Resolves once the client is connected, the script is cached on every master and (server
+   * clock) the server's time sampled, so that the first burst of requests does not each fall
+   * back to EVAL or wait for a sample. The store fails fast until
    * the connection is up.
    */
   async ready(): Promise<void> {
     await this.#connected();
-    await this.#loadScript();
+    await Promise.all([this.#loadScript(), this.#serverClock ? this.#serverTime.sample() : null]);
+  }
+
+  /** The server's time as this process estimates it; sampled first (bounded) when never yet. */
+  #serverNow(): number | Promise<number> {
+    return (
+      this.#serverTime.now() ?? answeredInTime(this.#serverTime.at(), this.#timeoutMs, "redis")
+    );
   }
 
   #connected(): Promise<void> {
@@ -299,7 +307,7 @@ export class RedisStore implements Store {
    * whose keys share a slot.
    */
   async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
-    const at = this.#serverClock ? await this.#serverTime.at() : (now ?? Date.now());
+    const at = this.#serverClock ? await this.#serverNow() : (now ?? Date.now());
     await Promise.all(
       counters.map((counter) =>
         this.client.del(...resetKeysOf(this.redisKey(counter), counter, at)),
@@ -343,9 +351,7 @@ export class RedisStore implements Store {
    * give-back follow without waiting, on the same connection.
    */
   async #countBlind(counters: readonly CounterSpec[], callerNow: number): Promise<CounterState[]> {
-    const now = this.#serverClock
-      ? (this.#serverTime.now() ?? (await this.#serverTime.at()))
-      : callerNow;
+    const now = this.#serverClock ? await this.#serverNow() : callerNow;
     const request = new FixedWindowRequest(counters, now, (counter) => this.redisKey(counter));
     const batch = this.#fixedBatch;
     if (batch === undefined) this.roundTrips++;
