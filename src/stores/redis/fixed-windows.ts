@@ -70,13 +70,24 @@ export interface FollowUp {
   readonly ttlMs: number;
 }
 
-/** Sends the follow-ups of one or more requests as one pipeline. */
+/** Adds follow-ups to a pipeline; the number of commands added. */
+export function queueFollowUp(pipeline: Pipeline, followUp: readonly FollowUp[]): number {
+  let commands = 0;
+  for (const { key, cost, ttlMs } of followUp) {
+    if (cost > 0) {
+      pipeline.decrby(key, cost);
+      commands++;
+    }
+    pipeline.pexpire(key, ttlMs, "NX");
+    commands++;
+  }
+  return commands;
+}
+
+/** Sends the follow-ups of one request as one pipeline (a Cluster, or batching off). */
 export function sendFollowUp(client: RedisClient, followUp: readonly FollowUp[]): Promise<unknown> {
   const pipeline = client.pipeline() as Pipeline;
-  for (const { key, cost, ttlMs } of followUp) {
-    if (cost > 0) pipeline.decrby(key, cost);
-    pipeline.pexpire(key, ttlMs, "NX");
-  }
+  queueFollowUp(pipeline, followUp);
   return pipeline.exec();
 }
 

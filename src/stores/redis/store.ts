@@ -129,15 +129,19 @@ export class RedisStore implements Store {
     this.#fixedBatch =
       this.#isCluster || maxBatch === 1
         ? undefined
-        : new FixedWindowBatch(
+        : new FixedWindowBatch({
             maxBatch,
-            () => this.client.pipeline() as Pipeline,
-            (pipeline) => answeredInTime(pipeline.exec(), timeoutMs, "redis"),
-            (flush) => process.nextTick(flush),
-            () => {
+            pipeline: () => this.client.pipeline() as Pipeline,
+            exec: (pipeline) => answeredInTime(pipeline.exec(), timeoutMs, "redis"),
+            defer: (flush) => process.nextTick(flush),
+            later: (flush) => setImmediate(flush),
+            sent: () => {
               this.roundTrips++;
             },
-          );
+            followUpFailed: () => {
+              this.followUpFailures++;
+            },
+          });
     this.#timeoutMs = timeoutMs;
     // A single node's stalled connection is made again; a Cluster's nodes are ioredis's own,
     // which bounds their slot discovery itself (`slotsRefreshTimeout`).
@@ -308,6 +312,8 @@ export class RedisStore implements Store {
    */
   async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     const at = this.#serverClock ? await this.#serverNow() : (now ?? Date.now());
+    // A give-back sent after the DEL would take from the fresh count: this process's go first.
+    this.#fixedBatch?.flushFollowUps();
     await Promise.all(
       counters.map((counter) =>
         this.client.del(...resetKeysOf(this.redisKey(counter), counter, at)),
@@ -358,7 +364,9 @@ export class RedisStore implements Store {
     const { states, followUp } = await (batch === undefined
       ? answeredInTime(countFixedWindows(this.client, request), this.#timeoutMs, "redis")
       : batch.submit(request));
-    if (followUp.length > 0) {
+    if (followUp.length === 0) return states;
+    if (batch !== undefined) batch.followUp(followUp);
+    else {
       sendFollowUp(this.client, followUp).catch(() => {
         this.followUpFailures++;
       });
