@@ -125,6 +125,11 @@ export class FixedWindowRequest {
     }
   }
 
+  /** The key and cost of a request's only counter. */
+  only(): [key: string, cost: number] {
+    return [this.#keys[0] as string, (this.counters[0] as CounterSpec).cost];
+  }
+
   /** Commands the request adds to a pipeline: `COMMANDS_PER_COUNTER` per counter. */
   queue(pipeline: Pipeline): void {
     const keys = this.#keys;
@@ -187,6 +192,11 @@ export async function countFixedWindows(
   client: RedisClient,
   request: FixedWindowRequest,
 ): Promise<FixedWindowOutcome> {
+  if (request.counters.length === 1) {
+    // One command: a pipeline's own objects would cost the caller more than the command.
+    const [key, cost] = request.only();
+    return request.settle([[null, await client.incrby(key, cost)]], 0);
+  }
   const pipeline = client.pipeline() as Pipeline;
   request.queue(pipeline);
   const replies = await pipeline.exec();
