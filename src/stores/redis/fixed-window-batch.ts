@@ -90,7 +90,10 @@ export class FixedWindowBatch {
   }
 
   #checkFollowUps(replies: Replies, commands: number): void {
-    if (replies === null) return this.#failFollowUps(commands);
+    if (replies === null) {
+      this.#failFollowUps(commands);
+      return;
+    }
     for (let i = 0; i < commands; i++) if (replies[i]?.[0]) this.#options.followUpFailed();
   }
 
