@@ -181,7 +181,7 @@ export class HybridCounting implements Store {
    * waits until every lease granted before the fence has run out (`leaseMs`) before the store
    * forgets the count.
    */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     const inner = this.#inner;
     if (inner.reset === undefined) {
       throw new EdgelimitError(
@@ -201,7 +201,7 @@ export class HybridCounting implements Store {
         this.#scheduler.setTimeout(resolve, this.#leaseMs);
       });
     }
-    await inner.reset(counters);
+    await inner.reset(counters, now);
     // What this process reserved during the fence was spent by the requests that asked for it.
     this.#forget(counters);
   }
