@@ -12,7 +12,6 @@ export type { Scheduler } from "./core/deadline.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
-export { RESET_CHECK_MS, type ReadResets, ResetWatch } from "./core/reset-watch.js";
 export type { TokenVerifier, VerifiedUser } from "./core/identify.js";
 export type { ResolvedPolicy, ResolvedRule } from "./core/model.js";
 export {
@@ -21,6 +20,7 @@ export {
   type RateLimitOptions,
   type RateLimitResult,
 } from "./core/rate-limit.js";
+export { RESET_CHECK_MS, type ReadResets, ResetWatch } from "./core/reset-watch.js";
 export type { SecretContext } from "./core/secrets.js";
 export type {
   Action,

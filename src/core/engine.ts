@@ -189,7 +189,7 @@ export class DecisionEngine {
       ({ rule }) => ruleIds === undefined || ruleIds.includes(rule.id),
     );
     const counters = prepared.counters.countersFor(chosen, identity, undefined, false);
-    await reset.call(this.store, counters);
+    await reset.call(this.store, counters, this.#clock());
     for (const counter of counters) this.#blockCache?.forget(counter.key);
     return chosen.map(({ rule }) => rule.id);
   }

@@ -45,12 +45,12 @@
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
-import { checkHybridArguments } from "./hybrid-options.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
 import { fenceRead, raiseFences } from "./hybrid/fence.js";
 import { keepGrant } from "./hybrid/grant.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
+import { checkHybridArguments } from "./hybrid-options.js";
 import { newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type { Sent } from "./reservation-clock.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
@@ -151,7 +151,7 @@ export class HybridCounting implements Store {
    * waits until every lease granted before the fence has run out (`leaseMs`) before the store
    * forgets the count.
    */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     const inner = this.#inner;
     if (inner.reset === undefined) {
       throw new EdgelimitError(
@@ -161,7 +161,7 @@ export class HybridCounting implements Store {
     }
     this.#forget(counters);
     await raiseFences(inner, counters, this.#leaseMs, this.#clock(), this.#scheduler);
-    await inner.reset(counters);
+    await inner.reset(counters, now);
     // What this process reserved during the fence was spent by the requests that asked for it.
     this.#forget(counters);
   }

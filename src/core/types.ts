@@ -111,9 +111,11 @@ export interface Store {
   ): Promise<CounterState[]>;
   /**
    * Forgets these counters, as if they had never counted (a login that succeeded resets its
-   * failures). Optional: `limiter.reset` refuses with a clear error on a store without it.
+   * failures). `now` is the caller's clock, as in `apply`: a store that keeps windows apart
+   * forgets the windows around it. Optional: `limiter.reset` refuses with a clear error on a
+   * store without it.
    */
-  reset?(counters: readonly CounterSpec[]): Promise<void>;
+  reset?(counters: readonly CounterSpec[], now?: number): Promise<void>;
   /**
    * Lets a block cache hear of the resets other processes made: the limiter calls it once for
    * its cache. A store that keeps a log of resets answers a `ResetWatch` (core/reset-watch.ts)

@@ -75,9 +75,18 @@ function gatewayFront(gateway: BurstGateway, connections: number): Front {
   };
 }
 
-/** The count stored in Redis for `ip`'s counter of `scope` (`global`, `/api/export`). */
+/**
+ * The count stored in Redis for `ip`'s counter of `scope` (`global`, `/api/export`): a fixed
+ * window's in its newest window's key (an integer), any other's in the counter's key.
+ */
 async function storedCount(redis: Redis, ip: string, scope: string): Promise<number> {
-  const value = await redis.getBuffer(`el:{ip:${ip}}|anonymous|${scope}`);
+  const key = `el:{ip:${ip}}|anonymous|${scope}`;
+  const windows = (await redis.keys(`${key}|w*`)).sort(
+    (a, b) => Number(a.split(":").pop()) - Number(b.split(":").pop()),
+  );
+  const newest = windows[windows.length - 1];
+  if (newest !== undefined) return Number(await redis.get(newest));
+  const value = await redis.getBuffer(key);
   if (value === null) return 0;
   // A windowed state: its algorithm's letter, then index, count, previous and span as doubles
   // (src/stores/redis/script.ts); states written as text by earlier versions are "index count ...".

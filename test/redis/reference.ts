@@ -1,6 +1,6 @@
 import { ALGORITHMS } from "../../src/core/algorithms/index.js";
 import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
-import { LATE_GRACE_MS } from "../../src/core/windows.js";
+import { LATE_GRACE_MS, windowIndexAt, windowSpanOf } from "../../src/core/windows.js";
 
 /** A counter of `subject` in namespace `api`, as the policy would make it for rule `scope`. */
 export function counter(
@@ -49,6 +49,13 @@ export function plain(states: CounterState[]): CounterState[] {
  */
 export class AlgorithmReference {
   readonly #states = new Map<string, { algorithm: AlgorithmName; state: unknown }>();
+  /**
+   * Fixed windows as this version counts them (`w` specs): each window in a state of its own,
+   * which no other algorithm's state replaces and no newer window rewinds, so a request stamped
+   * late counts in its own window. False: as earlier versions counted them, in the counter's
+   * state (`f` specs).
+   */
+  keyedFixedWindows = true;
 
   /**
    * Drops the window length from every windowed state, as a store that recorded none (states
@@ -63,11 +70,16 @@ export class AlgorithmReference {
   }
 
   apply(counters: readonly CounterSpec[], now: number): CounterState[] {
-    const found = counters.map((counter) => {
-      const entry = this.#states.get(counter.key);
+    const keys = counters.map((counter) =>
+      this.keyedFixedWindows && counter.algorithm === "fixed-window"
+        ? `${counter.key}|w${windowSpanOf(counter.window)}:${windowIndexAt(counter.window, now)}`
+        : counter.key,
+    );
+    const found = counters.map((counter, index) => {
+      const entry = this.#states.get(keys[index] as string);
       if (entry === undefined) return undefined;
       if (entry.algorithm === counter.algorithm) return entry.state;
-      this.#states.delete(counter.key);
+      this.#states.delete(keys[index] as string);
       return undefined;
     });
     const allowed = counters.map((counter, index) =>
@@ -85,9 +97,9 @@ export class AlgorithmReference {
       if (!bucketRefused && (admitted || !ok || counter.mode === "observe")) {
         state = algorithm.count(state, now, counter, ok);
         if (algorithm.expiresAt(state, now, counter) + LATE_GRACE_MS > now) {
-          this.#states.set(counter.key, { algorithm: counter.algorithm, state });
+          this.#states.set(keys[index] as string, { algorithm: counter.algorithm, state });
         } else {
-          this.#states.delete(counter.key);
+          this.#states.delete(keys[index] as string);
         }
       }
       return algorithm.describe(state, now, counter, ok);

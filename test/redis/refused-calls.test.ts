@@ -29,11 +29,15 @@ afterAll(async () => {
   await cleanup?.();
 });
 
-function counter(subject: string, window: CounterSpec["window"]): CounterSpec {
+function counter(
+  subject: string,
+  window: CounterSpec["window"],
+  algorithm: CounterSpec["algorithm"] = "fixed-window",
+): CounterSpec {
   return {
     key: `${subject}|q|`,
     subject,
-    algorithm: "fixed-window",
+    algorithm,
     limit: 5,
     window,
     cost: 1,
@@ -54,8 +58,10 @@ describe.each(Object.keys(stores))("a call %s refuses", (name) => {
     const store = (stores[name] as () => Store & { close(): Promise<void> })();
     try {
       // A window no policy accepts any more (it is refused at load): Redis cannot write its
-      // expiry ("ERR value is not an integer or out of range").
-      const absurd = counter("ip:198.51.100.1", { ms: 1e23 });
+      // expiry ("ERR value is not an integer or out of range"). A sliding window, so that the
+      // script refuses the call itself (the Redis store counts a fixed window with INCRBY, and
+      // sends its expiry after answering).
+      const absurd = counter("ip:198.51.100.1", { ms: 1e23 }, "sliding-window");
       for (let i = 0; i < 10; i++) {
         await expect(store.apply([absurd], Date.now())).rejects.toThrow(/not an integer/);
       }

@@ -3,9 +3,10 @@ import fc from "fast-check";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
-import { LATE_GRACE_MS } from "../../src/core/windows.js";
+import { LATE_GRACE_MS, windowIndexAt } from "../../src/core/windows.js";
 import { MemoryStore } from "../../src/stores/memory.js";
 import { decodeReply, encodeRequest } from "../../src/stores/redis/encoding.js";
+import { windowKeyOf } from "../../src/stores/redis/fixed-windows.js";
 import {
   APPLY_COUNTERS_FUNCTION,
   APPLY_COUNTERS_LIBRARY,
@@ -99,7 +100,8 @@ describe("the apply-counters script", () => {
     try {
       await admin.function("FLUSH");
       await admin.config("RESETSTAT");
-      const spec = [counter("ip:198.51.100.1", "global", "fixed-window", 5, { ms: 60_000 })];
+      // A sliding window: fixed windows alone are counted without the function.
+      const spec = [counter("ip:198.51.100.1", "global", "sliding-window", 5, { ms: 60_000 })];
       const first = await store.apply(spec, Date.now());
       expect(first[0]?.count).toBe(1);
       // FCALL, then EVAL.
@@ -145,7 +147,7 @@ describe("the apply-counters script", () => {
       store.client.disconnect(true);
       await reconnected;
       await until(() => libraryLoaded(admin), "the library was not loaded after reconnecting");
-      const spec = [counter("ip:198.51.100.2", "global", "fixed-window", 5, { ms: 60_000 })];
+      const spec = [counter("ip:198.51.100.2", "global", "sliding-window", 5, { ms: 60_000 })];
       await store.apply(spec, Date.now());
       expect(store.roundTrips).toBe(1);
     } finally {
@@ -215,18 +217,34 @@ describe("the apply-counters script", () => {
     const store = new RedisStore({ client: server.url, prefix: "layout:" });
     await store.ready();
     try {
-      const spec = counter("ip:203.0.113.9", "global", "fixed-window", 5, { ms: 60_000 });
+      const spec = counter("ip:203.0.113.9", "global", "sliding-window", 5, { ms: 30_000 });
       await store.apply([spec], Date.now());
       const key = "layout:{ip:203.0.113.9}|api|global";
       expect(store.redisKey(spec)).toBe(key);
+      // A sliding window's count matters until the end of the next window.
       const expireAt = await admin.pexpiretime(key);
       const serverNow = Number((await admin.time())[0]) * 1000;
       // The window's end, and LATE_GRACE_MS for a request that arrives late. The script writes
       // the expiry as a duration from the TIME it read (PX); Redis adds it to the time its
       // command started, which may be a millisecond off TIME's reading (seen in CI: 2001).
-      expect(Math.abs((expireAt % 60_000) - LATE_GRACE_MS)).toBeLessThanOrEqual(1);
+      expect(Math.abs((expireAt % 30_000) - LATE_GRACE_MS)).toBeLessThanOrEqual(1);
       expect(expireAt).toBeGreaterThan(serverNow);
       expect(expireAt).toBeLessThanOrEqual(serverNow + 60_000 + LATE_GRACE_MS + 1000);
+      // A fixed window counts in a key of its own per window, in the same slot.
+      const fixed = counter("ip:203.0.113.9", "minute", "fixed-window", 5, { ms: 60_000 });
+      await store.apply([fixed], Date.now());
+      const [windowKey, ...others] = await admin.keys("layout:*|w*");
+      expect(others).toEqual([]);
+      const index = Number(windowKey?.split(":").pop());
+      expect(windowKey).toBe(`layout:{ip:203.0.113.9}|api|minute|w60000:${index}`);
+      expect(Math.abs(index - windowIndexAt({ ms: 60_000 }, serverNow))).toBeLessThanOrEqual(1);
+      expect(await admin.get(windowKey as string)).toBe("1");
+      // Its expiry is a duration from the server's time as the store estimated it when it sent
+      // the call: later than the window's end and the grace by the way there (a loaded machine).
+      const late =
+        (await admin.pexpiretime(windowKey as string)) - ((index + 1) * 60_000 + LATE_GRACE_MS);
+      expect(late).toBeGreaterThanOrEqual(-5);
+      expect(late).toBeLessThanOrEqual(500);
     } finally {
       await store.close();
     }
@@ -325,6 +343,7 @@ async function runDirect(
 ): Promise<CounterState[][]> {
   const keys: string[] = [];
   const args: string[] = [];
+  const touched: string[] = [];
   for (const { counters, now } of requests) {
     const encoded = encodeRequest(
       counters,
@@ -333,12 +352,20 @@ async function runDirect(
     );
     keys.push(...encoded.keys);
     args.push(...encoded.args);
+    // A fixed window counts in its window's key, beside the counter's.
+    counters.forEach((spec, i) => {
+      const key = encoded.keys[i] as string;
+      touched.push(key);
+      if (spec.algorithm === "fixed-window") {
+        touched.push(windowKeyOf(key, spec, windowIndexAt(spec.window, now)));
+      }
+    });
   }
   const transaction = admin.multi();
   if (form === "function")
     transaction.fcall(APPLY_COUNTERS_FUNCTION, keys.length, ...keys, ...args);
   else transaction.eval(APPLY_COUNTERS_LUA, keys.length, ...keys, ...args);
-  for (const key of keys) transaction.persist(key);
+  for (const key of touched) transaction.persist(key);
   const results = (await transaction.exec()) ?? [];
   const [error, reply] = results[0] ?? [new Error("no reply")];
   if (error) throw error;

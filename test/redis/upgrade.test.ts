@@ -7,7 +7,9 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "../../src/core/types.js";
+import { windowIndexAt } from "../../src/core/windows.js";
 import { decodeReply, encodeRequest } from "../../src/stores/redis/encoding.js";
+import { windowKeyOf } from "../../src/stores/redis/fixed-windows.js";
 import { APPLY_COUNTERS_FUNCTION, APPLY_COUNTERS_LIBRARY } from "../../src/stores/redis.js";
 import { SPAN_TEXT_LUA, TEXT_LUA } from "./previous-scripts.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
@@ -43,6 +45,15 @@ async function apply(
   now: number,
 ): Promise<CounterState[]> {
   const keys = counters.map(keyOf);
+  // This version counts a fixed window in its window's key, beside the counter's.
+  const touched = [...keys];
+  if (version === "current") {
+    for (const spec of counters) {
+      if (spec.algorithm === "fixed-window") {
+        touched.push(windowKeyOf(keyOf(spec), spec, windowIndexAt(spec.window, now)));
+      }
+    }
+  }
   const transaction = redis.multi();
   if (version === "current") {
     const { args } = encodeRequest(counters, String(now), keyOf);
@@ -67,7 +78,7 @@ async function apply(
       ...specs,
     );
   }
-  for (const key of keys) transaction.persist(key);
+  for (const key of touched) transaction.persist(key);
   const [[error, reply] = [new Error("no reply")]] = (await transaction.exec()) ?? [];
   if (error) throw error;
   return decodeReply(reply, 0, counters.length);
@@ -125,6 +136,9 @@ async function upgradeProperty(before: "span-text" | "text"): Promise<void> {
         let now = Date.now() + 86_400_000 + run * 1_000;
         const go = async (version: Version, { advanceMs, lateMs, mask, cost, reload }: Step) => {
           const inOrder = version === "text";
+          // Earlier versions counted a fixed window in the counter's own key; this one in a key
+          // per window, which starts empty after the upgrade (see docs/redis.md, "Upgrading").
+          reference.keyedFixedWindows = version === "current";
           now += advanceMs;
           if (reload !== null && !inOrder) windows[reload.counter] = reload.window;
           const stamp = inOrder ? now : now - lateMs;
@@ -169,7 +183,7 @@ describe("a rolling upgrade, both versions on one Redis", () => {
   const minute = () => Math.ceil((Date.now() + 86_400_000) / 60_000) * 60_000;
 
   it("counts every request of a window the previous version opened, whichever version serves it", async () => {
-    for (const algorithm of ["fixed-window", "sliding-window", "token-bucket"] as const) {
+    for (const algorithm of ["sliding-window", "token-bucket"] as const) {
       const spec = counter(`ip:rolling-${algorithm}`, "global", algorithm, 100, WINDOW, 1);
       const start = minute();
       const versions: Version[] = ["span-text", "current", "current", "span-text", "current"];
@@ -186,8 +200,22 @@ describe("a rolling upgrade, both versions on one Redis", () => {
     }
   });
 
+  it("counts a fixed window in each version's own keys, so a window admits at most twice its limit", async () => {
+    const spec = counter("ip:rolling-fixed", "global", "fixed-window", 3, WINDOW, 1);
+    const start = minute();
+    let admitted = 0;
+    for (let i = 0; i < 12; i++) {
+      const [state] = await apply(i % 2 === 0 ? "span-text" : "current", [spec], start + i);
+      if (state?.allowed) admitted++;
+    }
+    expect(admitted).toBe(6);
+    // Once every process runs this version, one count: the window's key.
+    const [after] = await apply("current", [{ ...spec, cost: 0 }], start + 20);
+    expect(after?.count).toBe(6);
+  });
+
   it("restarts a window the current version opened at the previous version's first request, and no more", async () => {
-    const spec = counter("ip:rolling-restart", "global", "fixed-window", 100, WINDOW, 1);
+    const spec = counter("ip:rolling-restart", "global", "sliding-window", 100, WINDOW, 1);
     const start = minute();
     const served: [Version, number][] = [
       ["current", 1],
@@ -205,6 +233,6 @@ describe("a rolling upgrade, both versions on one Redis", () => {
     }
     // The next window, opened by the current version, is written as bytes.
     await apply("current", [spec], start + 60_000);
-    expect((await redis.getBuffer(keyOf(spec)))?.toString("latin1", 0, 1)).toBe("f");
+    expect((await redis.getBuffer(keyOf(spec)))?.toString("latin1", 0, 1)).toBe("s");
   });
 });

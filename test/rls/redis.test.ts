@@ -19,8 +19,9 @@ import {
 
 /**
  * `edgelimit rls` counting in a real redis-server and a real 3-master Cluster: two service
- * processes share the counters exactly, all of a request's descriptors are one script call
- * (on the Cluster too, when they begin with the same entry: the hash tag), and a stalled Redis
+ * processes share the counters exactly, all of a request's descriptors are one call (one
+ * INCRBY each: fixed windows; on the Cluster too, when they begin with the same entry: the hash
+ * tag), and a stalled Redis
  * costs a decision its budget, then the descriptor's fail mode.
  */
 
@@ -83,15 +84,31 @@ async function admittedOfConcurrentCalls(
 }
 
 /** Script calls (EVALSHA and EVAL) a redis-server has run since start. */
-async function scriptCalls(port: number): Promise<number> {
+/**
+ * What a node has counted with since it started: script calls, and the `INCRBY`s that count a
+ * fixed window without the script (one per descriptor).
+ */
+async function countingCalls(port: number): Promise<{ scripts: number; increments: number }> {
   const client = new Redis({ port, host: "127.0.0.1", lazyConnect: true });
   await client.connect();
   const stats = await client.info("commandstats");
   client.disconnect();
-  let calls = 0;
+  let scripts = 0;
   for (const match of stats.matchAll(/cmdstat_(fcall|evalsha|eval):calls=(\d+)/g))
-    calls += Number(match[2]);
-  return calls;
+    scripts += Number(match[2]);
+  const increments = Number(/cmdstat_incrby:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  return { scripts, increments };
+}
+
+/** Counting calls of `after` beyond `before`. */
+function since(
+  after: { scripts: number; increments: number },
+  before: { scripts: number; increments: number },
+) {
+  return {
+    scripts: after.scripts - before.scripts,
+    increments: after.increments - before.increments,
+  };
 }
 
 describe("two rls processes on one redis-server", () => {
@@ -131,18 +148,21 @@ describe("two rls processes on one redis-server", () => {
     expect(await admittedOfConcurrentCalls(clients, "single")).toBe(LIMIT);
   });
 
-  it("answers a descriptor it saw refused from its block cache, without a script call", async () => {
+  it("answers a descriptor it saw refused from its block cache, without counting in Redis", async () => {
     const client = clients[0] as RlsClient;
-    const before = await scriptCalls(redis.server.port);
+    const before = await countingCalls(redis.server.port);
     for (let i = 0; i < 20; i++) {
       expect((await client.shouldRateLimit(tenant("single"))).overall_code).toBe("OVER_LIMIT");
     }
-    expect((await scriptCalls(redis.server.port)) - before).toBe(0);
+    expect(since(await countingCalls(redis.server.port), before)).toEqual({
+      scripts: 0,
+      increments: 0,
+    });
   });
 
-  it("counts all of a request's descriptors in one script call", async () => {
+  it("counts each of a request's descriptors once, with an INCRBY and no script call", async () => {
     const client = clients[0] as RlsClient;
-    const before = await scriptCalls(redis.server.port);
+    const before = await countingCalls(redis.server.port);
     const result = await client.shouldRateLimit({
       domain: "shared",
       descriptors: [
@@ -157,7 +177,11 @@ describe("two rls processes on one redis-server", () => {
       ],
     });
     expect(result.statuses?.map((status) => status.limit_remaining)).toEqual([49, 9, LIMIT - 1]);
-    expect((await scriptCalls(redis.server.port)) - before).toBe(1);
+    // Fixed windows (envoyproxy/ratelimit's units): one pipeline, one INCRBY per descriptor.
+    expect(since(await countingCalls(redis.server.port), before)).toEqual({
+      scripts: 0,
+      increments: 3,
+    });
   });
 
   it("answers within the budget while Redis is stalled: OK where it fails open, UNAVAILABLE where closed", async () => {
@@ -207,13 +231,9 @@ describe("two rls processes on a 3-master Redis Cluster", () => {
     expect(await admittedOfConcurrentCalls(clients, "cluster")).toBe(LIMIT);
   });
 
-  it("sends descriptors that begin with the same entry as one script call, to one master", async () => {
+  it("sends descriptors that begin with the same entry to one master, in one call", async () => {
     const client = clients[0] as RlsClient;
-    const calls = async () =>
-      (await Promise.all(cluster.nodes.map((node) => scriptCalls(node.port)))).reduce(
-        (sum, count) => sum + count,
-        0,
-      );
+    const calls = () => Promise.all(cluster.nodes.map((node) => countingCalls(node.port)));
     const before = await calls();
     const result = await client.shouldRateLimit({
       domain: "shared",
@@ -228,6 +248,10 @@ describe("two rls processes on a 3-master Redis Cluster", () => {
       ],
     });
     expect(result.statuses?.map((status) => status.limit_remaining)).toEqual([49, 9]);
-    expect((await calls()) - before).toBe(1);
+    const after = await calls();
+    const counted = after.map((node, i) => since(node, before[i] as typeof node));
+    // Both descriptors' increments on the master of their hash tag, none elsewhere.
+    expect(counted.map((node) => node.increments).sort()).toEqual([0, 0, 2]);
+    expect(counted.every((node) => node.scripts === 0)).toBe(true);
   });
 });

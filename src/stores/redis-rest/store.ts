@@ -14,6 +14,7 @@ import type {
 } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "../redis/encoding.js";
+import { resetKeysOf } from "../redis/fixed-windows.js";
 import {
   type ScriptStoreOptions,
   scriptStoreSettings,
@@ -167,15 +168,21 @@ export class RedisRestStore implements Store {
   }
 
   /**
-   * Deletes the counters' keys, then logs them for the other processes' block caches
-   * (`resetsSince`, ../redis/reset-log.ts): one request, run in that order.
+   * Deletes the counters' keys, a fixed window's around `now` too (the server's `TIME` with the
+   * server clock, one more request; else `now`, or this process's clock): one DEL each. Then
+   * logs them for the other processes' block caches (`resetsSince`, ../redis/reset-log.ts): one
+   * request, run in that order.
    */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     if (counters.length === 0) return;
+    const at = this.#serverClock ? await this.#serverTime() : (now ?? Date.now());
     this.roundTrips++;
     const [state, log] = resetLogKeys(this.prefix);
     const replies = await this.client.pipeline([
-      ...counters.map((counter) => ["DEL", redisKeyOf(this.prefix, counter)]),
+      ...counters.map((counter) => [
+        "DEL",
+        ...resetKeysOf(redisKeyOf(this.prefix, counter), counter, at),
+      ]),
       ["EVAL", APPEND_RESETS_LUA, 2, state, log, ...appendArguments(counters)],
     ]);
     const failed = replies.find((reply) => "error" in reply);
@@ -206,6 +213,12 @@ export class RedisRestStore implements Store {
         (since) => this.#call(["EVAL", READ_RESETS_LUA, 2, state, log, since]),
       ),
     );
+  }
+
+  async #serverTime(): Promise<number> {
+    this.roundTrips++;
+    const [seconds, micros] = (await this.client.command(["TIME"])) as [string, string];
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
   async close(): Promise<void> {

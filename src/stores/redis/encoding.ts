@@ -9,8 +9,8 @@ import type { CounterSpec, CounterState, WindowSpec } from "../../core/types.js"
 const FIELDS_PER_COUNTER = 5;
 /** Algorithm and mode in one letter: lower case enforces, upper case observes. */
 const ALGORITHM_LETTERS = {
-  enforce: { "fixed-window": "f", "sliding-window": "s", "token-bucket": "t" },
-  observe: { "fixed-window": "F", "sliding-window": "S", "token-bucket": "T" },
+  enforce: { "fixed-window": "w", "sliding-window": "s", "token-bucket": "t" },
+  observe: { "fixed-window": "W", "sliding-window": "S", "token-bucket": "T" },
 } as const;
 
 /** One request's keys and arguments: `now` ("" for the server's clock), then its counters. */
@@ -47,7 +47,11 @@ export function redisKeyOf(prefix: string, counter: CounterSpec): string {
   return `${prefix}{${counter.subject}}${rest}`;
 }
 
-/** "f 100 60000 1": algorithm and mode, limit, window, cost (the script caches it by its text). */
+/**
+ * "w 100 60000 1": algorithm and mode (a fixed window is `w`, counted in a key per window, the
+ * same keys as fixed-windows.ts; `f`, a fixed window in the counter's own key, is what earlier
+ * versions sent), limit, window, cost (the script caches it by its text).
+ */
 function specArgument(counter: CounterSpec): string {
   return `${ALGORITHM_LETTERS[counter.mode][counter.algorithm]} ${counter.limit} ${windowArgument(counter.window)} ${counter.cost}`;
 }

@@ -34,6 +34,14 @@ export class ScriptRunner {
   }
 
   /**
+   * Whether the server runs functions (Redis 7), as far as this runner knows: the blind
+   * fixed-window path needs Redis 7 too (`PEXPIRE … NX`); the script counts the same keys.
+   */
+  get functions(): boolean {
+    return this.#functions;
+  }
+
+  /**
    * Loads the library on every master (and the script, where functions are refused), so that
    * the first calls after a (re)connection find it.
    */

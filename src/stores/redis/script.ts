@@ -13,14 +13,17 @@
  * after the other, each atomically and all-or-nothing on its own counters (one key per spec, in
  * order). `now` is "" (read the server's `TIME`, once per call, so that gateways with skewed
  * clocks agree) or the caller's epoch ms; a request's specs run up to the next `now`. A spec is
- * one argument, `"f 60 60000 1"`: algorithm and mode in one letter (`f` fixed window, `s`
+ * one argument, `"w 60 60000 1"`: algorithm and mode in one letter (`w` fixed window, `s`
  * sliding window, `t` token bucket; upper case for an observing counter), limit, window
- * (`60000` ms, or `m1` calendar months, UTC), cost.
+ * (`60000` ms, or `m1` calendar months, UTC), cost. A `w` counter counts in its window's key
+ * (`window_key`: the declared key, `|w`, span and index; same hash tag, same slot), an integer
+ * that the store also increments without the script (fixed-windows.ts), so windows are kept
+ * apart and a request stamped late counts in its own window. (`f`, a fixed window in the
+ * counter's own key as earlier versions sent it, is still read: tests and the bench call it.)
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0); then,
- * when the call read the server's `TIME`, that time (epoch ms): how long the windows it counted
- * in have left on the server's clock, which hybrid counting's reservations follow.
+ * when the call read the server's `TIME`, that time (epoch ms), which hybrid reservations follow.
  *
  * State: one string per counter, its algorithm's letter and then IEEE doubles (Lua's `struct`),
  * so that reading it parses nothing and a double survives the round trip exactly: a windowed
@@ -33,18 +36,20 @@
  *
  * Windows never move backwards: a request stamped before the stored window is counted in the
  * stored window, at its start (`countedAt` in src/core/algorithms/fixed-window.ts). Keys expire
- * when their state stops mattering (and `LATE_GRACE_MS`, 2 s, later, for a request that
- * arrives late), measured from the time the script counts with (`PX`, a
- * duration): the server applies it on its own clock, so a caller whose clock is behind the
- * server's never writes an expiry that is already past. The first write of a window sets it;
- * the writes after it keep it (`KEEPTTL`). A refused request leaves a token bucket as it was.
+ * when their state stops mattering (and `LATE_GRACE_MS`, 2 s, later, for a late request), from
+ * the time the script counts with (`PX`, a duration): the server applies it on its own clock,
+ * so a caller whose clock is behind the server's never writes an expiry that is already past.
+ * The first write of a window sets it; the writes after it keep it (`KEEPTTL`). A refused
+ * request leaves a token bucket as it was.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
  * drives both with the same random sequences). The code allocates no table per counter and
- * builds no string but the state it writes: in Redis, table and string churn cost more than the
- * arithmetic (bench/redis.bench.ts measures the server time per decision).
+ * builds no string but the state it writes and a `w` counter's window key: in Redis, table and
+ * string churn cost more than the arithmetic (bench/redis.bench.ts: server time per decision).
  */
+import { CALENDAR_LUA } from "./script-calendar.js";
+
 const CORE = `
 -- Redis 7.0 runs a library's top level without the standard libraries: they are bound on the
 -- first call, into upvalues that the library's functions then share.
@@ -61,54 +66,19 @@ local EPSILON = 1e-6
 -- request that reaches Redis late still finds its window's count.
 local LATE_GRACE = 2000
 local SLIDING, BUCKET = 115, 116 -- "s", "t" (and "f", the fixed window)
+-- "w": a fixed window counted in a key of its own per window (window_key), as a plain integer
+-- that the store's blind path (src/stores/redis/fixed-windows.ts) increments without a script.
+local KEYED = 119
 -- How a windowed state is written back: as bytes with a new expiry, as bytes keeping the key's
 -- expiry (a state written for the same window), or as text (see WRITE_TEXT below).
 local WRITE_BYTES, KEEP_EXPIRY, WRITE_TEXT = 0, 1, 2
 local LOWER_CASE_A, DIGIT_NINE = 97, 57
 
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = floor(y / 400)
-  local yoe = y - era * 400
-  local mp = m > 2 and m - 3 or m + 9
-  local doy = floor((153 * mp + 2) / 5) + d - 1
-  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
-  return era * 146097 + doe - 719468
-end
-
-local function months_since_epoch(ms)
-  local z = floor(ms / DAY_MS) + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
-  return (y - 1970) * 12 + (m - 1)
-end
-
-local function month_start(months)
-  return days_from_civil(1970 + floor(months / 12), months % 12 + 1, 1) * DAY_MS
-end
-
--- A window is ms milliseconds long, or months calendar months (ms is then false).
-local function start_of(ms, months, index)
-  if ms then return index * ms end
-  return month_start(index * months)
-end
-
-local function index_at(ms, months, now)
-  if ms then return floor(now / ms) end
-  return floor(months_since_epoch(now) / months)
-end
-
--- Length of the window containing now (a month's own length).
-local function length_at(ms, months, now)
-  if ms then return ms end
-  local index = floor(months_since_epoch(now) / months)
-  return month_start((index + 1) * months) - month_start(index * months)
+${CALENDAR_LUA}-- The key of a keyed fixed window: the counter's key, then its window's span and index (the same
+-- name as windowKeyOf in src/stores/redis/fixed-windows.ts). Its hash tag is the counter key's,
+-- so it lives in the same Cluster slot as the key the call declared.
+local function window_key(key, ms, months, index)
+  return key .. "|w" .. format("%d", ms or -months) .. ":" .. format("%d", index)
 end
 
 -- Counter specs by their text ("f 100 60000 1": algorithm letter, limit, window, cost):
@@ -134,6 +104,13 @@ local function spec_of(text)
     specs_held = specs_held + 1
   end
   return spec[1], spec[2], spec[3], spec[4], spec[5], spec[6]
+end
+
+-- The value a counter's request at now reads: its key's, or its window's key (a keyed window).
+local function read(call, key, text, now)
+  local code, _, ms, months = spec_of(text)
+  if code == KEYED then return call("GET", window_key(key, ms, months, index_at(ms, months, now))) end
+  return call("GET", key)
 end
 
 -- Where a windowed counter counts a request stamped now (countedAt, then rollWindow): the
@@ -282,6 +259,12 @@ local function assess(raw, spec, now)
     local ok = tat + cost * (length / limit) - now <= length + EPSILON
     return code, limit, ms, months, cost, observe, ok, 0, now, 0, tat, expires, foreign, raw ~= false, as_text
   end
+  if code == KEYED then
+    -- Its own window, whatever newer windows hold: a request stamped late counts in its window's
+    -- key, which a newer window never shares.
+    local count = raw and to_number(raw) or 0
+    return code, limit, ms, months, cost, observe, count + cost <= limit, index_at(ms, months, now), now, count, 0, 0, false, raw ~= false, false
+  end
   local index, at, count, previous, form, foreign = windowed_at(raw, code, ms, months, now)
   local ok
   if code == SLIDING then
@@ -299,6 +282,16 @@ local function settle(call, key, admitted, code, limit, ms, months, cost, observ
   local counted = admitted or not ok or observe
   if code == BUCKET then
     return settle_bucket(call, key, limit, ms, months, cost, at, ok, counted, present, previous, form, as_text, foreign)
+  end
+  if code == KEYED then
+    local finish = start_of(ms, months, index + 1)
+    if counted and cost > 0 then
+      local window = window_key(key, ms, months, index)
+      count = call("INCRBY", window, cost)
+      -- The first count of a window gives its key the window's expiry (see the header).
+      if not present then call("PEXPIRE", window, ceil(finish + LATE_GRACE - at)) end
+    end
+    return ok and 1 or 0, count, max(0, limit - count), finish, ok and 0 or finish - at
   end
   return settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
 end
@@ -322,7 +315,7 @@ local function apply(keys, args)
   -- size: growing a table costs more than the arithmetic. A lone counter always counts.
   if argc == 2 then
     local key, now = keys[1], time_of(call, args[1])
-    local allowed, count, remaining, reset_at, retry = settle(call, key, true, assess(call("GET", key), args[2], now))
+    local allowed, count, remaining, reset_at, retry = settle(call, key, true, assess(read(call, key, args[2], now), args[2], now))
     -- The server's time last, when it was read: a reply ends at its first nil.
     return { allowed, count, remaining, reset_at, retry, args[1] == "" and now or nil }
   end
@@ -330,9 +323,9 @@ local function apply(keys, args)
     local now = time_of(call, args[1])
     local key1, key2 = keys[1], keys[2]
     local code1, limit1, ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1 =
-      assess(call("GET", key1), args[2], now)
+      assess(read(call, key1, args[2], now), args[2], now)
     local code2, limit2, ms2, months2, cost2, observe2, ok2, index2, at2, count2, previous2, form2, foreign2, present2, text2 =
-      assess(call("GET", key2), args[3], now)
+      assess(read(call, key2, args[3], now), args[3], now)
     local admitted = (ok1 or observe1) and (ok2 or observe2)
     local allowed, count, remaining, reset_at, retry = settle(call, key1, admitted, code1, limit1,
       ms1, months1, cost1, observe1, ok1, index1, at1, count1, previous1, form1, foreign1, present1, text1)
@@ -365,7 +358,8 @@ local function apply(keys, args)
     local admitted = true
     if n > 1 then
       for i = 1, n do
-        if not lets_in(assess(call("GET", keys[key_at + i]), args[at + i - 1], now)) then
+        local text = args[at + i - 1]
+        if not lets_in(assess(read(call, keys[key_at + i], text, now), text, now)) then
           admitted = false
           break
         end
@@ -374,7 +368,7 @@ local function apply(keys, args)
     for i = 1, n do
       local key = keys[key_at + i]
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
-        settle(call, key, admitted, assess(call("GET", key), args[at + i - 1], now))
+        settle(call, key, admitted, assess(read(call, key, args[at + i - 1], now), args[at + i - 1], now))
       o = o + 5
     end
     at = at + n
@@ -391,7 +385,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "31dcb730e97ef7e402a0405d71799f2ebec957a0";
+export const APPLY_COUNTERS_SHA = "dcb0607333c71ca75433801f1b152efd71c8611a";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one

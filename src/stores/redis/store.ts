@@ -1,13 +1,7 @@
 import { Cluster, type Redis } from "ioredis";
 import type { Scheduler } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
-import {
-  checkArgument,
-  checkOptions,
-  isObject,
-  type OptionsShape,
-  required,
-} from "../../core/options.js";
+import { checkArgument, checkOptions } from "../../core/options.js";
 import { ResetWatch } from "../../core/reset-watch.js";
 import type {
   CounterSpec,
@@ -26,47 +20,21 @@ import { ConnectionGate } from "../remote/connection-gate.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { TickBatch } from "./batch.js";
+import { BlindCounting } from "./blind-counting.js";
 import { createRedisClient, type RedisClient } from "./client.js";
 import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
-import { type ScriptStoreOptions, scriptStoreSettings, scriptStoreShape } from "./options.js";
+import { onlyFixedWindows, resetKeysOf } from "./fixed-windows.js";
+import { scriptStoreSettings } from "./options.js";
 import { refusesCall } from "./refusal.js";
-import {
-  APPEND_RESETS_LUA,
-  appendArguments,
-  READ_RESETS_LUA,
-  readResets,
-  resetLogKeys,
-} from "./reset-log.js";
+import { resetLogKeys } from "./reset-log.js";
+import { appendResetLog, readResetLog } from "./reset-log-calls.js";
 import { ScriptRunner } from "./runner.js";
+import { ServerClock } from "./server-clock.js";
 import { keySlot } from "./slot.js";
+import { type RedisStoreOptions, redisStoreShape } from "./store-options.js";
 
-export interface RedisStoreOptions extends ScriptStoreOptions {
-  /**
-   * An ioredis `Redis` or `Cluster` client, or a URL (`redis://host:port[/db]`,
-   * `rediss://…`, `redis+cluster://host:port,host:port`). A client you pass stays yours: the
-   * store never closes it. Configure it as `redisClientOptions()` does (no offline queue,
-   * bounded retries, a command timeout), or a dead server can make calls wait. Batching
-   * (`maxBatch`) is for a single node only; on a Cluster each master has its own breaker, so a
-   * stopped master fails its own slots at once and no other's.
-   */
-  readonly client: RedisClient | string;
-  /**
-   * How long a connection may take to become ready (default 1000 ms). A fresh store's first
-   * calls wait for its first connection at most this long after the store was made; a later
-   * connection not ready this long after its TCP connection opened (a server that accepts and
-   * stays silent) is dropped and made again. See docs/redis.md, "Failure behaviour".
-   */
-  readonly connectTimeoutMs?: number;
-}
-
-function redisStoreShape() {
-  return {
-    ...scriptStoreShape(),
-    client: required(["string", { describe: "an ioredis client", test: isObject }]),
-    connectTimeoutMs: "number",
-  } satisfies OptionsShape<RedisStoreOptions>;
-}
+export type { RedisStoreOptions } from "./store-options.js";
 
 /** Cluster masters whose breakers are kept; a Cluster larger than this shares the rest. */
 const MAX_NODE_GUARDS = 1024;
@@ -92,12 +60,24 @@ export class RedisStore implements Store {
   readonly #breakerOptions: CircuitBreakerOptions | false | undefined;
   /** Undefined when batching is off (a Cluster, or `maxBatch: 1`). */
   readonly #batch: TickBatch | undefined;
+  /** Fixed windows counted without the script. */
+  readonly #blind: BlindCounting;
   readonly #gate: ConnectionGate;
   /** The single node's guard, or one per Cluster master (by `host:port`). */
   readonly #guards = new Map<string, RemoteGuard>();
   readonly #runner: ScriptRunner;
-  /** Script calls sent to Redis since start (NOSCRIPT fallbacks and the reset log's included). */
+  /** The server's time, for the fixed windows counted without the script (server clock). */
+  readonly #serverTime: ServerClock;
+  /**
+   * Calls sent to Redis since start: script calls (NOSCRIPT fallbacks and the reset log's
+   * included) and pipelines of fixed-window increments; not the give-backs of refused requests.
+   */
   roundTrips = 0;
+  /**
+   * Fixed-window follow-ups that failed: a refused request's count left one too high until its
+   * window ends, or a key left without an expiry (its window is in its name: never counted again).
+   */
+  followUpFailures = 0;
   /** The last connection error of a client the store owns (for health pages). */
   lastConnectionError: string | undefined;
 
@@ -115,6 +95,8 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.#isCluster = this.client instanceof Cluster;
+    const client = this.client;
+    this.#serverTime = new ServerClock(() => client.time());
     this.#runner = new ScriptRunner(this.client, () => {
       this.roundTrips++;
     });
@@ -133,6 +115,19 @@ export class RedisStore implements Store {
             (keys, args) => this.#run(keys, args),
             (flush) => process.nextTick(flush),
           );
+    this.#blind = new BlindCounting({
+      client,
+      maxBatch: this.#isCluster || maxBatch === 1 ? undefined : maxBatch,
+      timeoutMs,
+      serverNow: serverClock ? () => this.#serverNow() : undefined,
+      keyOf: (counter) => this.redisKey(counter),
+      sent: () => {
+        this.roundTrips++;
+      },
+      followUpFailed: () => {
+        this.followUpFailures++;
+      },
+    });
     this.#timeoutMs = timeoutMs;
     // A single node's stalled connection is made again; a Cluster's nodes are ioredis's own,
     // which bounds their slot discovery itself (`slotsRefreshTimeout`).
@@ -183,13 +178,21 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Resolves once the client is connected and the script is cached on every master, so that
-   * the first burst of requests does not each fall back to EVAL. The store fails fast until
+   * Resolves once the client is connected, the script is cached on every master and (server
+   * clock) the server's time sampled, so that the first burst of requests does not each fall
+   * back to EVAL or wait for a sample. The store fails fast until
    * the connection is up.
    */
   async ready(): Promise<void> {
     await this.#connected();
-    await this.#loadScript();
+    await Promise.all([this.#loadScript(), this.#serverClock ? this.#serverTime.sample() : null]);
+  }
+
+  /** The server's time as this process estimates it; sampled first (bounded) when never yet. */
+  #serverNow(): number | Promise<number> {
+    return (
+      this.#serverTime.now() ?? answeredInTime(this.#serverTime.at(), this.#timeoutMs, "redis")
+    );
   }
 
   #connected(): Promise<void> {
@@ -219,16 +222,15 @@ export class RedisStore implements Store {
     progress?: StoreCallProgress,
   ): Promise<CounterState[]> {
     if (counters.length === 0) return Promise.resolve([]);
-    const nowArgument = this.#serverClock ? "" : String(now);
     if (!this.#isCluster) {
       return this.#guardFor(SINGLE_NODE).run(
-        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, nowArgument)),
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(counters, now)),
         progress,
       );
     }
     return applyBySubject(counters, (group) =>
       this.#guardFor(this.#nodeOf(group[0] as CounterSpec)).run(
-        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, nowArgument)),
+        (setup) => this.#whenConnected(setup, () => this.#applyGroup(group, now)),
         progress,
       ),
     );
@@ -294,15 +296,23 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Deletes the counters' keys (one DEL per key: a Cluster routes each to its slot), then logs
-   * them for the other processes' block caches (`resetsSince`, reset-log.ts).
+   * Deletes the counters' keys, a fixed window's around `now` too (the server's time with the
+   * server clock; else `now`, or this process's clock when not given): one DEL per counter,
+   * whose keys share a slot. Then logs them for the other processes' block caches
+   * (`resetsSince`, reset-log.ts).
    */
-  async reset(counters: readonly CounterSpec[]): Promise<void> {
+  async reset(counters: readonly CounterSpec[], now?: number): Promise<void> {
     if (counters.length === 0) return;
-    await Promise.all(counters.map((counter) => this.client.del(this.redisKey(counter))));
+    const at = this.#serverClock ? await this.#serverNow() : (now ?? Date.now());
+    // A give-back sent after the DEL would take from the fresh count: this process's go first.
+    this.#blind.flushFollowUps();
+    await Promise.all(
+      counters.map((counter) =>
+        this.client.del(...resetKeysOf(this.redisKey(counter), counter, at)),
+      ),
+    );
     this.roundTrips++;
-    const [state, log] = resetLogKeys(this.prefix);
-    await this.client.eval(APPEND_RESETS_LUA, 2, state, log, ...appendArguments(counters));
+    await appendResetLog(this.client, this.prefix, counters);
   }
 
   /** A reader of the reset log for a limiter's block cache (`Store.followResets`). */
@@ -316,18 +326,11 @@ export class RedisStore implements Store {
 
   /** The counters reset since `mark` by any process (the reset log, reset-log.ts). */
   resetsSince(mark: string | undefined, progress?: StoreCallProgress): Promise<ResetsSince> {
-    const [state, log] = resetLogKeys(this.prefix);
-    const node = this.#isCluster ? this.#nodeOfKey(state) : SINGLE_NODE;
-    const client = this.client;
+    const node = this.#isCluster ? this.#nodeOfKey(resetLogKeys(this.prefix)[0]) : SINGLE_NODE;
     const read = () =>
-      readResets(
-        mark,
-        () => client.hmget(state, "epoch", "sequence"),
-        (since) => {
-          this.roundTrips++;
-          return client.eval(READ_RESETS_LUA, 2, state, log, since);
-        },
-      );
+      readResetLog(this.client, this.prefix, mark, () => {
+        this.roundTrips++;
+      });
     return this.#guardFor(node).run(
       (setup) => this.#whenConnected(setup, () => answeredInTime(read(), this.#timeoutMs, "redis")),
       progress,
@@ -353,7 +356,10 @@ export class RedisStore implements Store {
     return redisKeyOf(this.prefix, counter);
   }
 
-  #applyGroup(counters: readonly CounterSpec[], nowArgument: string): Promise<CounterState[]> {
+  #applyGroup(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
+    if (this.#runner.functions && onlyFixedWindows(counters))
+      return this.#blind.count(counters, now);
+    const nowArgument = this.#serverClock ? "" : String(now);
     const request = encodeRequest(counters, nowArgument, (counter) => this.redisKey(counter));
     if (this.#batch !== undefined) return this.#batch.submit(request);
     return this.#run(request.keys, request.args).then((reply) =>
