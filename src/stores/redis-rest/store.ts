@@ -34,6 +34,7 @@ import type { CircuitBreaker } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
+import { isWorkerd } from "../remote/runtime.js";
 import {
   type RedisArgument,
   RedisReplyError,
@@ -257,15 +258,6 @@ export class RedisRestStore implements Store {
       throw error;
     }
   }
-}
-
-/**
- * Cloudflare's runtime names itself here; there a request's I/O belongs to that request, so
- * calls are never batched across requests.
- */
-function isWorkerd(): boolean {
-  const navigator = (globalThis as { navigator?: { userAgent?: string } }).navigator;
-  return navigator?.userAgent === "Cloudflare-Workers";
 }
 
 /** A store from options (endpoint and token). */
