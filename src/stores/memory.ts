@@ -139,6 +139,10 @@ export class MemoryStore implements Store {
     }
   }
 
+  /**
+   * The contract's three steps (`applyCounters` in core/algorithms/apply.ts), tuned for this
+   * store: test/conformance/memory-tuned.test.ts holds the two to the same answers.
+   */
   applySync(counters: readonly CounterSpec[], now: number): CounterState[] {
     if (counters.length === 1) return [this.applyOneSync(counters[0] as CounterSpec, now)];
     const count = counters.length;
