@@ -60,4 +60,17 @@ export class LocalCounter {
     });
     return { states, admitted };
   }
+
+  /**
+   * The states `apply` would describe for these counters, counting nothing (a peek while the
+   * store is failed, core/peek.ts). A counter read is kept as recently used, as a count is.
+   */
+  peek(counters: readonly CounterSpec[], now: number): CounterState[] {
+    return counters.map((counter) => {
+      const found = this.#states.get(counter.key);
+      const state = found?.algorithm === counter.algorithm ? found.state : undefined;
+      const algorithm = ALGORITHMS[counter.algorithm];
+      return algorithm.describe(state, now, counter, algorithm.allows(state, now, counter));
+    });
+  }
 }
