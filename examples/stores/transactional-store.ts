@@ -50,7 +50,8 @@ export class TransactionalStore implements Store {
         const algorithm = ALGORITHMS[counter.algorithm];
         const ok = allows[i] as boolean;
         let state = states[i];
-        if (admitted || !ok || counter.mode === "observe") {
+        // A cost of 0 reads (limiter.peek): nothing is written.
+        if (counter.cost > 0 && (admitted || !ok || counter.mode === "observe")) {
           state = algorithm.count(state, now, counter, ok);
           // Kept a little past its expiry, for a request that reaches the store late.
           const ttlMs = algorithm.expiresAt(state, now, counter) + LATE_GRACE_MS - now;

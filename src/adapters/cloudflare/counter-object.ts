@@ -113,7 +113,8 @@ export class EdgelimitCounter {
       const algorithm = ALGORITHMS[spec.algorithm];
       const ok = allowed[i] as boolean;
       let current = this.#lookup(spec.key, now);
-      if (admitted || !ok || spec.mode === "observe") {
+      // A cost of 0 reads (a peek, a hybrid reservation's fence): nothing to store.
+      if (spec.cost > 0 && (admitted || !ok || spec.mode === "observe")) {
         const state = algorithm.count(current?.state, now, spec, ok);
         current = { state, expiresAt: algorithm.expiresAt(state, now, spec) };
         this.#counters.set(spec.key, current);
@@ -133,7 +134,7 @@ export class EdgelimitCounter {
   #refund(counters: readonly CounterSpec[], now: number): Record<string, StoredCounter> {
     const changed: Record<string, StoredCounter> = {};
     for (const spec of counters) {
-      if (spec.mode !== "enforce") continue;
+      if (spec.mode !== "enforce" || spec.cost === 0) continue;
       const current = this.#lookup(spec.key, now);
       if (current === undefined) continue;
       let state = current.state;
