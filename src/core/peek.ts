@@ -66,10 +66,10 @@ export interface PeekedRule {
 /** What `limiter.peek` resolves to. */
 export interface Peek {
   /**
-   * `counted`: `rules` lists every rule the request matches. Otherwise no rule would count it,
+   * `matched`: `rules` lists every rule the request matches. Otherwise no rule would count it,
    * and `rules` is empty: `allowlisted`, `denylisted` (as `check`'s reasons), or `no-rule`.
    */
-  readonly reason: "counted" | "allowlisted" | "denylisted" | "no-rule";
+  readonly reason: "matched" | "allowlisted" | "denylisted" | "no-rule";
   /** Every matched rule, shadow rules included, in match order. */
   readonly rules: readonly PeekedRule[];
   readonly tier: Tier;
@@ -134,14 +134,14 @@ export async function peekRequest(
     const storeError = error instanceof Error ? error.message : String(error);
     return {
       ...about,
-      reason: "counted",
+      reason: "matched",
       rules: failedView(context, match, counters, now),
       storeError,
     };
   }
   return {
     ...about,
-    reason: "counted",
+    reason: "matched",
     rules: match.rules.map((rule, i) => peeked(rule, states[i])),
   };
 }

@@ -58,7 +58,7 @@ export function peekAnswer(
     unavailable: undefined,
     record: {
       action: "allow",
-      reason: peek.reason === "counted" ? "within-limit" : peek.reason,
+      reason: peek.reason === "matched" ? "within-limit" : peek.reason,
       rule: chosen?.rule,
       tier: peek.tier,
       subject: peek.subject,

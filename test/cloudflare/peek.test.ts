@@ -63,7 +63,7 @@ describe("peek on Cloudflare Workers, in workerd", () => {
     const peeks: Peek[] = [];
     for (let i = 0; i < 20; i++) peeks.push(JSON.parse((await as("/__peek/api/data")).body));
     const last = peeks.at(-1) as Peek;
-    expect(last.reason).toBe("counted");
+    expect(last.reason).toBe("matched");
     expect(last.storeError).toBeUndefined();
     const byRule = Object.fromEntries(last.rules.map((rule) => [rule.rule, rule]));
     expect(byRule["api.pro-monthly"]).toMatchObject({ limit: 30, remaining: 25 });

@@ -54,7 +54,7 @@ describe("limiter.peek on the memory store", () => {
       let last = await limiter.check(client);
       for (let i = 1; i < 4; i++) last = await limiter.check(client);
       const peek = await limiter.peek(client);
-      expect(peek.reason).toBe("counted");
+      expect(peek.reason).toBe("matched");
       expect(peek.subject).toBe("ip:203.0.113.7");
       expect(peek.rules).toEqual([
         {
