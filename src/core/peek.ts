@@ -5,9 +5,9 @@
  *
  * A peek is the request's counters with a cost of 0 sent to the store in one call: the `Store`
  * contract reads a counter at cost 0, and every store writes nothing for it (no key made, no
- * expiry set, no reservation taken: test/core/peek.test.ts and test/redis/peek.test.ts hold
- * them to it). rls's `hits_addend: 0` goes to the store the same way, so both report the same
- * numbers for a counter. What a peek leaves alone, on purpose:
+ * expiry set, no window moved, no reservation taken: the conformance suite, test/core/peek.test.ts
+ * and test/redis/peek.test.ts hold them to it). rls's `hits_addend: 0` goes to the store the same
+ * way, so both report the same numbers for a counter. What a peek leaves alone, on purpose:
  *
  * - the block cache: neither asked nor told. The store's count is the truth; a block the cache
  *   holds shows there as `remaining: 0` until its window moves on;
