@@ -21,6 +21,7 @@ export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
 export type { TokenVerifier, VerifiedUser } from "./core/identify.js";
 export type { ResolvedPolicy, ResolvedRule } from "./core/model.js";
+export type { Peek, PeekedRule } from "./core/peek.js";
 export {
   createRateLimit,
   type RateLimit,

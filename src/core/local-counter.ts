@@ -4,8 +4,9 @@
  * (`applyCounters`, core/algorithms/apply.ts).
  */
 import { type AppliedCounters, applyCounters } from "./algorithms/apply.js";
+import { ALGORITHMS } from "./algorithms/table.js";
 import { GenerationalCache } from "./generational-cache.js";
-import type { AlgorithmName, CounterSpec } from "./types.js";
+import type { AlgorithmName, CounterSpec, CounterState } from "./types.js";
 
 interface LocalState {
   readonly algorithm: AlgorithmName;
@@ -40,6 +41,19 @@ export class LocalCounter {
       set: (counter, state) => {
         this.#states.set(counter.key, { algorithm: counter.algorithm, state });
       },
+    });
+  }
+
+  /**
+   * The states `apply` would describe for these counters, counting nothing (a peek while the
+   * store is failed, core/peek.ts). A counter read is kept as recently used, as a count is.
+   */
+  peek(counters: readonly CounterSpec[], now: number): CounterState[] {
+    return counters.map((counter) => {
+      const found = this.#states.get(counter.key);
+      const state = found?.algorithm === counter.algorithm ? found.state : undefined;
+      const algorithm = ALGORITHMS[counter.algorithm];
+      return algorithm.describe(state, now, counter, algorithm.allows(state, now, counter));
     });
   }
 }

@@ -78,6 +78,11 @@ export class LocalFallback {
     this.#debt.settle(call, states);
   }
 
+  /** What `decide` would count these counters against locally, counting nothing (peek.ts). */
+  peek(counters: readonly CounterSpec[], now: number): CounterState[] {
+    return this.#counter.peek(counters, now);
+  }
+
   /** The decision for a request whose store call failed (see the top of this file). */
   decide(
     policy: ResolvedPolicy,

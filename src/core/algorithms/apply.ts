@@ -32,7 +32,8 @@ export interface AppliedCounters {
 /**
  * Applies one request's counters at `now`: admitted when every `enforce` counter allows it;
  * then counted on every counter when admitted, on the refusing ones when refused, and on
- * `observe` counters always. Each counter is read once, before any is written.
+ * `observe` counters always; a counter of cost 0 is only read. Each counter is read once,
+ * before any is written.
  */
 export function applyCounters(
   counters: readonly CounterSpec[],
@@ -48,7 +49,9 @@ export function applyCounters(
     const algorithm = ALGORITHMS[counter.algorithm];
     const ok = allowed[i] as boolean;
     let state = held[i];
-    if (admitted || !ok || counter.mode === "observe") {
+    // A cost of 0 reads (limiter.peek, rls's hits_addend: 0, a hybrid fence's read): nothing
+    // is written.
+    if (counter.cost > 0 && (admitted || !ok || counter.mode === "observe")) {
       state = algorithm.count(state, now, counter, ok);
       kept.set(counter, state, algorithm.expiresAt(state, now, counter));
     }
