@@ -19,7 +19,8 @@ const RULES = 3;
 
 /**
  * States in a Map for the shared three steps. A rule reloaded with another algorithm starts
- * afresh, and its old state is gone once read, as the memory store drops it.
+ * afresh, and its old state is gone once counted over, as the memory store drops it; a read (a
+ * cost of 0) writes nothing, so it drops nothing either.
  */
 function mapStates(): CounterStates {
   const kept = new Map<string, { algorithm: AlgorithmName; state: unknown }>();
@@ -27,7 +28,7 @@ function mapStates(): CounterStates {
     get: (counter) => {
       const found = kept.get(counter.key);
       if (found === undefined || found.algorithm === counter.algorithm) return found?.state;
-      kept.delete(counter.key);
+      if (counter.cost > 0) kept.delete(counter.key);
       return undefined;
     },
     set: (counter, state) => {
