@@ -1,16 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { definePolicy } from "../../src/policy/load.js";
 import { dynamodbFleets, type Fleets } from "../support/region-fleets.js";
-import { percentile, runTraffic, type TrafficResult } from "../support/region-traffic.js";
+import { describeTraffic, percentile, runTraffic } from "../support/region-traffic.js";
 import { type Regions, startRegions } from "../support/regions.js";
 
 /**
- * Two regions of a global table, each a dynalite server in a process of its own, 50 ms apart
- * each way (a delay proxy), a replicator copying changed items every 200 ms (last writer
+ * Two regions of a global table, each a dynalite server in a process of its own, 100 ms apart
+ * each way (a delay proxy), a replicator copying changed items every 500 ms (last writer
  * wins), two limiters per region through the library. Reservations for hybrid rules go to the
- * first region (the lease region); the second is the far one.
+ * first region (the lease region); the second is the far one. Limit 20 per 2 s, two windows.
+ *
+ * Latency is asserted only where it holds on a loaded machine (medians); the p99s are printed.
+ * The admissions per window hold whatever the load.
  */
-const DELAY_MS = 50;
+const DELAY_MS = 100;
 const LIMIT = 20;
 const WINDOW_MS = 2000;
 const NAMES = ["us-east-1", "eu-west-1"];
@@ -49,17 +52,7 @@ async function atWindowStart(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, wait));
 }
 
-function report(name: string, result: TrafficResult): void {
-  const lines = [...result.legit].map(
-    ([region, figures]) =>
-      `${region}: p50 ${percentile(figures.latencies, 0.5).toFixed(1)} ms, p99 ${percentile(figures.latencies, 0.99).toFixed(1)} ms (${figures.sent} sent, ${figures.refused} refused)`,
-  );
-  console.log(
-    `${name}: attack admitted by window ${JSON.stringify([...result.attack.admittedByWindow.values()])} of ${result.attack.sent}; ${JSON.stringify([...result.attack.reasons])}\n  ${lines.join("\n  ")}`,
-  );
-}
-
-describe("two regions of a global table, 50 ms apart, a spread attack and legitimate subjects", () => {
+describe("two regions of a global table, 100 ms apart each way: a spread attack and legitimate subjects", () => {
   it("hybrid admits at most the limit in every window; per-region exact at most the limit in each region", async () => {
     const [exact, hybrid] = await Promise.all([fleetsFor("exact"), fleetsFor("hybrid")]);
     await atWindowStart();
@@ -75,21 +68,32 @@ describe("two regions of a global table, 50 ms apart, a spread attack and legiti
       run(exact, "203.0.113.1", 0),
       run(hybrid, "203.0.113.2", 10),
     ]);
-    report("exact", exactRun);
-    report("hybrid", hybridRun);
-    for (const admitted of hybridRun.attack.admittedByWindow.values()) {
-      expect(admitted).toBeLessThanOrEqual(LIMIT);
-    }
-    for (const admitted of exactRun.attack.admittedByWindow.values()) {
-      expect(admitted).toBeLessThanOrEqual(NAMES.length * LIMIT);
-    }
+    console.log(describeTraffic("exact", exactRun));
+    console.log(describeTraffic("hybrid", hybridRun));
+    const hybridWindows = [...hybridRun.attack.admittedByWindow.values()];
+    const exactWindows = [...exactRun.attack.admittedByWindow.values()];
+    for (const admitted of hybridWindows) expect(admitted).toBeLessThanOrEqual(LIMIT);
+    // Per-region counting promises the limit in each region, no more: R x the limit in all.
+    for (const admitted of exactWindows) expect(admitted).toBeLessThanOrEqual(NAMES.length * LIMIT);
+    // And it does admit beyond the limit, which hybrid does not: the attack reached both.
+    expect(Math.max(...exactWindows)).toBeGreaterThan(LIMIT);
+    expect(hybridWindows.reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(LIMIT);
+
+    // Legitimate subjects: exact answers from each region's own replica, hybrid in the lease
+    // region from its own items; the far region's hybrid decisions that reserve wait a round
+    // trip today (printed above). Medians, below one way between the regions.
+    const median = (run: typeof exactRun, region: string) =>
+      percentile(run.legit.get(region)?.latencies ?? [], 0.5);
+    expect(median(exactRun, NEAR)).toBeLessThan(DELAY_MS);
+    expect(median(exactRun, FAR)).toBeLessThan(DELAY_MS);
+    expect(median(hybridRun, NEAR)).toBeLessThan(DELAY_MS);
   });
 
   it("a far request that misses its budget behind reservations in flight is refused, never admitted on a fresh local count", async () => {
-    // The far region is told the lease region is 40 ms away (it is 100): a request that waits
-    // for a reservation in flight and then sends its own misses its 50 + 3 x 40 ms budget,
+    // The far region is told the lease region is 80 ms away (it is 200): a request that waits
+    // for a reservation in flight and then sends its own misses its 50 + 3 x 80 ms budget,
     // while the store answers every call.
-    const hybrid = await fleetsFor("hybrid", 40);
+    const hybrid = await fleetsFor("hybrid", 80);
     await atWindowStart();
     const result = await runTraffic({
       fleets: hybrid.fleets,
@@ -97,7 +101,7 @@ describe("two regions of a global table, 50 ms apart, a spread attack and legiti
       windowMs: WINDOW_MS,
       attack: { ip: "203.0.113.3", perSecond: 100 },
     });
-    report("hybrid, budget short of the far round trips", result);
+    console.log(describeTraffic("hybrid, budget short of the far round trips", result));
     expect(result.attack.reasons.get("store-failed-local") ?? 0).toBeGreaterThan(0);
     for (const admitted of result.attack.admittedByWindow.values()) {
       expect(admitted).toBeLessThanOrEqual(LIMIT);

@@ -139,3 +139,20 @@ export function percentile(values: readonly number[], share: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil(share * sorted.length) - 1)] as number;
 }
+
+/** A run in words: admissions per window, the decisions' reasons, each region's latency. */
+export function describeTraffic(name: string, result: TrafficResult): string {
+  const windows = [...result.attack.admittedByWindow.values()].join(", ");
+  const reasons = [...result.attack.reasons].map(([reason, n]) => `${reason} ${n}`).join(", ");
+  const lines = [
+    `${name}: attacker admitted per window [${windows}] of ${result.attack.sent} (${reasons})`,
+  ];
+  for (const [region, figures] of result.legit) {
+    if (figures.sent === 0) continue;
+    const p = (share: number) => percentile(figures.latencies, share).toFixed(1);
+    lines.push(
+      `  legitimate in ${region}: p50 ${p(0.5)} ms, p90 ${p(0.9)} ms, p99 ${p(0.99)} ms (${figures.sent} sent, ${figures.refused} refused)`,
+    );
+  }
+  return lines.join("\n");
+}
