@@ -46,6 +46,8 @@ export interface TrafficResult {
     sent: number;
     /** Admissions by window index (epoch ms / window), in order. */
     readonly admittedByWindow: Map<number, number>;
+    /** Of those, the admissions counted in the process (`store-failed-local`), not in the store. */
+    readonly localByWindow: Map<number, number>;
     /** Decisions by reason (`within-limit`, `store-failed-local`...). */
     readonly reasons: Map<string, number>;
   };
@@ -61,7 +63,7 @@ export function windowOf(verdict: Verdict, windowMs: number, sentAt: number): nu
 
 export async function runTraffic(options: TrafficOptions): Promise<TrafficResult> {
   const result: TrafficResult = {
-    attack: { sent: 0, admittedByWindow: new Map(), reasons: new Map() },
+    attack: { sent: 0, admittedByWindow: new Map(), localByWindow: new Map(), reasons: new Map() },
     legit: new Map(
       options.fleets.map(({ region }) => [region, { sent: 0, refused: 0, latencies: [] }]),
     ),
@@ -92,6 +94,9 @@ export async function runTraffic(options: TrafficOptions): Promise<TrafficResult
           const window = windowOf(verdict, options.windowMs, sentAt);
           const admitted = result.attack.admittedByWindow;
           admitted.set(window, (admitted.get(window) ?? 0) + 1);
+          if (verdict.reason !== "store-failed-local") return;
+          const local = result.attack.localByWindow;
+          local.set(window, (local.get(window) ?? 0) + 1);
         }),
       );
     };
