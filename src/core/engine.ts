@@ -10,7 +10,7 @@ import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
-import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
+import { type LocalCountingStatus, LocalFallback, stillAnswering } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
@@ -389,7 +389,8 @@ export class DecisionEngine {
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
+        const slow = stillAnswering(error, store);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause, slow);
         return this.#finish(attempt, failed.rules, failed);
       },
     );
