@@ -16,9 +16,8 @@
  * so that a store that comes back does not admit the window's limit again.
  */
 import { LocalCounter } from "./local-counter.js";
-import type { Match } from "./match.js";
-import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, decideFromCounts, failMode } from "./outcome.js";
+import type { ResolvedRule } from "./model.js";
+import { type CallTerms, type CountedDecision, decideFromCounts, failMode } from "./outcome.js";
 import { type PaidCall, StoreDebt } from "./store-debt.js";
 import type { CounterSpec, CounterState } from "./types.js";
 
@@ -40,9 +39,6 @@ export interface LocalCountingStatus {
   /** Debts dropped for room (admissions the store will never see). */
   readonly droppedDebts: number;
 }
-
-/** A decision on a failed store, with the rules it is about (in the order of its outcomes). */
-export type FailedDecision = CountedDecision & { readonly rules: readonly ResolvedRule[] };
 
 const DEFAULT_MAX_KEYS = 100_000;
 
@@ -78,23 +74,24 @@ export class LocalFallback {
     this.#debt.settle(call, states);
   }
 
-  /** The decision for a request whose store call failed (see the top of this file). */
+  /**
+   * The decision for a call whose store call failed (see the top of this file): `rules[i]` is
+   * the rule `counters[i]` counts for; `failClosed`, whether the caller fails closed whatever
+   * the rules say (a `failClosed` path).
+   */
   decide(
-    policy: ResolvedPolicy,
-    match: Match,
+    terms: CallTerms,
+    rules: readonly ResolvedRule[],
+    failClosed: boolean,
     counters: readonly CounterSpec[],
     passVerified: boolean,
     now: number,
     storeError: string,
-  ): FailedDecision {
-    const failed = failMode(policy, match, storeError);
-    const local = match.compiled.flatMap((compiled, i) =>
-      compiled.rule.failMode === "local" ? [i] : [],
-    );
-    if (failed.action === "unavailable" || local.length === 0) {
-      return { ...failed, rules: match.rules };
-    }
-    const rules = local.map((i) => match.compiled[i] as (typeof match.compiled)[number]);
+  ): CountedDecision {
+    const failed = failMode(terms, rules, failClosed, storeError);
+    const local = rules.flatMap((rule, i) => (rule.failMode === "local" ? [i] : []));
+    if (failed.action === "unavailable" || local.length === 0) return failed;
+    const localRules = local.map((i) => rules[i] as ResolvedRule);
     const localCounters = local.map((i) => counters[i] as CounterSpec);
     const { states, admitted } = this.#counter.apply(localCounters, now);
     if (admitted) for (const counter of localCounters) this.#debt.add(counter, now);
@@ -102,12 +99,14 @@ export class LocalFallback {
     this.#lastAt = now;
     // A local refusal is not remembered in the block cache: while the cache answered for the
     // key, no call would reach the store to pay this process's debt on it.
-    const counted = decideFromCounts(rules, localCounters, states, passVerified, undefined, now);
-    return {
-      ...counted,
-      reason: "store-failed-local",
-      storeError,
-      rules: rules.map(({ rule }) => rule),
-    };
+    const counted = decideFromCounts(
+      localRules,
+      localCounters,
+      states,
+      passVerified,
+      undefined,
+      now,
+    );
+    return { ...counted, reason: "store-failed-local", storeError };
   }
 }
