@@ -18,6 +18,7 @@ export {
   createRateLimit,
   type RateLimit,
   type RateLimitOptions,
+  type RateLimitReason,
   type RateLimitResult,
 } from "./core/rate-limit.js";
 export { RESET_CHECK_MS, type ReadResets, ResetWatch } from "./core/reset-watch.js";
