@@ -9,6 +9,7 @@
 export { ALGORITHMS, type Algorithm, type CounterRule } from "./core/algorithms/index.js";
 export { MAX_COST } from "./core/cost.js";
 export type { Scheduler } from "./core/deadline.js";
+export type { Decision } from "./core/decision.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
