@@ -7,8 +7,8 @@
  * 1. the block cache, which answers a hard block it still holds without the store;
  * 2. one store call for all the counters, within the decision budget (deadline.ts), carrying
  *    what this process admitted on its own while the store was failed (store-debt.ts);
- * 3. when the store fails (an error, a missed budget, an open breaker), the rules' fail modes
- *    and local counting (local-fallback.ts);
+ * 3. when the store fails (an error, a missed budget, an open breaker, fewer states than
+ *    counters), the rules' fail modes and local counting (local-fallback.ts);
  * 4. the counts as a decision (outcome.ts).
  *
  * So a fix to counting (late requests, the fail modes, cost checks) is made here once. One step
@@ -17,6 +17,7 @@
 import { BlockCache } from "./block-cache.js";
 import { checkCost } from "./cost.js";
 import { type BudgetTimes, REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
+import { EdgelimitError } from "./errors.js";
 import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
 import type { ResolvedRule } from "./model.js";
 import { type CallTerms, type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
@@ -153,6 +154,7 @@ export class CountingStep {
       } catch (error) {
         return this.#failed(call, error);
       }
+      if (states.length < counters.length) return this.#failed(call, this.#tooFew(states));
       return decideFromCounts(rules, counters, states, passVerified, cache, now);
     }
     const store = this.store;
@@ -167,7 +169,9 @@ export class CountingStep {
       this.#scheduler,
     ).then(
       (states) => {
-        if (paying !== undefined) this.#local.settle(paying, states);
+        const complete = states.length >= counters.length;
+        if (paying !== undefined) this.#local.settle(paying, complete ? states : undefined);
+        if (!complete) return this.#failed(call, this.#tooFew(states));
         return decideFromCounts(rules, counters, states, passVerified, this.#blockCache, now);
       },
       (error: unknown) => {
@@ -182,6 +186,14 @@ export class CountingStep {
     const { budgetMs, connectBudgetMs } = call.terms;
     const expectedRoundTripMs = this.#roundTripMs?.(call.counters) ?? 0;
     return { budgetMs, connectBudgetMs, expectedRoundTripMs };
+  }
+
+  /** A store that answers fewer counters than it was asked for has failed the call. */
+  #tooFew(states: readonly CounterState[]): EdgelimitError {
+    return new EdgelimitError(
+      "EL_STORE_FAILED",
+      `the ${this.store.name} store answered ${states.length} counters' states for a call of more`,
+    );
   }
 
   /** Reports a store failure to the observer, and decides by the rules' fail modes. */

@@ -13,7 +13,7 @@ import { MemoryStore } from "../../src/stores/memory.js";
 
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 10);
 
-type Mode = "up" | "down" | "silent";
+type Mode = "up" | "down" | "silent" | "stateless";
 
 function switchedStore() {
   const inner = new MemoryStore();
@@ -25,6 +25,7 @@ function switchedStore() {
       calls++;
       if (mode === "down") return Promise.reject(new Error("store is down"));
       if (mode === "silent") return new Promise(() => {});
+      if (mode === "stateless") return Promise.resolve([]);
       return inner.apply(counters, now);
     },
   };
@@ -83,6 +84,12 @@ describe("createRateLimit through the counting step", () => {
       reason: "store-failed-closed",
       retryAfterSeconds: 5,
     });
+  });
+
+  it("takes a store that answers no state for the key as failed, and counts locally", async () => {
+    const { set, limit } = setup();
+    set("stateless");
+    expect(await limit("tenant")).toBe("true store-failed-local 1");
   });
 
   it("answers within the budget when the store stays silent", async () => {
