@@ -1,11 +1,6 @@
 import { MAX_WAIT_MS, parseDurationMs, parseWindow } from "../core/duration.js";
 import type { ErrorCode } from "../core/errors.js";
-import {
-  DEFAULT_BUDGET_MS,
-  DEFAULT_ORIGIN_HEADER,
-  type ResolvedPolicy,
-  type ResolvedRule,
-} from "../core/model.js";
+import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import { normalizePath } from "../core/path.js";
 import type { Tier } from "../core/types.js";
 import { resolveChallenge, resolveList } from "./resolve-companions.js";
@@ -213,10 +208,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       denylist: spec.denylist ?? [],
       challenge: resolveChallenge(spec.challenge),
       lists: (spec.lists ?? []).map(resolveList),
-      budgetMs: parseDurationMs(spec.budget ?? DEFAULT_BUDGET_MS, {
-        bareMilliseconds: true,
-        maxMs: MAX_WAIT_MS,
-      }),
+      budgetMs: parseDurationMs(spec.budget ?? 50, { bareMilliseconds: true, maxMs: MAX_WAIT_MS }),
       connectBudgetMs: parseDurationMs(spec.connectBudget ?? "1s", { maxMs: MAX_WAIT_MS }),
       unavailableRetryAfterSeconds: Math.max(
         1,
