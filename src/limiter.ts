@@ -3,6 +3,7 @@
  * every adapter and the gateway use. A newcomer's map: core/engine.ts decides, http/respond.ts
  * answers, this file joins them and builds the token verifier the policy asks for.
  */
+import type { CountingStep } from "./core/count-step.js";
 import {
   type AddressList,
   DecisionEngine,
@@ -80,16 +81,25 @@ export class Limiter {
   readonly #clock: () => number;
   #responder: Responder;
 
-  constructor(options: LimiterOptions) {
+  /**
+   * `step`: a counting step on the same store to share with another caller (the rate limit
+   * service's configuration mode, which counts beside its policy); its own block cache, local
+   * fallback and store-failure observer then stand for the options'. `createLimiter` takes
+   * none: the limiter makes its own.
+   */
+  constructor(options: LimiterOptions, step?: CountingStep) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
       checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    this.#engine = new DecisionEngine({
-      ...options,
-      tokens: this.#tokensFor(options.policy),
-      onStoreError: storeErrorObserver(options),
-    });
+    this.#engine = new DecisionEngine(
+      {
+        ...options,
+        tokens: this.#tokensFor(options.policy),
+        onStoreError: storeErrorObserver(options),
+      },
+      step,
+    );
     this.#responder = new Responder(options.policy);
   }
 

@@ -7,6 +7,14 @@ import type { AlgorithmName, Tier, WindowSpec } from "./types.js";
 /** The request header that carries the remaining count to the origin, unless a policy names another. */
 export const DEFAULT_ORIGIN_HEADER = "x-ratelimit-remaining";
 
+/**
+ * A policy's `budget`, `connectBudget` and `unavailableRetryAfter` when it says none (written
+ * as the policy file would, in policy/resolve.ts), for entries that take no policy.
+ */
+export const DEFAULT_BUDGET_MS = 50;
+export const DEFAULT_CONNECT_BUDGET_MS = 1_000;
+export const DEFAULT_UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
 /** Where a secret or key comes from. Values are read when the limiter starts, never logged. */
 export type SecretSource =
   | { readonly env: string }

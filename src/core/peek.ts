@@ -23,24 +23,15 @@
  * locally (what `check` would hold it to, read without counting), and any other rule reports
  * `countUnknown`, its numbers placeholders.
  */
+import type { Read } from "./count-step.js";
 import type { CounterBuilder } from "./counters.js";
-import { type BudgetTimes, type Scheduler, withinBudget } from "./deadline.js";
 import type { Identifier, Identity } from "./identify.js";
 import { primarySubject } from "./identify.js";
 import type { Address } from "./ip.js";
-import type { LocalFallback } from "./local-fallback.js";
 import type { Match, RuleMatcher } from "./match.js";
-import type { ResolvedPolicy } from "./model.js";
+import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { normalizePath } from "./path.js";
-import type {
-  CounterSpec,
-  CounterState,
-  PassVerifier,
-  RequestDescription,
-  Store,
-  StoreTraits,
-  Tier,
-} from "./types.js";
+import type { CounterSpec, CounterState, PassVerifier, RequestDescription, Tier } from "./types.js";
 
 /** One matched rule, as `check` would report it. */
 export interface PeekedRule {
@@ -88,15 +79,16 @@ export interface PeekContext {
   readonly identifier: Identifier;
   readonly matcher: RuleMatcher;
   readonly counters: CounterBuilder;
-  readonly store: Store;
-  readonly applySync: StoreTraits["applySync"];
   readonly clock: () => number;
-  readonly scheduler: Scheduler;
-  readonly budget: (counters: readonly CounterSpec[]) => BudgetTimes;
+  /** The counting step's read (count-step.ts): one store call at cost 0, within the budget. */
+  readonly read: (
+    rules: readonly ResolvedRule[],
+    counters: readonly CounterSpec[],
+    now: number,
+  ) => Promise<Read>;
   /** The list an address is on, if any: the denylist first, as `decide` checks them. */
   readonly listedAs: (address: Address | undefined) => "allowlisted" | "denylisted" | undefined;
   readonly passes: PassVerifier | undefined;
-  readonly local: LocalFallback;
 }
 
 const NO_RULES: readonly PeekedRule[] = Object.freeze([]);
@@ -127,23 +119,10 @@ export async function peekRequest(
     .countersFor(match.compiled, identity, undefined, verified)
     .map((counter) => ({ ...counter, cost: 0 }));
   const now = context.clock();
-  let states: readonly CounterState[];
-  try {
-    states = await read(context, counters, now);
-  } catch (error) {
-    const storeError = error instanceof Error ? error.message : String(error);
-    return {
-      ...about,
-      reason: "matched",
-      rules: failedView(context, match, counters, now),
-      storeError,
-    };
-  }
-  return {
-    ...about,
-    reason: "matched",
-    rules: match.rules.map((rule, i) => peeked(rule, states[i])),
-  };
+  const read = await context.read(match.rules, counters, now);
+  const rules = match.rules.map((rule, i) => peeked(rule, read.states[i]));
+  if (read.storeError === undefined) return { ...about, reason: "matched", rules };
+  return { ...about, reason: "matched", rules, storeError: read.storeError };
 }
 
 /** A pass counts as `decide` counts it: checked only when a matched rule challenges. */
@@ -160,40 +139,6 @@ function passVerified(
     return false;
   }
   return passes.verify(request, primarySubject(identity), now);
-}
-
-/** One store call at cost 0, under the policy's budget, as a decision's. */
-function read(
-  context: PeekContext,
-  counters: readonly CounterSpec[],
-  now: number,
-): Promise<readonly CounterState[]> {
-  const applySync = context.applySync;
-  if (applySync !== undefined) return Promise.resolve(applySync(counters, now));
-  const store = context.store;
-  return withinBudget(
-    (progress) => store.apply(counters, now, progress),
-    context.budget(counters),
-    store.name,
-    context.scheduler,
-  );
-}
-
-/** The store failed: local rules as this process counted them, the others unknown. */
-function failedView(
-  context: PeekContext,
-  match: Match,
-  counters: readonly CounterSpec[],
-  now: number,
-): PeekedRule[] {
-  const local = context.local.peek(
-    counters.filter((_, i) => match.rules[i]?.failMode === "local"),
-    now,
-  );
-  let next = 0;
-  return match.rules.map((rule) =>
-    peeked(rule, rule.failMode === "local" ? local[next++] : undefined),
-  );
 }
 
 function peeked(

@@ -91,9 +91,10 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).toContain('process.getBuiltinModule("node:https")');
     // The seed policy challenges, so the challenge page is served at the edge too. What every
     // cold start loads stays small (bench/lambda-edge.bench.ts times it): the region table and
-    // the budget's read-before-timeout took it past the earlier 50 KB target, and matching every
-    // spelling of a rule's path past 64 KiB (docs/aws.md, "Known limits").
-    expect(request.minifiedBytes).toBeLessThanOrEqual(68 * 1024);
+    // the budget's read-before-timeout took it past the earlier 50 KB target, matching every
+    // spelling of a rule's path past 64 KiB, and the one counting step with its reads at cost 0
+    // (limiter.peek's, on the store) past 68 KiB (docs/aws.md, "Known limits").
+    expect(request.minifiedBytes).toBeLessThanOrEqual(72 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
 
