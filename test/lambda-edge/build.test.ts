@@ -77,7 +77,7 @@ describe("edgelimit build lambda-edge", () => {
       expect(listed[0]).toBe("index.js");
     }
     // Only index.js loads at cold start; the challenge and jose wait for a request needing them.
-    expect(built[0]?.files).toEqual(["index.js", "challenge.js", "jose.js"]);
+    expect(built[0]?.files).toEqual(["index.js", "challenge.js", "jose.js", "peek.js"]);
     expect(built[1]?.files).toEqual(["index.js"]);
     const request = built[0] as (typeof built)[number];
     const code = readFileSync(request.script, "utf8");
@@ -247,7 +247,7 @@ describe("edgelimit build lambda-edge", () => {
         outDir: join(work, "unsigned-ok"),
         env: {},
       });
-      expect(built[0]?.files).toEqual(["index.js", "jose.js"]);
+      expect(built[0]?.files).toEqual(["index.js", "jose.js", "peek.js"]);
     }
   });
 
