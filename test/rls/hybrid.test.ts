@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisServer, startRedis } from "../redis/redis-server.js";
+import { type DelayProxy, startDelayProxy } from "../support/delay-proxy.js";
 import {
   grpcJsClient,
   type RlsClient,
@@ -36,6 +37,8 @@ writeFileSync(
     `    rate_limit: { unit: hour, requests_per_unit: ${BUSY_LIMIT} }`,
     "    metadata:",
     "      edgelimit: { counting: hybrid, algorithm: sliding-window }",
+    "  - key: plain",
+    `    rate_limit: { unit: hour, requests_per_unit: ${LIMIT} }`,
     "",
   ].join("\n"),
 );
@@ -160,7 +163,7 @@ describe("counting: hybrid in two rls processes on one redis-server", () => {
     ["a configured descriptor", byConfig("busy", "one")],
     ["a policy's rule", byPolicy("203.0.113.8", "/busy")],
   ])(
-    "costs Redis far below one command per decision for a busy %s: it spends what it reserved",
+    "costs Redis far below one command per decision once %s is busy: it spends what it reserved",
     async (_, request) => {
       // The first calls reserve what they cost; then each process reserves ahead at the rate seen.
       await codesOf(clients, request, 200, 20);
@@ -171,4 +174,38 @@ describe("counting: hybrid in two rls processes on one redis-server", () => {
       expect(commands / codes.length).toBeLessThan(0.05);
     },
   );
+});
+
+describe("counting: hybrid in rls while Redis answers slower than the budget", () => {
+  let redis: { server: RedisServer; cleanup: () => Promise<void> };
+  let slow: DelayProxy;
+  let rls: RlsProcess;
+  let client: RlsClient;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    // 400 ms a round trip: far beyond the default 50 ms budget, well within the store's own
+    // 1 s call timeout, so the store is slow and never failed.
+    slow = await startDelayProxy(redis.server.port, 200);
+    rls = await startRls(["--config", configFile, "--store", `redis://${slow.address}`]);
+    client = grpcJsClient(rls.grpcPort, upstreamRoot());
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await rls?.stop();
+    await slow?.close();
+    await redis?.cleanup();
+  });
+
+  it("refuses a hybrid descriptor that needs a reservation, where an exact one is counted locally", async () => {
+    // failMode local (the default) on both: the exact descriptor's count here is paid to the
+    // store later; the hybrid one's reservation may still take the window's last units.
+    const hybrid = await client.shouldRateLimit(byConfig("tenant", "slow"));
+    const exact = await client.shouldRateLimit(byConfig("plain", "slow"));
+    expect(hybrid.overall_code).toBe("OVER_LIMIT");
+    expect(hybrid.statuses?.[0]?.limit_remaining).toBe(0);
+    expect(exact.overall_code).toBe("OK");
+    expect(exact.statuses?.[0]?.limit_remaining).toBe(LIMIT - 1);
+  });
 });
