@@ -13,6 +13,8 @@ export interface PlainRuleSpec {
   readonly window: WindowSpec;
   readonly algorithm: AlgorithmName;
   readonly failMode: ResolvedRule["failMode"];
+  /** Default `exact`; `hybrid` needs a store wrapped by `hybridCounting` (hybrid-counting.ts). */
+  readonly counting?: ResolvedRule["counting"];
   /** Counted and reported, never refusing. */
   readonly shadow: boolean;
 }
@@ -39,6 +41,6 @@ export function plainRule(spec: PlainRuleSpec): ResolvedRule {
     failMode: spec.failMode,
     disclose: true,
     backend: undefined,
-    counting: "exact",
+    counting: spec.counting ?? "exact",
   };
 }

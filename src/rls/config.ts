@@ -277,11 +277,11 @@ function ruleFor(
   id: string,
   limit: number,
   window: WindowSpec,
-  options: Pick<DescriptorExtension, "algorithm" | "failMode">,
+  options: Pick<DescriptorExtension, "algorithm" | "failMode" | "counting">,
   mode: { readonly observe: boolean },
 ): ResolvedRule {
-  const { algorithm, failMode } = options;
-  return plainRule({ id, limit, window, algorithm, failMode, shadow: mode.observe });
+  const { algorithm, failMode, counting } = options;
+  return plainRule({ id, limit, window, algorithm, failMode, counting, shadow: mode.observe });
 }
 
 /** A unit's number from its name in any case (`minute`, `MINUTE`); `UNKNOWN` is not one. */

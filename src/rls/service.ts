@@ -21,6 +21,10 @@ import { PolicyDecider } from "./policy-decide.js";
 import { checkRequestLimits, type RequestLimits, requestLimitsOf } from "./request-limits.js";
 
 export interface RateLimitServiceOptions {
+  /**
+   * A remote store comes with `hybridCounting` in front (stores/from-url.ts), so that
+   * `counting: hybrid` descriptors and rules reserve; without it they are counted exactly.
+   */
   readonly store: Store;
   readonly config?: RlsConfig | undefined;
   readonly policy?: ResolvedPolicy | undefined;
