@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
+import type { RequestDescription } from "../../src/core/types.js";
 import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
@@ -40,7 +41,7 @@ function setup(store = new MemoryStore(), refreshMs = 5_000, input: PolicyInput 
   return { limiter, store, advance: (ms: number) => (clock += ms) };
 }
 
-async function admitted(limiter: Limiter, request: typeof user, n: number): Promise<number> {
+async function admitted(limiter: Limiter, request: RequestDescription, n: number): Promise<number> {
   let count = 0;
   for (let i = 0; i < n; i++) if ((await limiter.check(request)).action === "allow") count++;
   return count;
