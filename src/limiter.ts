@@ -104,7 +104,12 @@ export class Limiter {
       checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    const watch = step === undefined ? overrideWatch(options, () => this.#engine) : undefined;
+    // The edge bundles (Lambda@Edge, Workers) carry no overrides yet: their stores keep none,
+    // and the viewer-request file's size is bounded (docs/aws.md).
+    const watch =
+      typeof EDGELIMIT_BUNDLE === "undefined" && step === undefined
+        ? overrideWatch(options, () => this.#engine)
+        : undefined;
     this.#engine = new DecisionEngine(
       {
         ...options,
@@ -116,7 +121,7 @@ export class Limiter {
     );
     this.#responder = new Responder(options.policy);
     const held = this.#engine.step.overrides;
-    if (held !== undefined) {
+    if (typeof EDGELIMIT_BUNDLE === "undefined" && held !== undefined) {
       this.#overrides = new OverrideAdmin(held.source, () => this.policy, this.#clock, held);
       void held.start();
     }
