@@ -13,6 +13,7 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<numb
   replay: () => import("./replay.js"),
   simulate: () => import("./simulate.js"),
   schema: () => import("./schema.js"),
+  override: () => import("./override.js"),
 };
 
 async function main(argv: string[]): Promise<number> {

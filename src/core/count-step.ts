@@ -4,6 +4,8 @@
  * (the engine, after identity and matching), the rate limit service's configuration mode
  * (Envoy's descriptors mapped to rules) and `createRateLimit` (a key and a limit). In order:
  *
+ * 0. the operators' overrides this process holds (override-watch.ts; read in memory, never
+ *    from the store on this path): another limit, `block` or `allow` for a subject;
  * 1. the block cache, which answers a hard block it still holds without the store;
  * 2. one store call for all the counters, within the decision budget (deadline.ts), carrying
  *    what this process admitted on its own while the store was failed (store-debt.ts);
@@ -21,6 +23,8 @@ import { EdgelimitError } from "./errors.js";
 import { type LocalCountingStatus, LocalFallback, stillAnswering } from "./local-fallback.js";
 import type { ResolvedRule } from "./model.js";
 import { type CallTerms, type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
+import type { OverriddenCall } from "./override-table.js";
+import type { OverrideWatch } from "./override-watch.js";
 import type {
   CounterSpec,
   CounterState,
@@ -52,6 +56,8 @@ export interface CountingStepOptions {
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
   /** Bounds the counters a `failMode: local` rule holds while the store is failed. */
   readonly localFallback?: { readonly maxKeys?: number } | undefined;
+  /** The overrides this process holds for the store (the limiter makes and starts it). */
+  readonly overrides?: OverrideWatch | undefined;
 }
 
 /** One call of the step: counters and the rules they count for, already resolved. */
@@ -83,6 +89,8 @@ export class CountingStep {
   readonly #resetWatch: ResetFollower | undefined;
   readonly #local: LocalFallback;
   readonly #onStoreError: CountingStepOptions["onStoreError"];
+  /** The operators' overrides held in this process, when the store keeps any. */
+  readonly overrides: OverrideWatch | undefined;
 
   constructor(options: CountingStepOptions) {
     const store = options.store;
@@ -97,6 +105,7 @@ export class CountingStep {
       this.#resetWatch = store.followResets?.(this.#blockCache, this.#scheduler);
     }
     this.#local = new LocalFallback(options.localFallback);
+    this.overrides = options.overrides;
   }
 
   /** What `failMode: local` rules counted in this process while the store was failed. */
@@ -130,7 +139,31 @@ export class CountingStep {
    */
   count(call: CountingCall): CountedDecision | Promise<CountedDecision> {
     for (const counter of call.counters) checkCost(counter.cost, "a counter's cost", 0);
-    return this.#count(call);
+    const overridden = this.overridden(call.rules, call.counters, call.passVerified, call.now);
+    if ("action" in overridden) return overridden;
+    if (overridden.rules === call.rules) return this.#count(call);
+    return this.#count({ ...call, ...overridden });
+  }
+
+  /**
+   * The rules and counters with the overrides held applied (override-table.ts), or the
+   * decision a `block` override (or `allow` on every rule) makes. The same arrays when none
+   * applies. `limiter.peek` reads through it too, so that it reports the overridden limit.
+   */
+  overridden(
+    rules: readonly ResolvedRule[],
+    counters: readonly CounterSpec[],
+    passVerified: boolean,
+    now: number,
+  ): OverriddenCall | CountedDecision {
+    const table = this.overrides?.table;
+    if (table === undefined || table.size === 0) return { rules, counters };
+    return table.apply(rules, counters, passVerified, now);
+  }
+
+  /** Stops reading overrides in the background. */
+  close(): void {
+    this.overrides?.close();
   }
 
   #count(call: CountingCall): CountedDecision | Promise<CountedDecision> {

@@ -14,6 +14,7 @@ import type { LocalCountingStatus } from "./local-fallback.js";
 import { type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import type { CountedDecision } from "./outcome.js";
+import type { OverrideWatch } from "./override-watch.js";
 import { normalizePath } from "./path.js";
 import type { Peek } from "./peek.js";
 import type {
@@ -60,6 +61,8 @@ export interface EngineOptions extends EngineCompanions {
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
   /** Bounds the counters a `failMode: local` rule holds while the store is failed (local-fallback.ts). */
   readonly localFallback?: { readonly maxKeys?: number } | undefined;
+  /** The operators' overrides, held in this process (the limiter makes it; override-watch.ts). */
+  readonly overrideWatch?: OverrideWatch | undefined;
 }
 
 /** One request on its way through `decide`: what every step after identity needs. */
@@ -123,6 +126,7 @@ export class DecisionEngine {
         blockCache: options.blockCache,
         localFallback: options.localFallback,
         onStoreError: observer(options),
+        overrides: options.overrideWatch,
       });
   }
 
@@ -177,6 +181,8 @@ export class DecisionEngine {
       clock: this.#clock,
       read: (rules, counters, now) =>
         this.step.read({ terms: prepared.policy, rules, counters, now }),
+      overridden: (rules, counters, passVerified, now) =>
+        this.step.overridden(rules, counters, passVerified, now),
       listedAs: (address) =>
         listed(prepared.deny, companions.denylists, address)
           ? "denylisted"

@@ -123,6 +123,8 @@ export interface ResolvedPolicy {
   /** How long a store may take to set up a connection for a call (a cold instance's handshake). */
   readonly connectBudgetMs: number;
   readonly unavailableRetryAfterSeconds: number;
+  /** What an override (core/overrides.ts) may do: unset, any limit on any rule. */
+  readonly overrides?: ResolvedOverrideBounds | undefined;
   readonly headers: {
     /** `X-RateLimit-Limit/Remaining/Reset`. */
     readonly legacy: boolean;
@@ -131,6 +133,12 @@ export interface ResolvedPolicy {
     /** Request header that carries the remaining count to the origin. */
     readonly origin: string;
   };
+}
+
+/** A policy's `overrides`: the most an override's limit may be, and which rules it may change. */
+export interface ResolvedOverrideBounds {
+  readonly maxLimit: number | undefined;
+  readonly rules: readonly string[] | undefined;
 }
 
 /** How the challenge page is served and how its passes are signed (see docs/challenge.md). */

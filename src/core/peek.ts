@@ -23,7 +23,7 @@
  * locally (what `check` would hold it to, read without counting), and any other rule reports
  * `countUnknown`, its numbers placeholders.
  */
-import type { Read } from "./count-step.js";
+import type { CountingStep, Read } from "./count-step.js";
 import type { CounterBuilder } from "./counters.js";
 import type { Identifier, Identity } from "./identify.js";
 import { primarySubject } from "./identify.js";
@@ -57,10 +57,18 @@ export interface PeekedRule {
 /** What `limiter.peek` resolves to. */
 export interface Peek {
   /**
-   * `matched`: `rules` lists every rule the request matches. Otherwise no rule would count it,
-   * and `rules` is empty: `allowlisted`, `denylisted` (as `check`'s reasons), or `no-rule`.
+   * `matched`: `rules` lists every rule the request matches, with the limits overrides give
+   * them (a rule an `allow` override takes out is left out). Otherwise no rule would count it,
+   * and `rules` is empty: `allowlisted`, `denylisted`, `override-block`, `override-allow` (as
+   * `check`'s reasons), or `no-rule`.
    */
-  readonly reason: "matched" | "allowlisted" | "denylisted" | "no-rule";
+  readonly reason:
+    | "matched"
+    | "allowlisted"
+    | "denylisted"
+    | "no-rule"
+    | "override-block"
+    | "override-allow";
   /** Every matched rule, shadow rules included, in match order. */
   readonly rules: readonly PeekedRule[];
   readonly tier: Tier;
@@ -86,6 +94,8 @@ export interface PeekContext {
     counters: readonly CounterSpec[],
     now: number,
   ) => Promise<Read>;
+  /** The counting step's overrides applied to these rules and counters (count-step.ts). */
+  readonly overridden: CountingStep["overridden"];
   /** The list an address is on, if any: the denylist first, as `decide` checks them. */
   readonly listedAs: (address: Address | undefined) => "allowlisted" | "denylisted" | undefined;
   readonly passes: PassVerifier | undefined;
@@ -115,12 +125,17 @@ export async function peekRequest(
   const match = context.matcher.match(identity, path, request);
   if (match.compiled.length === 0) return { ...about, reason: "no-rule", rules: NO_RULES };
   const verified = await passVerified(request, identity, match, context, started);
-  const counters = context.counters
+  const built = context.counters
     .countersFor(match.compiled, identity, undefined, verified)
     .map((counter) => ({ ...counter, cost: 0 }));
   const now = context.clock();
-  const read = await context.read(match.rules, counters, now);
-  const rules = match.rules.map((rule, i) => peeked(rule, read.states[i]));
+  const overridden = context.overridden(match.rules, built, verified, now);
+  if ("action" in overridden) {
+    const reason = overridden.reason === "override-block" ? "override-block" : "override-allow";
+    return { ...about, reason, rules: NO_RULES };
+  }
+  const read = await context.read(overridden.rules, overridden.counters, now);
+  const rules = overridden.rules.map((rule, i) => peeked(rule, read.states[i]));
   if (read.storeError === undefined) return { ...about, reason: "matched", rules };
   return { ...about, reason: "matched", rules, storeError: read.storeError };
 }

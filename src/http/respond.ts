@@ -28,7 +28,8 @@ const JSON_TYPE = "application/json; charset=utf-8";
  */
 export class Responder {
   readonly #policy: ResolvedPolicy;
-  readonly #quotedIds = new Map<ResolvedRule, string>();
+  // Weak: an override's limit makes rule objects of its own (core/override-table.ts).
+  readonly #quotedIds = new WeakMap<ResolvedRule, string>();
   readonly #policyFields = new WeakMap<readonly ResolvedRule[], string>();
 
   constructor(policy: ResolvedPolicy) {
@@ -51,7 +52,8 @@ export class Responder {
           body: unavailableBody(decision.retryAfterSeconds),
         });
       default:
-        if (decision.reason === "denylisted") {
+        // A subject an operator blocked is refused as a denylisted address is: no wait helps.
+        if (decision.reason === "denylisted" || decision.reason === "override-block") {
           return verdictOf(decision, {
             status: 403,
             headers: { "cache-control": "no-store", "content-type": JSON_TYPE },
