@@ -99,7 +99,7 @@ export function unaryMessage(
   }
 }
 
-const TIMEOUT_UNITS: Readonly<Record<string, number>> = {
+const TIMEOUT_UNITS: Readonly<Partial<Record<string, number>>> = {
   H: 3_600_000,
   M: 60_000,
   S: 1_000,
@@ -110,13 +110,21 @@ const TIMEOUT_UNITS: Readonly<Record<string, number>> = {
 
 /**
  * `grpc-timeout` (up to 8 digits and a unit) in milliseconds; undefined without one, NaN when
- * it is not one.
+ * it is not one. Envoy sends one with every call: read without a regular expression.
  */
 export function timeoutMs(header: string | string[] | undefined): number | undefined {
   if (header === undefined) return undefined;
-  const match = /^(\d{1,8})([HMSmun])$/.exec(String(header).trim());
-  if (match === null) return Number.NaN;
-  return Number(match[1]) * (TIMEOUT_UNITS[match[2] as string] as number);
+  const text = typeof header === "string" ? header : header.join(",");
+  const digits = text.length - 1;
+  if (digits < 1 || digits > 8) return Number.NaN;
+  let value = 0;
+  for (let at = 0; at < digits; at++) {
+    const digit = text.charCodeAt(at) - 48;
+    if (digit < 0 || digit > 9) return Number.NaN;
+    value = value * 10 + digit;
+  }
+  const unit = TIMEOUT_UNITS[text.charAt(digits)];
+  return unit === undefined ? Number.NaN : value * unit;
 }
 
 /**

@@ -266,7 +266,8 @@ function open(stream: ServerHttp2Stream): boolean {
 /** The message (encoded after its prefix's bytes) framed, the status in trailers. */
 function answerOk(stream: ServerHttp2Stream, message: Buffer): void {
   stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
-  stream.once("wantTrailers", sendOkTrailers);
+  // `on`, not `once`: the stream asks once, and `once` would wrap the listener for each call.
+  stream.on("wantTrailers", sendOkTrailers);
   stream.end(framed(message));
 }
 
