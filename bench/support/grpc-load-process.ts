@@ -2,13 +2,15 @@
  * The load generator of bench/rls.bench.ts, in a process of its own (the bench pins it with
  * `taskset` to the core the service is not on), so that what it spends is not taken from the
  * service it measures. It takes its orders over IPC (grpc-load.ts is the other side) and writes
- * pre-encoded `ShouldRateLimit` calls straight on one node:http2 session, reading no more of the
- * answers than their gRPC status. The server's CPU time is read here, from
- * `/proc/<pid>/stat`, right before the first call and right after the last answer.
+ * pre-encoded `ShouldRateLimit` calls as bare HTTP/2 frames on one connection
+ * (h2-raw-client.ts), after one call through node:http2 whose `grpc-status` must be 0. The
+ * server's CPU time is read here, from `/proc/<pid>/stat`, right before the first call and
+ * right after the last answer.
  */
-import { type ClientHttp2Session, connect } from "node:http2";
+import { connect } from "node:http2";
 import { performance } from "node:perf_hooks";
 import type { LoadOrder, LoadResult } from "./grpc-load.js";
+import { type RawH2Client, rawH2Client } from "./h2-raw-client.js";
 import { cpuSeconds } from "./processes.js";
 import { framedCalls } from "./rls-calls.js";
 
@@ -20,28 +22,31 @@ const HEADERS = {
   te: "trailers",
 };
 
-type Done = (ok: boolean) => void;
-
-function call(session: ClientHttp2Session, frame: Buffer, done: Done): void {
-  const stream = session.request(HEADERS);
-  let status: unknown;
-  stream.on("trailers", (trailers) => {
-    status = trailers["grpc-status"];
+/** One call through node:http2, which reads its trailers: the server answers OK. */
+async function checkedOnce(port: number): Promise<void> {
+  const session = connect(`http://127.0.0.1:${port}`);
+  session.on("error", () => undefined);
+  const status = await new Promise<unknown>((resolve) => {
+    const stream = session.request(HEADERS);
+    let seen: unknown;
+    stream.on("trailers", (trailers) => {
+      seen = trailers["grpc-status"];
+    });
+    stream.on("response", (headers) => {
+      seen ??= headers["grpc-status"];
+    });
+    stream.on("data", () => undefined);
+    stream.on("error", () => undefined);
+    stream.on("close", () => resolve(seen));
+    stream.end(calls[0]);
   });
-  stream.on("data", () => undefined);
-  stream.on("error", () => undefined);
-  stream.on("close", () => done(status === "0"));
-  stream.end(frame);
+  session.close();
+  if (status !== "0") throw new Error(`the server answered grpc-status ${String(status)}`);
 }
 
-async function session(port: number): Promise<ClientHttp2Session> {
-  const opened = connect(`http://127.0.0.1:${port}`);
-  opened.on("error", () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    opened.once("connect", () => resolve());
-    opened.once("error", reject);
-  });
-  return opened;
+async function session(port: number): Promise<RawH2Client> {
+  await checkedOnce(port);
+  return rawH2Client(port, HEADERS[":path"]);
 }
 
 /** `inFlight` calls at all times, for `seconds` or until `total` calls are answered. */
@@ -58,7 +63,7 @@ async function closedLoop(order: Extract<LoadOrder, { kind: "saturate" }>): Prom
     let running = 0;
     const launch = (): void => {
       running++;
-      call(client, calls[next++ % calls.length] as Buffer, (ok) => {
+      client.call(calls[next++ % calls.length] as Buffer, (ok) => {
         running--;
         answered++;
         if (!ok) failed++;
@@ -97,7 +102,7 @@ async function openLoop(order: Extract<LoadOrder, { kind: "rate" }>): Promise<Lo
       for (; sent < due; sent++) {
         const dueAt = started + (sent * 1000) / order.rate;
         late.push(now - dueAt);
-        call(client, calls[sent % calls.length] as Buffer, (ok) => {
+        client.call(calls[sent % calls.length] as Buffer, (ok) => {
           fromDue.push(performance.now() - dueAt);
           if (!ok) failed++;
           if (fromDue.length === total) {
