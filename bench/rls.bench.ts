@@ -20,7 +20,8 @@
  *
  * Rounds interleave the servers; figures are medians. Knobs: RLS_BENCH_SECONDS (each
  * saturation run, default 2), RLS_BENCH_ROUNDS (default 3), RLS_BENCH_RATES (default
- * "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4").
+ * "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4"), RLS_BENCH_BEFORE (another checkout with
+ * its dist/ built: its `rls --config` on the memory store joins parts 1 and 2 as "before").
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -71,10 +72,10 @@ interface Case {
   readonly server: Server;
 }
 
-async function startRls(args: string[]): Promise<Server> {
+async function startRls(args: string[], root = "."): Promise<Server> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
-  const argv = [process.execPath, "dist/cli/main.js", "rls", ...args];
+  const argv = [process.execPath, join(root, "dist/cli/main.js"), "rls", ...args];
   argv.push("--grpc-port", String(grpcPort), "--http-port", String(httpPort));
   argv.push("--admin-port", String(await freePort()), "--host", "127.0.0.1");
   // startServer waits for HTTP; the gRPC port of the same process is up by then.
@@ -217,6 +218,11 @@ async function main(): Promise<void> {
       server: await startRls([...config, "--store", `redis://127.0.0.1:${redisPort}`]),
     },
   ];
+  const before = process.env.RLS_BENCH_BEFORE;
+  if (before !== undefined) {
+    cases.splice(3, 0, { name: "before memory", server: await startRls(config, before) });
+  }
+  const redisCase = cases.find((one) => one.name === "rls redis") as Case;
   const load = await startGrpcLoad();
   try {
     out(
@@ -226,7 +232,7 @@ async function main(): Promise<void> {
     );
     if (PARTS.has(1)) await saturationPart(cases, load);
     if (PARTS.has(2)) await fixedRatePart(cases, load);
-    if (PARTS.has(3)) await redisPart(redis, (cases[3] as Case).server, load);
+    if (PARTS.has(3)) await redisPart(redis, redisCase.server, load);
   } finally {
     load.close();
   }
