@@ -19,8 +19,8 @@
  * 4. CPU per request of the whole path behind nginx (support/rls-path.ts; skipped without wrk).
  *
  * Rounds interleave the servers; figures are medians. Knobs: RLS_BENCH_SECONDS (each
- * saturation run, default 2), RLS_BENCH_ROUNDS (default 3), RLS_BENCH_RATES (default
- * "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4"), RLS_BENCH_BEFORE (another checkout with
+ * saturation run, default 1.5), RLS_BENCH_ROUNDS (default 5), RLS_BENCH_RATE_ROUNDS (part 2's,
+ * default 3), RLS_BENCH_RATES (default "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4"), RLS_BENCH_BEFORE (another checkout with
  * its dist/ built: its `rls --config` on the memory store joins parts 1 and 2 as "before").
  */
 import { execFileSync } from "node:child_process";
@@ -49,8 +49,9 @@ import { CONFIG } from "./support/rls-calls.js";
 import { hasWrk, pathPart } from "./support/rls-path.js";
 import { callsOf, commandTimes, referencePattern, usecOf } from "./support/rls-redis-time.js";
 
-const SECONDS = Number(process.env.RLS_BENCH_SECONDS ?? 2);
-const ROUNDS = Number(process.env.RLS_BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.RLS_BENCH_SECONDS ?? 1.5);
+const ROUNDS = Number(process.env.RLS_BENCH_ROUNDS ?? 5);
+const RATE_ROUNDS = Number(process.env.RLS_BENCH_RATE_ROUNDS ?? 3);
 /** Which parts to run (default all): `RLS_BENCH_PARTS=1,3`. */
 const PARTS = new Set(
   (process.env.RLS_BENCH_PARTS ?? "1,2,3,4").split(",").map(Number).filter(Boolean),
@@ -97,10 +98,11 @@ const fixed = (value: number, digits = 1) => value.toFixed(digits);
 /** Each case's runs, the cases interleaved (every other round in reverse). */
 async function rounds(
   cases: readonly Case[],
+  count: number,
   measure: (server: Server) => Promise<LoadResult>,
 ): Promise<Map<string, LoadResult[]>> {
   const runs = new Map<string, LoadResult[]>(cases.map((one) => [one.name, []]));
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < count; round++) {
     for (const { name, server } of round % 2 === 0 ? cases : [...cases].reverse()) {
       const run = await measure(server);
       if (run.failed > 0) throw new Error(`${name}: ${run.failed} of the calls failed`);
@@ -129,7 +131,7 @@ async function saturationPart(cases: readonly Case[], load: GrpcLoad): Promise<v
       inFlight: IN_FLIGHT,
     });
   for (const { server } of cases) await order(server, 1); // warm-up: JIT, sessions
-  const runs = await rounds(cases, (server) => order(server, SECONDS));
+  const runs = await rounds(cases, ROUNDS, (server) => order(server, SECONDS));
   out(
     `1. Server CPU per call at saturation (${IN_FLIGHT} in flight on one HTTP/2 session, two descriptors a call), medians of ${ROUNDS} rounds of ${SECONDS} s; ratios to the node:http2 floor of the same round:`,
   );
@@ -141,10 +143,10 @@ async function saturationPart(cases: readonly Case[], load: GrpcLoad): Promise<v
 
 async function fixedRatePart(cases: readonly Case[], load: GrpcLoad): Promise<void> {
   out(
-    `2. Fixed rates (open loop from a 1 ms timer, ${RATE_SECONDS} s each, latency from when a call fell due), medians of ${ROUNDS} rounds:`,
+    `2. Fixed rates (open loop from a 1 ms timer, ${RATE_SECONDS} s each, latency from when a call fell due), medians of ${RATE_ROUNDS} rounds:`,
   );
   for (const rate of RATES) {
-    const runs = await rounds(cases, (server) =>
+    const runs = await rounds(cases, RATE_ROUNDS, (server) =>
       load.run({ kind: "rate", port: server.port, pid: server.pid, rate, seconds: RATE_SECONDS }),
     );
     for (const line of cpuLines(runs, cases[0]?.name ?? "")) out(`${rate}/s${line.slice(2)}`);
