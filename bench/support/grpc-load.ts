@@ -50,9 +50,15 @@ const hasTaskset = (() => {
   }
 })();
 
-/** The cores the bench gives the servers it measures and its load generator. */
+/**
+ * The cores the bench gives the servers it measures and its load generator; none with
+ * RLS_BENCH_PIN=0 (on a machine others share, a pinned server waits for its core while the
+ * other may be free: pinning keeps the load generator's CPU off the server's, and costs latency).
+ */
 export const CORES =
-  cpus().length >= 2 && hasTaskset ? { server: 0, load: cpus().length - 1 } : undefined;
+  cpus().length >= 2 && hasTaskset && process.env.RLS_BENCH_PIN !== "0"
+    ? { server: 0, load: cpus().length - 1 }
+    : undefined;
 
 /** `argv` run on `core` (through `taskset`, which execs it: the pid stays the program's). */
 export function pinned(core: "server" | "load", argv: readonly string[]): string[] {
