@@ -3,12 +3,14 @@
  * every figure beside the transport's floor measured in the same run. Needs redis-server (and
  * nginx and wrk for part 4); builds the CLI first and runs `dist/cli/main.js`, as users do.
  *
- * Four servers answer the same `ShouldRateLimit` calls (two descriptors each: the client's
+ * Five servers answer the same `ShouldRateLimit` calls (two descriptors each: the client's
  * address, and the address with the path, as Envoy's route sends them; 10,000 returning
  * clients): the floor, a canned answer on node:http2 and on @grpc/grpc-js
- * (support/canned-rls-process.ts), and `edgelimit rls --config` on the memory store and on a
- * redis-server the bench starts. Each runs pinned to the first core (`taskset`), the load
- * generator in its own process on the last (support/grpc-load-process.ts), Redis beside it.
+ * (support/canned-rls-process.ts), rls's own gRPC listener answering the canned message
+ * without a decision ("rls listener": what rls's transport and codec add to the floor), and
+ * `edgelimit rls --config` on the memory store and on a redis-server the bench starts. Each
+ * runs pinned to the first core (`taskset`), the load generator in its own process on the last
+ * (support/grpc-load-process.ts), Redis beside it.
  *
  * 1. Server CPU per call at saturation (64 calls in flight on one HTTP/2 session, as Envoy
  *    multiplexes its calls): the server process's utime + stime (/proc/<pid>/stat) over the
@@ -87,7 +89,7 @@ async function startRls(args: string[], root = "."): Promise<Server> {
   return { port: grpcPort, pid: server.pid };
 }
 
-function startCanned(kind: "http2" | "grpc-js"): Promise<Server> {
+function startCanned(kind: "http2" | "grpc-js" | "listener"): Promise<Server> {
   const script = join(here, "support", "canned-rls-process.ts");
   return startPrinting(pinned("server", [process.execPath, "--import", "tsx", script, kind]));
 }
@@ -214,6 +216,7 @@ async function main(): Promise<void> {
   const cases: Case[] = [
     { name: "floor node:http2", server: await startCanned("http2") },
     { name: "floor grpc-js", server: await startCanned("grpc-js") },
+    { name: "rls listener", server: await startCanned("listener") },
     { name: "rls memory", server: await startRls(config) },
     {
       name: "rls redis",

@@ -3,12 +3,16 @@
  * and answers it with the same canned message (OK for both of the bench's descriptors, with
  * their limits and what remains, as `edgelimit rls` answers them), deciding nothing. `http2`
  * serves it on node:http2 with gRPC's framing and trailers written by hand, `grpc-js` on
- * @grpc/grpc-js with the message passed through as bytes. Prints its port on stdout.
+ * @grpc/grpc-js with the message passed through as bytes. `listener` is rls's own gRPC
+ * listener (src/rls/grpc.ts: each call decoded, the canned answer encoded) with no decision
+ * behind it: what rls's transport costs beyond the floor. Prints its port on stdout.
  */
 import { createServer } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
+import type { RlsAnswer } from "../../src/rls/answer.js";
 import { encodeRateLimitResponse } from "../../src/rls/codec.js";
-import { CODE, UNIT } from "../../src/rls/messages.js";
+import { startGrpc } from "../../src/rls/grpc.js";
+import { CODE, type RateLimitResponse, SERVING_STATUS, UNIT } from "../../src/rls/messages.js";
 
 const PATH = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 const status = (requestsPerUnit: number) => ({
@@ -17,12 +21,13 @@ const status = (requestsPerUnit: number) => ({
   limitRemaining: requestsPerUnit - 1,
   durationUntilResetMs: 31_250,
 });
-const message = encodeRateLimitResponse({
+const response: RateLimitResponse = {
   overallCode: CODE.OK,
   statuses: [status(600), status(300)],
   responseHeadersToAdd: [],
   requestHeadersToAdd: [],
-});
+};
+const message = encodeRateLimitResponse(response);
 const frame = Buffer.alloc(5 + message.length);
 frame.writeUInt32BE(message.length, 1);
 message.copy(frame, 5);
@@ -71,7 +76,27 @@ if (kind === "http2") {
     if (error !== null) throw error;
     process.stdout.write(`${port}\n`);
   });
+} else if (kind === "listener") {
+  const answer: RlsAnswer = {
+    response,
+    unavailable: undefined,
+    record: {
+      action: "allow",
+      reason: "within-limit",
+      rule: undefined,
+      tier: "anonymous",
+      subject: "",
+      durationMs: 0,
+      shadowed: [],
+    },
+  };
+  const listener = await startGrpc(
+    { shouldRateLimit: () => answer, health: () => SERVING_STATUS.SERVING, maxDescriptors: 64 },
+    "127.0.0.1",
+    0,
+  );
+  process.stdout.write(`${listener.port}\n`);
 } else {
-  process.stderr.write("usage: canned-rls-process.ts http2|grpc-js\n");
+  process.stderr.write("usage: canned-rls-process.ts http2|grpc-js|listener\n");
   process.exitCode = 2;
 }
