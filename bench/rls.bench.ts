@@ -19,10 +19,14 @@
  *    moment a call fell due, so a slow server shows as latency, not as a lower rate).
  * 3. Redis server time per decision against the reference's pattern (support/rls-redis-time.ts).
  * 4. CPU per request of the whole path behind nginx (support/rls-path.ts; skipped without wrk).
+ * 5. `/check/nginx` on node:http: server CPU per request at saturation (64 keep-alive
+ *    connections, one request in flight on each, as nginx's auth_request subrequests), for a
+ *    node:http server answering a canned 200 (the floor) and `edgelimit rls --policy
+ *    examples/policies/cloudfront.yaml`.
  *
  * Rounds interleave the servers; figures are medians. Knobs: RLS_BENCH_SECONDS (each
  * saturation run, default 1.5), RLS_BENCH_ROUNDS (default 5), RLS_BENCH_RATE_ROUNDS (part 2's,
- * default 3), RLS_BENCH_RATES (default "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4"), RLS_BENCH_BEFORE (another checkout with
+ * default 3), RLS_BENCH_RATES (default "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4,5"), RLS_BENCH_BEFORE (another checkout with
  * its dist/ built: its `rls --config` on the memory store joins parts 1 and 2 as "before").
  */
 import { execFileSync } from "node:child_process";
@@ -56,7 +60,7 @@ const ROUNDS = Number(process.env.RLS_BENCH_ROUNDS ?? 5);
 const RATE_ROUNDS = Number(process.env.RLS_BENCH_RATE_ROUNDS ?? 3);
 /** Which parts to run (default all): `RLS_BENCH_PARTS=1,3`. */
 const PARTS = new Set(
-  (process.env.RLS_BENCH_PARTS ?? "1,2,3,4").split(",").map(Number).filter(Boolean),
+  (process.env.RLS_BENCH_PARTS ?? "1,2,3,4,5").split(",").map(Number).filter(Boolean),
 );
 const RATES = (process.env.RLS_BENCH_RATES ?? "1000,5000").split(",").map(Number).filter(Boolean);
 const RATE_SECONDS = 2;
@@ -75,7 +79,8 @@ interface Case {
   readonly server: Server;
 }
 
-async function startRls(args: string[], root = "."): Promise<Server> {
+/** rls with `args`; its gRPC port (`http`: its HTTP port) as the server's. */
+async function startRls(args: string[], root = ".", http = false): Promise<Server> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const argv = [process.execPath, join(root, "dist/cli/main.js"), "rls", ...args];
@@ -86,10 +91,10 @@ async function startRls(args: string[], root = "."): Promise<Server> {
     ...process.env,
     ...SECRETS,
   });
-  return { port: grpcPort, pid: server.pid };
+  return { port: http ? httpPort : grpcPort, pid: server.pid };
 }
 
-function startCanned(kind: "http2" | "grpc-js" | "listener"): Promise<Server> {
+function startCanned(kind: "http2" | "grpc-js" | "listener" | "http1"): Promise<Server> {
   const script = join(here, "support", "canned-rls-process.ts");
   return startPrinting(pinned("server", [process.execPath, "--import", "tsx", script, kind]));
 }
@@ -166,6 +171,34 @@ async function fixedRatePart(cases: readonly Case[], load: GrpcLoad): Promise<vo
   }
 }
 
+async function checkPart(load: GrpcLoad): Promise<void> {
+  const cases: Case[] = [
+    { name: "floor node:http", server: await startCanned("http1") },
+    {
+      name: "rls /check",
+      server: await startRls(["--policy", "examples/policies/cloudfront.yaml"], ".", true),
+    },
+  ];
+  const order = (server: Server, seconds: number) =>
+    load.run({
+      kind: "saturate",
+      protocol: "check",
+      port: server.port,
+      pid: server.pid,
+      seconds,
+      inFlight: IN_FLIGHT,
+    });
+  for (const { server } of cases) await order(server, 1); // warm-up
+  const runs = await rounds(cases, ROUNDS, (server) => order(server, SECONDS));
+  out(
+    `5. /check/nginx on node:http at saturation (${IN_FLIGHT} keep-alive connections, one request in flight on each), medians of ${ROUNDS} rounds of ${SECONDS} s; ratios to the node:http floor of the same round:`,
+  );
+  for (const line of cpuLines(runs, "floor node:http")) out(line);
+  out(
+    `   requests/s from the client: ${[...runs].map(([name, list]) => `${name} ${fixed(median(list.map((run) => run.calls / run.seconds)), 0)}`).join(", ")}`,
+  );
+}
+
 /** Our commands' server time against the reference's pattern, for the same decisions. */
 async function redisPart(redis: Redis, redisRls: Server, load: GrpcLoad): Promise<void> {
   const decisions = 20_000;
@@ -238,6 +271,7 @@ async function main(): Promise<void> {
     if (PARTS.has(1)) await saturationPart(cases, load);
     if (PARTS.has(2)) await fixedRatePart(cases, load);
     if (PARTS.has(3)) await redisPart(redis, redisCase.server, load);
+    if (PARTS.has(5)) await checkPart(load);
   } finally {
     load.close();
   }

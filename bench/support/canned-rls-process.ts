@@ -5,8 +5,11 @@
  * serves it on node:http2 with gRPC's framing and trailers written by hand, `grpc-js` on
  * @grpc/grpc-js with the message passed through as bytes. `listener` is rls's own gRPC
  * listener (src/rls/grpc.ts: each call decoded, the canned answer encoded) with no decision
- * behind it: what rls's transport costs beyond the floor. Prints its port on stdout.
+ * behind it: what rls's transport costs beyond the floor. `http1` is the floor of `/check`: a
+ * node:http server answering every request 200 with the headers rls's allow carries. Prints
+ * its port on stdout.
  */
+import { createServer as createHttp1Server } from "node:http";
 import { createServer } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import type { RlsAnswer } from "../../src/rls/answer.js";
@@ -76,6 +79,21 @@ if (kind === "http2") {
     if (error !== null) throw error;
     process.stdout.write(`${port}\n`);
   });
+} else if (kind === "http1") {
+  const headers = {
+    "x-edgelimit-action": "allow",
+    "ratelimit-policy": '"anonymous.global";q=60;w=60',
+    ratelimit: '"anonymous.global";r=59;t=42',
+    "content-length": "0",
+  };
+  const server = createHttp1Server((req, res) => {
+    req.resume();
+    res.writeHead(200, headers);
+    res.end();
+  });
+  server.listen(0, "127.0.0.1", () => {
+    process.stdout.write(`${(server.address() as { port: number }).port}\n`);
+  });
 } else if (kind === "listener") {
   const answer: RlsAnswer = {
     response,
@@ -97,6 +115,6 @@ if (kind === "http2") {
   );
   process.stdout.write(`${listener.port}\n`);
 } else {
-  process.stderr.write("usage: canned-rls-process.ts http2|grpc-js|listener\n");
+  process.stderr.write("usage: canned-rls-process.ts http2|grpc-js|listener|http1\n");
   process.exitCode = 2;
 }

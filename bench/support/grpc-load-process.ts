@@ -10,11 +10,21 @@
 import { connect } from "node:http2";
 import { performance } from "node:perf_hooks";
 import type { LoadOrder, LoadResult } from "./grpc-load.js";
-import { type RawH2Client, rawH2Client } from "./h2-raw-client.js";
+import { rawH2Client } from "./h2-raw-client.js";
+import { rawHttp1Client } from "./http1-raw-client.js";
 import { cpuSeconds } from "./processes.js";
-import { framedCalls } from "./rls-calls.js";
+import { checkRequests, framedCalls } from "./rls-calls.js";
 
 const calls = framedCalls();
+const checks = checkRequests();
+/** `/check` over HTTP/1.1: connections open, one request in flight on each. */
+const CHECK_CONNECTIONS = 64;
+
+interface Client {
+  /** Sends the index-th client's call; `done(true)` once it was answered as it should be. */
+  call(index: number, done: (ok: boolean) => void): void;
+  close(): void;
+}
 const HEADERS = {
   ":method": "POST",
   ":path": "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
@@ -44,14 +54,25 @@ async function checkedOnce(port: number): Promise<void> {
   if (status !== "0") throw new Error(`the server answered grpc-status ${String(status)}`);
 }
 
-async function session(port: number): Promise<RawH2Client> {
-  await checkedOnce(port);
-  return rawH2Client(port, HEADERS[":path"]);
+async function session(order: LoadOrder): Promise<Client> {
+  if (order.protocol === "check") {
+    const client = await rawHttp1Client(order.port, CHECK_CONNECTIONS);
+    return {
+      call: (index, done) => client.call(checks[index % checks.length] as Buffer, done),
+      close: () => client.close(),
+    };
+  }
+  await checkedOnce(order.port);
+  const client = await rawH2Client(order.port, HEADERS[":path"]);
+  return {
+    call: (index, done) => client.call(calls[index % calls.length] as Buffer, done),
+    close: () => client.close(),
+  };
 }
 
 /** `inFlight` calls at all times, for `seconds` or until `total` calls are answered. */
 async function closedLoop(order: Extract<LoadOrder, { kind: "saturate" }>): Promise<LoadResult> {
-  const client = await session(order.port);
+  const client = await session(order);
   const total = order.total ?? Number.POSITIVE_INFINITY;
   let next = 0;
   let answered = 0;
@@ -63,7 +84,7 @@ async function closedLoop(order: Extract<LoadOrder, { kind: "saturate" }>): Prom
     let running = 0;
     const launch = (): void => {
       running++;
-      client.call(calls[next++ % calls.length] as Buffer, (ok) => {
+      client.call(next++, (ok) => {
         running--;
         answered++;
         if (!ok) failed++;
@@ -86,7 +107,7 @@ async function closedLoop(order: Extract<LoadOrder, { kind: "saturate" }>): Prom
  * lateness (at most about a millisecond) is in it too, and reported apart as `late`.
  */
 async function openLoop(order: Extract<LoadOrder, { kind: "rate" }>): Promise<LoadResult> {
-  const client = await session(order.port);
+  const client = await session(order);
   const total = Math.round(order.rate * order.seconds);
   const fromDue: number[] = [];
   const late: number[] = [];
@@ -102,7 +123,7 @@ async function openLoop(order: Extract<LoadOrder, { kind: "rate" }>): Promise<Lo
       for (; sent < due; sent++) {
         const dueAt = started + (sent * 1000) / order.rate;
         late.push(now - dueAt);
-        client.call(calls[sent % calls.length] as Buffer, (ok) => {
+        client.call(sent, (ok) => {
           fromDue.push(performance.now() - dueAt);
           if (!ok) failed++;
           if (fromDue.length === total) {

@@ -8,7 +8,7 @@ import { cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export type LoadOrder =
+export type LoadOrder = (
   | {
       readonly kind: "saturate";
       readonly port: number;
@@ -24,7 +24,11 @@ export type LoadOrder =
       readonly pid: number;
       readonly rate: number;
       readonly seconds: number;
-    };
+    }
+) & {
+  /** gRPC `ShouldRateLimit` (the default), or nginx's `/check` over HTTP/1.1. */
+  readonly protocol?: "grpc" | "check";
+};
 
 export interface LoadResult {
   /** Calls answered. */

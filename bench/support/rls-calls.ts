@@ -1,7 +1,8 @@
 /**
- * The calls of bench/rls.bench.ts: envoyproxy/ratelimit's configuration it runs with, and each
+ * The calls of bench/rls.bench.ts: envoyproxy/ratelimit's configuration it runs with, each
  * of 10,000 returning clients' `ShouldRateLimit` (the client's address, and the address with
- * the path, as Envoy's route sends them), encoded once by protobufjs from Envoy's rls.proto.
+ * the path, as Envoy's route sends them), encoded once by protobufjs from Envoy's rls.proto,
+ * and each one's `/check/nginx` as nginx's auth_request sends it.
  */
 import { upstreamRoot } from "../../test/rls/harness.js";
 
@@ -37,4 +38,17 @@ export function framedCalls(): Buffer[] {
     frame.set(bytes, 5);
     return frame;
   });
+}
+
+/**
+ * Every client's `/check/nginx` as nginx's auth_request sends it (examples/rls/nginx.conf):
+ * the original URI and method, the client's address in `X-Forwarded-For`.
+ */
+export function checkRequests(): Buffer[] {
+  return Array.from({ length: POPULATION }, (_, index) =>
+    Buffer.from(
+      `GET /check/nginx HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Original-URI: ${PATH}?q=shoes\r\nX-Original-Method: GET\r\nX-Forwarded-For: ${clientAddress(index)}\r\n\r\n`,
+      "latin1",
+    ),
+  );
 }
