@@ -26,8 +26,10 @@
  *
  * Rounds interleave the servers; figures are medians. Knobs: RLS_BENCH_SECONDS (each
  * saturation run, default 1.5), RLS_BENCH_ROUNDS (default 5), RLS_BENCH_RATE_ROUNDS (part 2's,
- * default 3), RLS_BENCH_RATES (default "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4,5"), RLS_BENCH_BEFORE (another checkout with
- * its dist/ built: its `rls --config` on the memory store joins parts 1 and 2 as "before").
+ * default 3), RLS_BENCH_RATES (default "1000,5000"), RLS_BENCH_PARTS (default "1,2,3,4,5"),
+ * RLS_BENCH_PIN=0 (servers and load unpinned), RLS_BENCH_BEFORE (another checkout with its dist/
+ * built: its `rls --config` on the memory store joins parts 1 and 2, and its `/check` part 5,
+ * as "before").
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -179,6 +181,11 @@ async function checkPart(load: GrpcLoad): Promise<void> {
       server: await startRls(["--policy", "examples/policies/cloudfront.yaml"], ".", true),
     },
   ];
+  const before = process.env.RLS_BENCH_BEFORE;
+  if (before !== undefined) {
+    const policy = ["--policy", "examples/policies/cloudfront.yaml"];
+    cases.push({ name: "before /check", server: await startRls(policy, before, true) });
+  }
   const order = (server: Server, seconds: number) =>
     load.run({
       kind: "saturate",
