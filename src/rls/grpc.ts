@@ -199,24 +199,33 @@ export async function startGrpc(
       });
       return;
     }
-    // A unary call's message most often comes in one DATA frame: kept as it came.
-    let received: Buffer | undefined;
+    // A unary call's message most often comes in one DATA frame: kept as it came. Later
+    // chunks are joined once, at the end (joining each to the rest would copy a 1 MiB message
+    // dozens of times); the first is grown only until it holds the 5-byte prefix.
+    let first: Buffer | undefined;
+    let more: Buffer[] | undefined;
     let total = 0;
     let refused = false;
     stream.on("data", (chunk: Buffer) => {
       if (refused) return;
       total += chunk.length;
-      received = received === undefined ? chunk : Buffer.concat([received, chunk]);
-      const over = tooLarge(received, total, MAX_MESSAGE_BYTES);
+      if (first === undefined) first = chunk;
+      else if (first.length < PREFIX_BYTES) first = Buffer.concat([first, chunk]);
+      else if (more === undefined) more = [chunk];
+      else more.push(chunk);
+      const over = tooLarge(first, total, MAX_MESSAGE_BYTES);
       if (over === undefined) return;
       refused = true;
-      received = undefined;
+      first = undefined;
+      more = undefined;
       refuse(stream, method, over);
     });
     stream.on("end", () => {
       if (refused || !open(stream)) return;
+      const bytes =
+        first === undefined ? EMPTY : more === undefined ? first : Buffer.concat([first, ...more]);
       const message = unaryMessage(
-        received ?? EMPTY,
+        bytes,
         headers["grpc-encoding"] as string | undefined,
         MAX_MESSAGE_BYTES,
         path,

@@ -104,6 +104,8 @@ function rawCall(
   message: Buffer,
   extra: Record<string, string> = {},
   compressed = false,
+  /** Writes the frame in pieces cut at these offsets, one DATA frame each. */
+  cuts: readonly number[] = [],
 ): Promise<{ status: number; grpcStatus: string | undefined }> {
   const frame = Buffer.alloc(5 + message.length);
   frame[0] = compressed ? 1 : 0;
@@ -129,7 +131,12 @@ function rawCall(
     stream.on("data", () => undefined);
     stream.on("error", reject);
     stream.on("close", () => resolve({ status, grpcStatus }));
-    stream.end(frame);
+    let from = 0;
+    for (const cut of cuts) {
+      stream.write(frame.subarray(from, cut));
+      from = cut;
+    }
+    stream.end(frame.subarray(from));
   });
 }
 
@@ -190,6 +197,13 @@ describe("the gRPC listener on node:http2", () => {
     });
     client.close();
     expect(outcomes).toContain("ShouldRateLimit DEADLINE_EXCEEDED");
+  });
+
+  it("reads a message that comes in pieces, its prefix split too", async () => {
+    const client = await session(listener.port);
+    expect(await rawCall(client, call("pieces"), {}, false, [2, 4, 9])).toEqual(OK);
+    expect(await rawCall(client, call("pieces"), {}, false, [5, 12])).toEqual(OK);
+    client.close();
   });
 
   it("undoes gzip and deflate, and refuses an encoding it does not know", async () => {
