@@ -55,7 +55,7 @@ async function main(argv: string[]): Promise<number> {
 /** What each command needs beyond edgelimit's own dependencies (peerDependencies, optional). */
 const OPTIONAL_PACKAGES: Record<string, readonly string[]> = {
   serve: ["pino", "undici", "uplot"],
-  rls: ["@grpc/grpc-js", "pino", "uplot"],
+  rls: ["pino", "uplot"],
   build: ["esbuild"],
 };
 
