@@ -47,7 +47,8 @@ import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
 import { fenceRead, raiseFences } from "./hybrid/fence.js";
-import { keepGrant } from "./hybrid/grant.js";
+import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
+import { type HolderLayer, holderLayer, reserveForRegion, takeChunks } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
 import { checkHybridArguments } from "./hybrid-options.js";
@@ -95,6 +96,8 @@ export class HybridCounting implements Store {
   readonly #reservations: GenerationalCache<Map<string, Reservation>>;
   /** What a background top-up needs of this layer (refill.ts). */
   readonly #refiller: Refiller;
+  /** The store's region holder, where it has one and resets need no leases (holder.ts). */
+  readonly #holder: HolderLayer | undefined;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
@@ -133,6 +136,11 @@ export class HybridCounting implements Store {
       measured: (sent) => this.#measured(sent),
       sizeFor: (reservation, counter, now) => this.#reservationFor(reservation, counter, now),
     };
+    const holder = this.#leaseMs === 0 ? inner.holder : undefined;
+    this.#holder =
+      holder === undefined
+        ? undefined
+        : holderLayer(this.#refiller, holder, !this.#requestScopedIo);
   }
 
   apply(
@@ -251,7 +259,18 @@ export class HybridCounting implements Store {
       );
     }
     if (missing.length === 0) return false;
-    return this.#reserve(counters, missing, now, progress, states, taken);
+    const holder = this.#holder;
+    if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
+    // The region's holder first (one local write), the lease region only when it is empty.
+    let reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    await takeChunks(holder, counters, missing, reservations, now, progress);
+    missing = missing.filter(
+      (i, j) =>
+        !this.#take(reservations[j] as Reservation, counters[i] as CounterSpec, states, taken, i),
+    );
+    if (missing.length === 0) return false;
+    reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
   }
 
   /** One store call reserving for every counter in `missing`; admits from what is granted. */
@@ -306,25 +325,11 @@ export class HybridCounting implements Store {
       if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
       if (granted === "own") {
         // Counted in the store for this request alone: admitted, nothing held.
-        const asked = asks[j] as number;
-        const count = Math.min(counter.limit, Math.max(0, state.count - asked + counter.cost));
-        states[i] = {
-          allowed: true,
-          count,
-          remaining: counter.limit - count,
-          resetAt: state.resetAt,
-          retryAfterMs: 0,
-        };
+        states[i] = ownState(counter, asks[j] as number, state);
         return;
       }
       refused = true;
-      states[i] = {
-        allowed: false,
-        count: state.count,
-        remaining: 0,
-        resetAt: state.resetAt,
-        retryAfterMs: Math.max(1, state.retryAfterMs),
-      };
+      states[i] = refusedState(state);
     });
     return refused;
   }
@@ -364,7 +369,8 @@ export class HybridCounting implements Store {
   /** Tops up in the background a busy subject's reservation that is running low (refill.ts). */
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
     if (this.#requestScopedIo) return;
-    refillIfLow(this.#refiller, reservation, counter, now);
+    // With a region holder, a take that leaves it low tops it up (hybrid/holder.ts).
+    if (this.#holder === undefined) refillIfLow(this.#refiller, reservation, counter, now);
   }
 
   #measured(sent: number): void {

@@ -70,8 +70,12 @@ const store = z.discriminatedUnion("kind", [
     /**
      * Hybrid counting's reservations in a table of their own in one region (the stack's lease
      * table); default: the table itself, in its first replica (the store's default).
+     * `holders`: the region holders' table, one of that name in each replica's region, not
+     * replicated (default: the table itself, whose holder items then replicate).
      */
-    lease: z.strictObject({ table: z.string(), region: z.string() }).optional(),
+    lease: z
+      .strictObject({ table: z.string(), region: z.string(), holders: z.string().optional() })
+      .optional(),
   }),
   z.strictObject({
     kind: z.literal("redis"),
@@ -239,6 +243,8 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
     if (lease !== undefined) {
       if (lease.table === store.table)
         problems.push("store.lease.table: name a table other than store.table");
+      if (lease.holders === store.table || lease.holders === lease.table)
+        problems.push("store.lease.holders: name a table other than store.table and lease.table");
       for (const region of regions) {
         if (store.rttMs[region]?.[lease.region] === undefined) {
           problems.push(

@@ -57,6 +57,9 @@ export class World {
           ...(store.lease === undefined
             ? []
             : [{ name: store.lease.table, replicas: [store.lease.region] }]),
+          ...(store.lease?.holders === undefined
+            ? []
+            : [{ name: store.lease.holders, replicas: store.replicas, regional: true }]),
         ],
         lagMs: () => (lag.sigma === 0 ? lag.median : random.logNormal(lag.median, lag.sigma)),
         onOperation,
@@ -173,6 +176,7 @@ export class World {
         : {
             leaseRegion: store.lease.region,
             leaseTable: store.lease.table,
+            ...(store.lease.holders === undefined ? {} : { holderTable: store.lease.holders }),
             leaseRoundTripMs: this.baseRoundTrip(region, store.lease.region),
           }),
     });

@@ -7,6 +7,7 @@ import type {
   Store,
   StoreCallProgress,
   StoreStatus,
+  RegionHolder,
   StoreTraits,
 } from "../../core/types.js";
 import type { CircuitBreakerOptions } from "../remote/breaker.js";
@@ -22,6 +23,7 @@ import {
 } from "./items.js";
 import type { DynamoDbClient } from "./protocol.js";
 import { Refunds } from "./refunds.js";
+import { DynamoDbRegionHolder } from "./region-holder.js";
 import { countSlidingWindow } from "./sliding-window.js";
 import { takeTokens } from "./token-bucket.js";
 
@@ -79,6 +81,19 @@ export interface DynamoDbTableOptions {
    * reserves (default: `expectedRoundTripMs` when it is this store's region, else 0).
    */
   readonly leaseRoundTripMs?: number;
+  /**
+   * Hybrid counting's region holder (core/hybrid/holder.ts; default true when reservations go
+   * to another region or table): this region's processes spend reserved units from an item in
+   * the region's own replica, one local write per chunk, instead of each reserving from the
+   * lease region. `false`: every process reserves in the lease region itself.
+   */
+  readonly regionHolder?: boolean;
+  /**
+   * The region holders' table (default `table`): a table of this name in each region, not a
+   * global table, saves the replicated writes of the holder items, which only their own region
+   * ever reads.
+   */
+  readonly holderTable?: string;
 }
 
 /**
@@ -122,6 +137,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly expectedRoundTripMs: number;
   readonly leaseRegion: string;
   readonly leaseRoundTripMs: number;
+  readonly holder: RegionHolder | undefined;
   readonly #table: Table;
   /** Where hybrid counters are counted: `#table` itself unless a lease region or table is set. */
   readonly #leases: Table;
@@ -206,6 +222,17 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
         }),
       };
     }
+    // Where reservations are this region's own items already, a holder would only add a hop.
+    const remoteLeases = this.#leases !== this.#table;
+    this.holder =
+      remoteLeases && options.regionHolder !== false
+        ? new DynamoDbRegionHolder(
+            this.client,
+            options.holderTable ?? this.table,
+            this.#table.ttlGraceSeconds,
+            options.region,
+          )
+        : undefined;
     this.#refunds = new Refunds(this.client, this.table);
     this.#leaseRefunds =
       this.#leases === this.#table
