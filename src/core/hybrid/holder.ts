@@ -28,7 +28,7 @@ import type { Refiller } from "./refill.js";
 /** The holder is topped up once what it has left would last less than this many round trips. */
 const LOW_ROUND_TRIPS = 4;
 /** A region reserves the next window in the last this share of the current one. */
-const AHEAD_SHARE_OF_WINDOW = 0.25;
+const AHEAD_SHARE_OF_WINDOW = 0.5;
 /** How much of the next window a reservation ahead covers, at the region's rate. */
 const AHEAD_RESERVE_MS = 10_000;
 /** The most a reservation ahead takes of the next window's limit. */
