@@ -31,6 +31,10 @@
  *   window, which is where the store counts it too (see `countedAt` in algorithms/). A grant
  *   the store counted in another window than the reservation's (a store whose items are per
  *   window, a clock behind another process's) admits only the request that asked for it.
+ * - A region holder, where the store has one (`Store.holder`, hybrid/holder.ts): a process takes
+ *   its units from its region's holder (one local conditional write) instead of reserving in
+ *   the lease region; the holder is topped up from the store in the background, the next window
+ *   reserved ahead; only a request that finds it empty waits for a reservation.
  * - Resets reach every process. Where the store can reset counters, held units are leased:
  *   spendable for `leaseMs` after the reservation was sent, renewed in the background while the
  *   subject is busy. A reset raises a fence in the store (a counter beside the reset one that
@@ -51,28 +55,13 @@ import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
 import { type HolderLayer, holderLayer, reserveForRegion, takeChunks } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
-import { checkHybridArguments } from "./hybrid-options.js";
+import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
+
+export type { HybridOptions } from "./hybrid-options.js";
+
 import { newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type { Sent } from "./reservation-clock.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
-
-export interface HybridOptions {
-  /** Epoch ms, the limiter's clock: when a reset raises its fence (default `Date.now`). */
-  readonly clock?: (() => number) | undefined;
-  /** The monotonic clock and timers of round trips, leases and resets (default: the runtime's). */
-  readonly scheduler?: Scheduler | undefined;
-  /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
-  readonly reserveMs?: number | undefined;
-  /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
-  readonly maxKeys?: number | undefined;
-  /**
-   * How long held units stay spendable after their reservation was sent, where the store can
-   * reset counters (default 10,000 ms): what a reset waits for before it takes effect. Shorter
-   * leases make resets quicker and cost a busy subject more renewals (about one per three
-   * quarters of a lease in each process).
-   */
-  readonly leaseMs?: number | undefined;
-}
 
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
@@ -262,14 +251,11 @@ export class HybridCounting implements Store {
     const holder = this.#holder;
     if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
     // The region's holder first (one local write), the lease region only when it is empty.
-    let reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
-    await takeChunks(holder, counters, missing, reservations, now, progress);
-    missing = missing.filter(
-      (i, j) =>
-        !this.#take(reservations[j] as Reservation, counters[i] as CounterSpec, states, taken, i),
-    );
+    const held = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    await takeChunks(holder, counters, missing, held, now, progress);
+    missing = missing.filter((i, j) => !this.#take(held[j], counters[i], states, taken, i));
     if (missing.length === 0) return false;
-    reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
     return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
   }
 
@@ -379,12 +365,13 @@ export class HybridCounting implements Store {
   }
 
   #take(
-    reservation: Reservation,
-    counter: CounterSpec,
+    reservation: Reservation | undefined,
+    counter: CounterSpec | undefined,
     states: CounterState[],
     taken: Taken[],
     at: number,
   ): boolean {
+    if (reservation === undefined || counter === undefined) return false;
     const now = this.#scheduler.now();
     return takeHeld(reservation, counter, states, taken, at, now, this.#leaseMs > 0);
   }

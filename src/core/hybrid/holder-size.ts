@@ -51,7 +51,9 @@ export function regionSize(
   const share = shareOf(reservation);
   const rate = regionRate(reservation, at);
   const horizon = crowded(reservation, counter, at) ? CROWDED_RESERVE_MS : reservation.end - at;
-  const wanted = rate > 0 ? Math.ceil(rate * horizon) : Number.POSITIVE_INFINITY;
+  // What the holder still has left counts toward it: top-ups never pile up.
+  const have = reservation.region?.left ?? 0;
+  const wanted = rate > 0 ? Math.ceil(rate * horizon) - have : Number.POSITIVE_INFINITY;
   return safe(own + Math.max(0, Math.min(wanted, Math.floor(left * share))), counter);
 }
 

@@ -122,8 +122,9 @@ async function takeChunk(
     counter.cost,
     regionRate(reservation, at) * layer.roundTripMs * LOW_ROUND_TRIPS,
   );
-  // Only the take that brought it below the threshold tops it up, or one that found it short.
-  if (state.left < threshold && (state.left + state.taken >= threshold || state.taken < ask)) {
+  // Only the take that brought it below the threshold tops it up: one top-up per crossing,
+  // whichever of the region's processes made it.
+  if (state.left < threshold && state.left + state.taken >= threshold) {
     topUp(layer, reservation, counter, at, regionSize(reservation, counter, at, 0));
   }
 }
@@ -145,7 +146,12 @@ export async function reserveForRegion(
   const asks = missing.map((i, j) => {
     const reservation = reservations[j] as Reservation;
     const counter = counters[i] as CounterSpec;
-    return regionSize(reservation, counter, Math.max(now, reservation.start), counter.cost);
+    const at = Math.max(now, reservation.start);
+    // Every process that found the holder empty reserves here: each only a few round trips of
+    // the region's rate beyond its request (the next take tops up for the rest of the window).
+    const soon = Math.ceil(regionRate(reservation, at) * layer.roundTripMs * LOW_ROUND_TRIPS);
+    const size = regionSize(reservation, counter, at, counter.cost);
+    return soon > 0 ? Math.min(size, counter.cost + soon) : size;
   });
   const asked = missing.map((i, j) => ({
     ...(counters[i] as CounterSpec),
@@ -177,11 +183,21 @@ export async function reserveForRegion(
   for (const reservation of reservations) whilePending(layer, reservation, landed);
   const decisions = await decided;
   let refused = false;
-  missing.forEach((i, j) => {
-    const decision = decisions[j] as CounterState;
-    states[i] = decision;
-    if (!decision.allowed) refused = true;
-  });
+  await Promise.all(
+    missing.map(async (i, j) => {
+      let decision = decisions[j] as CounterState;
+      const counter = counters[i] as CounterSpec;
+      // The lease item has nothing left, but the region's holder may have been topped up since
+      // this request found it empty: its cost is taken there before it is refused.
+      if (!decision.allowed) {
+        const at = Math.max(now, (reservations[j] as Reservation).start);
+        const late = await layer.holder.take(counter, counter.cost, at, false, progress);
+        if (late.taken >= counter.cost) decision = { ...decision, allowed: true, retryAfterMs: 0 };
+      }
+      states[i] = decision;
+      if (!decision.allowed) refused = true;
+    }),
+  );
   return refused;
 }
 

@@ -19,7 +19,7 @@ import type {
   StoreCallProgress,
 } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
-import { type Attributes, type ItemKey, numberOf, windowKeyAt } from "./items.js";
+import { type Attributes, type ItemKey, numberOf, readItem, windowKeyAt } from "./items.js";
 import { type DynamoDbClient, DynamoDbError } from "./protocol.js";
 
 /** Writes a take makes at most: its ask, then what is left (twice, if another took it first). */
@@ -77,8 +77,11 @@ export class DynamoDbRegionHolder implements RegionHolder {
         if (!(error instanceof DynamoDbError) || error.type !== "ConditionalCheckFailedException") {
           throw error;
         }
-        // Less is left than was asked: take what is left, if it covers the request.
-        found = error.item;
+        // Less is left than was asked: take what is left, if it covers the request. (A server
+        // that does not return the item with a failed condition is asked for it.)
+        found =
+          error.item ??
+          (await readItem(this.#client, this.#tableName, this.#key(counter, now), progress));
         ask = Math.min(ask, numberOf(found?.left));
       }
     }

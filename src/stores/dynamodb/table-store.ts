@@ -4,10 +4,10 @@ import { GenerationalCache } from "../../core/generational-cache.js";
 import type {
   CounterSpec,
   CounterState,
+  RegionHolder,
   Store,
   StoreCallProgress,
   StoreStatus,
-  RegionHolder,
   StoreTraits,
 } from "../../core/types.js";
 import type { CircuitBreakerOptions } from "../remote/breaker.js";
