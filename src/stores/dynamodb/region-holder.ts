@@ -34,6 +34,8 @@ export class DynamoDbRegionHolder implements RegionHolder {
   readonly #tableName: string;
   readonly #ttlGraceSeconds: number;
   readonly #region: string;
+  /** The server returns the item with a failed condition (DynamoDB does; dynalite does not). */
+  #returnsItems = false;
 
   /** `client`: the region's nearest replica; `region`: this store's, the holder's owner. */
   constructor(client: DynamoDbClient, tableName: string, ttlGraceSeconds: number, region: string) {
@@ -79,9 +81,12 @@ export class DynamoDbRegionHolder implements RegionHolder {
         }
         // Less is left than was asked: take what is left, if it covers the request. (A server
         // that does not return the item with a failed condition is asked for it.)
+        if (error.item !== undefined) this.#returnsItems = true;
         found =
           error.item ??
-          (await readItem(this.#client, this.#tableName, this.#key(counter, now), progress));
+          (this.#returnsItems
+            ? undefined
+            : await readItem(this.#client, this.#tableName, this.#key(counter, now), progress));
         ask = Math.min(ask, numberOf(found?.left));
       }
     }
