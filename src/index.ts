@@ -6,7 +6,14 @@
  * do the remote stores (`edgelimit/redis`, `edgelimit/dynamodb`).
  */
 
-export { ALGORITHMS, type Algorithm, type CounterRule } from "./core/algorithms/index.js";
+export {
+  ALGORITHMS,
+  type Algorithm,
+  type AppliedCounters,
+  applyCounters,
+  type CounterRule,
+  type CounterStates,
+} from "./core/algorithms/index.js";
 export { MAX_COST } from "./core/cost.js";
 export type { Scheduler } from "./core/deadline.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
@@ -14,6 +21,7 @@ export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
 export type { TokenVerifier, VerifiedUser } from "./core/identify.js";
 export type { ResolvedPolicy, ResolvedRule } from "./core/model.js";
+export type { Peek, PeekedRule } from "./core/peek.js";
 export {
   createRateLimit,
   type RateLimit,

@@ -20,6 +20,7 @@ import {
   required,
   STORE,
 } from "./core/options.js";
+import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
 import { Responder, type Verdict } from "./http/respond.js";
@@ -140,6 +141,16 @@ export class Limiter {
   /** The client as `check` sees it: its trusted address and its subject (challenge pages). */
   clientOf(request: RequestDescription): Promise<ChallengeClient> {
     return this.#engine.clientOf(request);
+  }
+
+  /**
+   * For each rule `request` matches, its `limit`, `remaining` and `reset` as `check` would report
+   * them, counting nothing: one store call at cost 0 that writes nothing, with no decision
+   * observed (`onDecision`) and the block cache left alone. Resolves even when the store fails
+   * (`storeError`; see core/peek.ts for what each rule then reports).
+   */
+  peek(request: RequestDescription): Promise<Peek> {
+    return this.#engine.peek(request);
   }
 
   check(request: RequestDescription): Promise<Verdict> {

@@ -1,11 +1,12 @@
 /**
  * A store written from the contract alone (docs/stores.md): counters kept in any backend that
  * can run a transaction over a few keys (PostgreSQL's SELECT ... FOR UPDATE, FoundationDB, a
- * Durable Object's storage), applied with edgelimit's own algorithms. test/conformance/ holds it
- * to the same rules and random histories as the stores edgelimit ships.
+ * Durable Object's storage), applied with edgelimit's own algorithms and three steps
+ * (`applyCounters`). test/conformance/ holds it to the same rules and random histories as the
+ * stores edgelimit ships.
  */
 import {
-  ALGORITHMS,
+  applyCounters,
   type CounterSpec,
   type CounterState,
   LATE_GRACE_MS,
@@ -38,28 +39,18 @@ export class TransactionalStore implements Store {
   apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
     const keys = counters.map((counter) => counter.key);
     return this.#backend.run(keys, (tx) => {
-      // 1. Would each counter allow the request? The request is admitted if every enforcing one does.
-      const states = counters.map((counter) => tx.get(counter.key));
-      const allows = counters.map((counter, i) =>
-        ALGORITHMS[counter.algorithm].allows(states[i], now, counter),
-      );
-      const admitted = counters.every((counter, i) => counter.mode === "observe" || allows[i]);
-      // 2. Count it: on every counter when admitted; otherwise only where it was refused, and
-      //    always on observing (shadow) counters.
-      return counters.map((counter, i) => {
-        const algorithm = ALGORITHMS[counter.algorithm];
-        const ok = allows[i] as boolean;
-        let state = states[i];
-        if (admitted || !ok || counter.mode === "observe") {
-          state = algorithm.count(state, now, counter, ok);
+      // The contract's three steps, edgelimit's own: read every counter, decide, write what
+      // counts the request. The store's part is where states live and how long they are kept.
+      const { states } = applyCounters(counters, now, {
+        get: (counter) => tx.get(counter.key),
+        set: (counter, state, expiresAt) => {
           // Kept a little past its expiry, for a request that reaches the store late.
-          const ttlMs = algorithm.expiresAt(state, now, counter) + LATE_GRACE_MS - now;
+          const ttlMs = expiresAt + LATE_GRACE_MS - now;
           if (ttlMs > 0) tx.set(counter.key, state, ttlMs);
           else tx.delete(counter.key);
-        }
-        // 3. The answer.
-        return algorithm.describe(state, now, counter, ok);
+        },
       });
+      return states;
     });
   }
 

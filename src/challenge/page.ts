@@ -1,3 +1,5 @@
+import { escapeHtml } from "../html.js";
+
 export interface PageContent {
   readonly verifyPath: string;
   readonly redirect: string;
@@ -23,10 +25,6 @@ const WIDGETS = {
     origins: "https://hcaptcha.com https://*.hcaptcha.com",
   },
 } as const;
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-}
 
 /** Headers every challenge response carries: never cached, never framed, never referred. */
 export function pageHeaders(content: PageContent): Record<string, string> {

@@ -10,11 +10,12 @@ import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
-import { type LocalCountingStatus, LocalFallback } from "./local-fallback.js";
+import { type LocalCountingStatus, LocalFallback, stillAnswering } from "./local-fallback.js";
 import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
 import { normalizePath } from "./path.js";
+import { type Peek, peekRequest } from "./peek.js";
 import type {
   ChallengeClient,
   CounterSpec,
@@ -166,6 +167,28 @@ export class DecisionEngine {
   async clientOf(request: RequestDescription): Promise<ChallengeClient> {
     const identity = await this.#prepared.identifier.identify(request, this.#clock());
     return { ip: identity.address?.toString(), subject: primarySubject(identity) };
+  }
+
+  /** What `decide` would report for each rule `request` matches, counting nothing (peek.ts). */
+  peek(request: RequestDescription): Promise<Peek> {
+    const prepared = this.#prepared;
+    const companions = this.#companions;
+    return peekRequest(request, {
+      ...prepared,
+      store: this.store,
+      applySync: this.#applySync,
+      clock: this.#clock,
+      scheduler: this.#scheduler,
+      budget: (counters) => this.#budgetOf(prepared.policy, counters),
+      listedAs: (address) =>
+        listed(prepared.deny, companions.denylists, address)
+          ? "denylisted"
+          : listed(prepared.allow, companions.allowlists, address)
+            ? "allowlisted"
+            : undefined,
+      passes: companions.passes,
+      local: this.#local,
+    });
   }
 
   /**
@@ -366,7 +389,8 @@ export class DecisionEngine {
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
         const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
+        const slow = stillAnswering(error, store);
+        const failed = this.#local.decide(policy, match, counters, verified, now, cause, slow);
         return this.#finish(attempt, failed.rules, failed);
       },
     );

@@ -1,17 +1,16 @@
 /**
  * Counts in this process while the store is failed (see local-fallback.ts): the algorithms the
- * memory store runs, over a bounded cache of states, applied as the `Store` contract says (a
- * request admitted when every enforcing counter admits it; counted on every counter when
- * admitted, on the refusing ones when refused, on observing ones always).
+ * memory store runs, over a bounded cache of states, applied as the `Store` contract says
+ * (`applyCounters`, core/algorithms/apply.ts).
  */
-import { ALGORITHMS } from "./algorithms/index.js";
+import { type AppliedCounters, applyCounters } from "./algorithms/apply.js";
+import { ALGORITHMS } from "./algorithms/table.js";
 import { GenerationalCache } from "./generational-cache.js";
 import type { AlgorithmName, CounterSpec, CounterState } from "./types.js";
 
 interface LocalState {
   readonly algorithm: AlgorithmName;
-  // biome-ignore lint/suspicious/noExplicitAny: each algorithm's own state, opaque here.
-  state: any;
+  readonly state: unknown;
 }
 
 export class LocalCounter {
@@ -32,32 +31,29 @@ export class LocalCounter {
   }
 
   /** Applies one request's counters; returns their states and whether it was admitted. */
-  apply(
-    counters: readonly CounterSpec[],
-    now: number,
-  ): { readonly states: CounterState[]; readonly admitted: boolean } {
-    const held = counters.map((counter) => {
+  apply(counters: readonly CounterSpec[], now: number): AppliedCounters {
+    return applyCounters(counters, now, {
+      get: (counter) => {
+        const found = this.#states.get(counter.key);
+        // A rule that changed algorithm (a reload) starts afresh.
+        return found?.algorithm === counter.algorithm ? found.state : undefined;
+      },
+      set: (counter, state) => {
+        this.#states.set(counter.key, { algorithm: counter.algorithm, state });
+      },
+    });
+  }
+
+  /**
+   * The states `apply` would describe for these counters, counting nothing (a peek while the
+   * store is failed, core/peek.ts). A counter read is kept as recently used, as a count is.
+   */
+  peek(counters: readonly CounterSpec[], now: number): CounterState[] {
+    return counters.map((counter) => {
       const found = this.#states.get(counter.key);
-      // A rule that changed algorithm (a reload) starts afresh.
-      return found?.algorithm === counter.algorithm ? found : undefined;
-    });
-    const allowed = counters.map((counter, i) =>
-      ALGORITHMS[counter.algorithm].allows(held[i]?.state, now, counter),
-    );
-    const admitted = counters.every((counter, i) => counter.mode !== "enforce" || allowed[i]);
-    const states = counters.map((counter, i) => {
+      const state = found?.algorithm === counter.algorithm ? found.state : undefined;
       const algorithm = ALGORITHMS[counter.algorithm];
-      const ok = allowed[i] as boolean;
-      let entry = held[i];
-      if (admitted || !ok || counter.mode === "observe") {
-        const state = algorithm.count(entry?.state, now, counter, ok);
-        if (entry === undefined) {
-          entry = { algorithm: counter.algorithm, state };
-          this.#states.set(counter.key, entry);
-        } else entry.state = state;
-      }
-      return algorithm.describe(entry?.state, now, counter, ok);
+      return algorithm.describe(state, now, counter, algorithm.allows(state, now, counter));
     });
-    return { states, admitted };
   }
 }

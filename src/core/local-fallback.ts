@@ -14,13 +14,28 @@
  * store is down (docs/policy.md says what that is for each edition). What this process admitted
  * is owed to the store and paid with the next call that counts the same counter (store-debt.ts),
  * so that a store that comes back does not admit the window's limit again.
+ *
+ * A `counting: hybrid` rule is counted locally only when the store has failed, not when it is
+ * merely slow. A request that missed its budget while the store still answers (a far lease
+ * region, a request queued behind reservations already in flight) was sent all the same: its
+ * reservation is counted in the store after the decision has moved on, and the units it finds
+ * are held for the next requests, or none are left because the window's limit is reserved
+ * already. Admitting it on a fresh local count, which knows nothing of the window's
+ * reservations, would admit beyond the limit, and its admission could never be paid (hybrid
+ * counters carry no debt: their reservations count ahead of admission). So while the store's
+ * status is `ok`, such a request is refused by the hybrid rule (`store-failed-local`, count
+ * unknown, Retry-After 1 s); once the store's own calls fail (an error, its call timeout, an
+ * open circuit breaker) the rule is counted locally as any other. A store without a status
+ * cannot tell: its hybrid rules are counted locally.
  */
+import { EdgelimitError } from "./errors.js";
 import { LocalCounter } from "./local-counter.js";
 import type { Match } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { type CountedDecision, decideFromCounts, failMode } from "./outcome.js";
 import { type PaidCall, StoreDebt } from "./store-debt.js";
-import type { CounterSpec, CounterState } from "./types.js";
+import type { CounterSpec, CounterState, Store } from "./types.js";
+import { windowAt } from "./windows.js";
 
 export interface LocalFallbackOptions {
   /** Counters held for local counting, and debts owed to the store (default 100,000 each). */
@@ -78,7 +93,15 @@ export class LocalFallback {
     this.#debt.settle(call, states);
   }
 
-  /** The decision for a request whose store call failed (see the top of this file). */
+  /** What `decide` would count these counters against locally, counting nothing (peek.ts). */
+  peek(counters: readonly CounterSpec[], now: number): CounterState[] {
+    return this.#counter.peek(counters, now);
+  }
+
+  /**
+   * The decision for a request whose store call failed (see the top of this file).
+   * `storeAnswering`: the call missed its budget while the store still answers (`stillAnswering`).
+   */
   decide(
     policy: ResolvedPolicy,
     match: Match,
@@ -86,6 +109,7 @@ export class LocalFallback {
     passVerified: boolean,
     now: number,
     storeError: string,
+    storeAnswering = false,
   ): FailedDecision {
     const failed = failMode(policy, match, storeError);
     const local = match.compiled.flatMap((compiled, i) =>
@@ -94,20 +118,55 @@ export class LocalFallback {
     if (failed.action === "unavailable" || local.length === 0) {
       return { ...failed, rules: match.rules };
     }
-    const rules = local.map((i) => match.compiled[i] as (typeof match.compiled)[number]);
-    const localCounters = local.map((i) => counters[i] as CounterSpec);
-    const { states, admitted } = this.#counter.apply(localCounters, now);
-    if (admitted) for (const counter of localCounters) this.#debt.add(counter, now);
+    // A slow store's hybrid rules refuse (see the top of this file); the rest is not counted.
+    const reserved = storeAnswering ? local.filter((i) => isHybridEnforced(counters[i])) : [];
+    const counted = reserved.length > 0 ? reserved : local;
+    const rules = counted.map((i) => match.compiled[i] as (typeof match.compiled)[number]);
+    const localCounters = counted.map((i) => counters[i] as CounterSpec);
+    let states: CounterState[];
+    if (reserved.length > 0)
+      states = localCounters.map((counter) => refusedUncounted(counter, now));
+    else {
+      const applied = this.#counter.apply(localCounters, now);
+      states = applied.states;
+      if (applied.admitted) for (const counter of localCounters) this.#debt.add(counter, now);
+    }
     this.#decisions++;
     this.#lastAt = now;
     // A local refusal is not remembered in the block cache: while the cache answered for the
     // key, no call would reach the store to pay this process's debt on it.
-    const counted = decideFromCounts(rules, localCounters, states, passVerified, undefined, now);
+    const decided = decideFromCounts(rules, localCounters, states, passVerified, undefined, now);
     return {
-      ...counted,
+      ...decided,
       reason: "store-failed-local",
       storeError,
       rules: rules.map(({ rule }) => rule),
     };
   }
+}
+
+/**
+ * The call missed its decision budget (`EL_STORE_TIMEOUT` from deadline.ts) while the store says
+ * its own calls are answered (`status` `ok`): slow, not failed. A call the store failed itself
+ * (its call timeout, an error) has made its status `failing` by the time the decision sees it.
+ */
+export function stillAnswering(error: unknown, store: Store): boolean {
+  if (!(error instanceof EdgelimitError) || error.code !== "EL_STORE_TIMEOUT") return false;
+  return store.traits?.status?.().state === "ok";
+}
+
+function isHybridEnforced(counter: CounterSpec | undefined): boolean {
+  return counter?.counting === "hybrid" && counter.mode === "enforce";
+}
+
+/** A hybrid rule's answer while its store is slow: refused, its count not known here. */
+function refusedUncounted(counter: CounterSpec, now: number): CounterState {
+  return {
+    allowed: false,
+    count: counter.limit,
+    remaining: 0,
+    resetAt: windowAt(counter.window, now).end,
+    retryAfterMs: 1000,
+    countUnknown: true,
+  };
 }

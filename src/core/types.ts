@@ -88,7 +88,8 @@ export interface CounterState {
  * - when refused, count it only on the `enforce` counters that refused it (windowed algorithms
  *   record the attempt; a token bucket never records a refused request), so that quotas the
  *   request never used are not spent;
- * - always count `observe` counters as their own algorithm would; a cost of 0 reads a counter.
+ * - always count `observe` counters as their own algorithm would; a cost of 0 reads a counter
+ *   and writes nothing (no key made, no expiry set, no window moved: `limiter.peek`).
  *
  * `now` is the caller's clock; a store with a clock of its own (Redis) may use that instead.
  * Windows never move backwards: a request stamped before a counter's newest window is counted

@@ -5,14 +5,7 @@
  * sent.
  */
 import { CHART_SCRIPT, type ChartFiles, type ChartSpec } from "../charts/uplot.js";
-
-export function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;");
-}
+import { escapeHtml } from "../html.js";
 
 /** JSON that is safe inside a `<script>` element, whatever a client put in a path. */
 function scriptJson(value: unknown): string {

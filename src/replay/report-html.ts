@@ -1,5 +1,6 @@
 import { type ChartFiles, type ChartSpec, uplotFiles } from "../charts/uplot.js";
-import { chartPlace, escapeHtml, htmlTable, type PageChart, reportPage } from "../offline/html.js";
+import { escapeHtml } from "../html.js";
+import { chartPlace, htmlTable, type PageChart, reportPage } from "../offline/html.js";
 import {
   type PolicyReport,
   percent,

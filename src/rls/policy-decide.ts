@@ -12,7 +12,9 @@
  *
  * Every descriptor's entries are merged (the first of a key wins) and the policy decides once,
  * counting every matched rule in one store call; each descriptor's status is the decision's.
- * The request's `hits_addend` is the request's cost. docs/proxies.md has the Envoy route.
+ * The request's `hits_addend` is the request's cost; a call whose every descriptor says
+ * `hits_addend: 0` counts nothing and is answered by `limiter.peek` (policy-peek.ts).
+ * docs/proxies.md has the Envoy route.
  */
 import type { ResolvedPolicy } from "../core/model.js";
 import type { RequestDescription } from "../core/types.js";
@@ -27,6 +29,7 @@ import {
   UNIT,
   unitOfWindow,
 } from "./messages.js";
+import { isPeek, peekAnswer } from "./policy-peek.js";
 
 /** Headers of a refusal that describe its body, which Envoy writes itself. */
 const BODY_HEADERS = new Set(["content-type", "content-length"]);
@@ -72,10 +75,20 @@ export class PolicyDecider {
   }
 
   decide(request: RateLimitRequest, peer: string | undefined): RlsAnswer | Promise<RlsAnswer> {
+    if (isPeek(request)) return this.#peek(request, peer);
     const decided = this.#limiter.decide(describeRequest(request, peer));
     if (decided instanceof Promise)
       return decided.then((verdict) => this.#answer(verdict, request));
     return this.#answer(decided, request);
+  }
+
+  /** Every descriptor says `hits_addend: 0`: `limiter.peek` answers (policy-peek.ts). */
+  async #peek(request: RateLimitRequest, peer: string | undefined): Promise<RlsAnswer> {
+    const started = this.#clock();
+    const peek = await this.#limiter.peek(describeRequest(request, peer));
+    const now = this.#clock();
+    const unitOf = (ruleId: string) => this.#unitOf(ruleId);
+    return peekAnswer(peek, request, this.#limiter.policy, unitOf, now, now - started);
   }
 
   #answer(verdict: Verdict, request: RateLimitRequest): RlsAnswer {

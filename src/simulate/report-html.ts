@@ -4,7 +4,8 @@
  * figure in a table. Drawn like every chart of the project (charts/uplot.ts).
  */
 import { type ChartFiles, type ChartSpec, uplotFiles } from "../charts/uplot.js";
-import { chartPlace, escapeHtml, htmlTable, type PageChart, reportPage } from "../offline/html.js";
+import { escapeHtml } from "../html.js";
+import { chartPlace, htmlTable, type PageChart, reportPage } from "../offline/html.js";
 import type { Timeline } from "./accounting.js";
 import { figureRows } from "./figures.js";
 import { type ModeReport, modeLabel, type SimulationReport } from "./report.js";

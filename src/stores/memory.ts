@@ -139,6 +139,10 @@ export class MemoryStore implements Store {
     }
   }
 
+  /**
+   * The contract's three steps (`applyCounters` in core/algorithms/apply.ts), tuned for this
+   * store: test/conformance/memory-tuned.test.ts holds the two to the same answers.
+   */
   applySync(counters: readonly CounterSpec[], now: number): CounterState[] {
     if (counters.length === 1) return [this.applyOneSync(counters[0] as CounterSpec, now)];
     const count = counters.length;
@@ -163,7 +167,8 @@ export class MemoryStore implements Store {
       // Evicted by another counter's insert earlier in this batch: counted afresh, never in
       // an entry that no list or map holds any more.
       if (entry !== undefined && entry.owner !== this) entry = undefined;
-      if (admitted || !ok || spec.mode === "observe") {
+      // A cost of 0 reads: it makes, moves and writes no entry (core/peek.ts).
+      if (spec.cost > 0 && (admitted || !ok || spec.mode === "observe")) {
         if (entry !== undefined && algorithm.countInPlace !== undefined) {
           // Its `allowed` is `allows` again on the same state: the first phase's `ok`.
           results[i] = algorithm.countInPlace(entry, now, spec);
@@ -192,7 +197,7 @@ export class MemoryStore implements Store {
    */
   applyOneSync(spec: CounterSpec, now: number): CounterState {
     const entry = this.#entries.get(spec.key);
-    if (entry !== undefined) {
+    if (entry !== undefined && spec.cost > 0) {
       const algorithm = entry.algorithm;
       if (algorithm.countInPlace !== undefined && algorithm.name === spec.algorithm) {
         // A lone counter is always counted, so the three phases fold into one step in place.
@@ -215,7 +220,7 @@ export class MemoryStore implements Store {
   ): CounterState {
     const found = this.#lookup(spec);
     const ok = algorithm.allows(found, now, spec);
-    const entry = this.#count(spec, algorithm, found, ok, now);
+    const entry = spec.cost > 0 ? this.#count(spec, algorithm, found, ok, now) : found;
     return algorithm.describe(entry, now, spec, ok);
   }
 
@@ -298,7 +303,8 @@ export class MemoryStore implements Store {
   #lookup(spec: CounterSpec): Entry | undefined {
     const entry = this.#entries.get(spec.key);
     if (entry === undefined || entry.algorithm.name === spec.algorithm) return entry;
-    this.#drop(entry);
+    // A read (cost 0) changes nothing, this included.
+    if (spec.cost > 0) this.#drop(entry);
     return undefined;
   }
 

@@ -49,6 +49,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   core: [],
   /** The rate-limited warnings the stores' and servers' messages share. */
   warnings: [],
+  /** Text made safe in HTML, for the challenge page and the reports. */
+  html: [],
   /** AWS request signing, for the DynamoDB store and the list sources. */
   aws: ["package:node:crypto"],
   http: ["core"],
@@ -86,7 +88,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   limiter: ["core", "http", "tokens", "warnings"],
   /** Decisions as Prometheus metrics, for the Node middleware and both servers. */
   metrics: ["http", "policy", "package:prom-client"],
-  challenge: ["core", "policy"],
+  challenge: ["core", "policy", "html"],
   /** Allow and deny lists, refreshed from files, URLs and S3 (signed with aws/). */
   lists: [
     "core",
@@ -102,13 +104,14 @@ const ALLOWED: Record<string, readonly string[]> = {
   /** The one way the project draws charts, for reports and the dashboard. */
   charts: ["core", "package:node:fs", "package:node:module"],
   /** What replay and simulate share: the policy rewrite, the reference engine, report pieces. */
-  offline: ["core", "stores", "charts"],
+  offline: ["core", "stores", "charts", "html"],
   replay: [
     "core",
     "policy",
     "stores",
     "offline",
     "charts",
+    "html",
     "package:node:fs",
     "package:node:path",
     "package:node:stream",
@@ -121,6 +124,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     "stores",
     "offline",
     "charts",
+    "html",
     "package:yaml",
     "package:zod",
     "package:node:fs",

@@ -79,7 +79,8 @@ export class AlgorithmReference {
       const entry = this.#states.get(keys[index] as string);
       if (entry === undefined) return undefined;
       if (entry.algorithm === counter.algorithm) return entry.state;
-      this.#states.delete(keys[index] as string);
+      // A read (cost 0) writes nothing, not even this.
+      if (counter.cost > 0) this.#states.delete(keys[index] as string);
       return undefined;
     });
     const allowed = counters.map((counter, index) =>
@@ -94,7 +95,9 @@ export class AlgorithmReference {
       let state = found[index];
       // A refused request leaves a token bucket as it was (the Lua writes nothing for it).
       const bucketRefused = counter.algorithm === "token-bucket" && !ok;
-      if (!bucketRefused && (admitted || !ok || counter.mode === "observe")) {
+      // A cost of 0 reads: the Lua writes nothing for it (a peek, rls's `hits_addend: 0`).
+      const read = counter.cost === 0;
+      if (!read && !bucketRefused && (admitted || !ok || counter.mode === "observe")) {
         state = algorithm.count(state, now, counter, ok);
         if (algorithm.expiresAt(state, now, counter) + LATE_GRACE_MS > now) {
           this.#states.set(keys[index] as string, { algorithm: counter.algorithm, state });

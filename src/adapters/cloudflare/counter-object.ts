@@ -1,4 +1,4 @@
-import { ALGORITHMS } from "../../core/algorithms/index.js";
+import { ALGORITHMS, applyCounters } from "../../core/algorithms/index.js";
 import type { CounterSpec, CounterState } from "../../core/types.js";
 import { LATE_GRACE_MS, windowAt, windowLengthMs } from "../../core/windows.js";
 import type { DurableObjectStateLike, WorkerEnv } from "./bindings.js";
@@ -99,30 +99,23 @@ export class EdgelimitCounter {
     return counter !== undefined && counter.expiresAt + LATE_GRACE_MS > now ? counter : undefined;
   }
 
-  /** The store contract's three phases, for the counters held by this object. */
+  /** The store contract's three steps (`applyCounters`), for the counters held by this object. */
   #apply(
     counters: readonly CounterSpec[],
     now: number,
   ): { answer: CounterObjectAnswer; changed: Record<string, StoredCounter> } {
-    const allowed = counters.map((spec) =>
-      ALGORITHMS[spec.algorithm].allows(this.#lookup(spec.key, now)?.state, now, spec),
-    );
-    const admitted = counters.every((spec, i) => spec.mode === "observe" || allowed[i]);
     const changed: Record<string, StoredCounter> = {};
-    const states = counters.map((spec, i) => {
-      const algorithm = ALGORITHMS[spec.algorithm];
-      const ok = allowed[i] as boolean;
-      let current = this.#lookup(spec.key, now);
-      if (admitted || !ok || spec.mode === "observe") {
-        const state = algorithm.count(current?.state, now, spec, ok);
-        current = { state, expiresAt: algorithm.expiresAt(state, now, spec) };
+    const { states, admitted } = applyCounters(counters, now, {
+      get: (spec) => this.#lookup(spec.key, now)?.state,
+      set: (spec, state, expiresAt) => {
+        const current = { state, expiresAt };
         this.#counters.set(spec.key, current);
         changed[spec.key] = current;
-      }
-      // The object's clock goes with each answer: hybrid counting's reservations follow it.
-      return { ...algorithm.describe(current?.state, now, spec, ok), storeNow: now };
+      },
     });
-    return { answer: { states, admitted }, changed };
+    // The object's clock goes with each answer: hybrid counting's reservations follow it.
+    const answer = { states: states.map((state) => ({ ...state, storeNow: now })), admitted };
+    return { answer, changed };
   }
 
   /**

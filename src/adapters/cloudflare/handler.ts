@@ -4,6 +4,7 @@ import { EdgelimitError } from "../../core/errors.js";
 import { hybridCounting } from "../../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../../core/model.js";
 import { checkOptions, fields, type OptionsShape, POLICY, required } from "../../core/options.js";
+import type { Peek } from "../../core/peek.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import { checkGuardOptions } from "../../http/guard.js";
 import { GUARD_OPTIONS } from "../../http/guard-options.js";
@@ -109,6 +110,11 @@ export class CloudflareLimiter {
   /** The verdict for a Worker request. The client address is `CF-Connecting-IP` (see the policy). */
   async check(request: Request, env: WorkerEnv): Promise<Verdict> {
     return this.#prepare(env).limiter.check(describeRequest(request, undefined));
+  }
+
+  /** `limiter.peek` for a Worker request: each matched rule's numbers, counting nothing. */
+  async peek(request: Request, env: WorkerEnv): Promise<Peek> {
+    return this.#prepare(env).limiter.peek(describeRequest(request, undefined));
   }
 
   /**

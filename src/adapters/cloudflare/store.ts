@@ -105,6 +105,11 @@ export class CloudflareStore implements Store {
       const spec = counters[i] as CounterSpec;
       if (this.#backendOf(spec) !== "approximate" || spec.mode !== "enforce") continue;
       if (!admitted) continue;
+      // A cost of 0 reads (a peek): the binding would count the call and has no count to tell.
+      if (spec.cost === 0) {
+        states[i] = bindingState(spec, true, now);
+        continue;
+      }
       const success = await this.#limit(spec);
       states[i] = bindingState(spec, success, now);
       if (!success) admitted = false;
@@ -112,6 +117,10 @@ export class CloudflareStore implements Store {
     await Promise.all(
       counters.map(async (spec, i) => {
         if (this.#backendOf(spec) !== "approximate" || spec.mode !== "observe") return;
+        if (spec.cost === 0) {
+          states[i] = bindingState(spec, true, now);
+          return;
+        }
         states[i] = bindingState(spec, await this.#limit(spec), now);
       }),
     );

@@ -1,9 +1,4 @@
-import type { AlgorithmName } from "../types.js";
-import { fixedWindow } from "./fixed-window.js";
-import { slidingWindow } from "./sliding-window.js";
-import { tokenBucket } from "./token-bucket.js";
-import type { Algorithm } from "./types.js";
-
+export { type AppliedCounters, applyCounters, type CounterStates } from "./apply.js";
 export {
   type CountedAt,
   countedAt,
@@ -13,12 +8,6 @@ export {
   type WindowedState,
 } from "./fixed-window.js";
 export { slidingWindow } from "./sliding-window.js";
+export { ALGORITHMS } from "./table.js";
 export { type TokenBucketState, tokenBucket } from "./token-bucket.js";
 export type { Algorithm, CounterRule } from "./types.js";
-
-// biome-ignore lint/suspicious/noExplicitAny: states differ per algorithm; stores keep them opaque.
-export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm<any>>> = {
-  "fixed-window": fixedWindow,
-  "sliding-window": slidingWindow,
-  "token-bucket": tokenBucket,
-};

@@ -12,7 +12,7 @@ export interface CounterRule {
  * nothing here reads `Date.now()`, so tests and the simulator drive time.
  *
  * A store applies a request in three steps: `allows` on every counter, then `count` on the
- * counters that must count it, then `describe` for the answer.
+ * counters that must count it, then `describe` for the answer (`applyCounters`, apply.ts).
  */
 export interface Algorithm<S> {
   readonly name: string;

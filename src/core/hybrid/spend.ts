@@ -25,8 +25,13 @@ export const NOT_ASKED: CounterState = Object.freeze({
   countUnknown: true,
 });
 
+/**
+ * Whether a counter is spent from reservations. A cost of 0 is a read (a peek, rls's
+ * `hits_addend: 0`): it goes to the store as an exact counter, so it neither reserves nor
+ * reports what this process holds, only the store's count.
+ */
 export function isHybrid(counter: CounterSpec): boolean {
-  return counter.counting === "hybrid" && counter.mode === "enforce";
+  return counter.counting === "hybrid" && counter.mode === "enforce" && counter.cost > 0;
 }
 
 /**

@@ -7,7 +7,7 @@ import { type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
-import { parseStoreUrl } from "../store-url.js";
+import { httpEndpoint } from "../store-url.js";
 import { dynamodbFetchClientShape } from "./options.js";
 import {
   type CallOptions,
@@ -89,7 +89,12 @@ export class DynamoDbFetchClient implements DynamoDbClient {
         code: "EL_STORE_OPTION",
       });
     this.region = options.region;
-    const url = checkedEndpoint(options.endpoint ?? endpointFor(options.region));
+    const url = httpEndpoint(options.endpoint ?? endpointFor(options.region), {
+      option: "dynamodbFetchStore: endpoint",
+      example: "a URL such as https://dynamodb.eu-west-1.amazonaws.com",
+      plainHttp: "a local server",
+      credentials: "pass them as the credentials option",
+    });
     this.#url = url.href;
     this.#host = url.host;
     this.#credentials = options.credentials;
@@ -271,25 +276,4 @@ function reasonOf(error: unknown): string {
 /** `process.env` where the runtime has one (Node, Next.js middleware, Vercel, Deno, Bun). */
 function runtimeEnv(): Readonly<Record<string, string | undefined>> | undefined {
   return (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
-}
-
-/** The endpoint, checked: http(s), a host, no credentials (they are the `credentials` option). */
-function checkedEndpoint(endpoint: string): URL {
-  const url = parseStoreUrl(
-    endpoint,
-    "dynamodbFetchStore: endpoint must be a URL such as https://dynamodb.eu-west-1.amazonaws.com",
-  );
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `dynamodbFetchStore: endpoint must start with https:// (or http:// for a local server); got "${url.protocol}//…"`,
-    );
-  }
-  if (url.username !== "" || url.password !== "") {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      "dynamodbFetchStore: endpoint must not carry credentials; pass them as the credentials option",
-    );
-  }
-  return url;
 }

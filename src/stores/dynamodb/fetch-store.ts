@@ -1,5 +1,6 @@
 import type { AwsCredentials } from "../../aws/sigv4-request.js";
 import { checkOptions } from "../../core/options.js";
+import { isWorkerd } from "../remote/runtime.js";
 import { type AwsCredentialsProvider, DynamoDbFetchClient } from "./fetch-client.js";
 import { dynamodbFetchStoreShape } from "./options.js";
 import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
@@ -52,10 +53,4 @@ export class DynamoDbFetchStore extends DynamoDbTableStore<DynamoDbFetchClient> 
 
 export function dynamodbFetchStore(options: DynamoDbFetchStoreOptions): DynamoDbFetchStore {
   return new DynamoDbFetchStore(options);
-}
-
-/** Cloudflare's runtime names itself here; there a request's I/O belongs to that request. */
-function isWorkerd(): boolean {
-  const navigator = (globalThis as { navigator?: { userAgent?: string } }).navigator;
-  return navigator?.userAgent === "Cloudflare-Workers";
 }

@@ -7,6 +7,7 @@ import {
   counterAttribute,
   type ItemKey,
   numberOf,
+  readItem,
   type Table,
   type WindowedOutcome,
   windowKeyAt,
@@ -46,18 +47,21 @@ export async function countFixedWindows(
     additions.push(`#c${i} :c${i}`);
     return attribute;
   });
-  const increment = table.client.call<{ Attributes?: Attributes }>(
-    "UpdateItem",
-    {
-      TableName: table.name,
-      Key: item,
-      UpdateExpression: `ADD ${additions.join(", ")} SET #ttl = if_not_exists(#ttl, :ttl)`,
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: values,
-      ReturnValues: "UPDATED_NEW",
-    },
-    { progress },
-  );
+  // Only reads (cost 0: a peek): a consistent GetItem, which makes no item and costs no write.
+  const increment = specs.every((spec) => spec.cost === 0)
+    ? readItem(table.client, table.name, item, progress).then((found) => ({ Attributes: found }))
+    : table.client.call<{ Attributes?: Attributes }>(
+        "UpdateItem",
+        {
+          TableName: table.name,
+          Key: item,
+          UpdateExpression: `ADD ${additions.join(", ")} SET #ttl = if_not_exists(#ttl, :ttl)`,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: "UPDATED_NEW",
+        },
+        { progress },
+      );
   const remote = table.sums.remote(first.subject, windowKey, now, progress);
   const [answer, remoteSums] = await Promise.all([increment, remote]);
   return specs.map((spec, i) => {

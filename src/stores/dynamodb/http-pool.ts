@@ -1,19 +1,17 @@
-import type { Agent, ClientRequest, IncomingMessage } from "node:http";
+import type { ClientRequest, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { type StoreCallProgress, timeoutAfterPendingIo } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import {
+  DEFAULT_MAX_BODY_BYTES,
+  describeFailure,
+  type HttpResponse,
+  MAX_HEAD_BYTES,
+  readResponse,
+} from "./http-answer.js";
+import { createAgent, type HttpModule, type PoolAgent } from "./pool-agent.js";
 
-/** A response head (status line and header fields) larger than this is refused. */
-export const MAX_HEAD_BYTES = 64 * 1024;
-/** A response body larger than this is refused unless the pool is given another cap. */
-export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
-
-export interface HttpResponse {
-  readonly status: number;
-  /** Field names in lower case; a repeated field's values joined with ", ". */
-  readonly headers: ReadonlyMap<string, string>;
-  readonly body: Buffer;
-}
+export { DEFAULT_MAX_BODY_BYTES, type HttpResponse, MAX_HEAD_BYTES } from "./http-answer.js";
 
 export interface HttpPoolOptions {
   /** `http://host:port` or `https://host:port`; requests go to this origin only. */
@@ -37,21 +35,9 @@ export interface HttpPoolOptions {
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 1000;
 
-type HttpModule = typeof import("node:http") | typeof import("node:https");
-
 interface Loaded {
   readonly module: HttpModule;
   readonly agent: PoolAgent;
-}
-
-/** What the pool adds to an Agent: a socket opened ahead, and knowing when a handshake is done. */
-interface PoolAgent extends Agent {
-  /** Opens a socket for the next connection the Agent makes, unless one is waiting already. */
-  preconnect(options: object): void;
-  /** The socket `preconnect` opened, until a request takes it. */
-  readonly preopened: Socket | undefined;
-  /** The socket's TCP (and TLS) handshake is done. */
-  isReady(socket: Socket): boolean;
 }
 
 const STALE_SOCKET_ERRORS = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED"]);
@@ -226,7 +212,7 @@ export class HttpPool {
         });
         sent.on("response", (response: IncomingMessage) => {
           answered = true;
-          this.#read(response, sent, settle);
+          readResponse(response, sent, this.#maxBodyBytes, settle);
         });
         sent.on("error", (error: NodeJS.ErrnoException) => {
           if (settled) return;
@@ -239,41 +225,6 @@ export class HttpPool {
       };
       attempt(this.#load(), resendOnStaleSocket);
     });
-  }
-
-  #read(
-    response: IncomingMessage,
-    request: ClientRequest,
-    settle: (error: Error | undefined, response?: HttpResponse) => void,
-  ): void {
-    const chunks: Buffer[] = [];
-    let bytes = Number(response.headers["content-length"] ?? 0);
-    const tooLarge = (): boolean => {
-      if (bytes <= this.#maxBodyBytes) return false;
-      const reason = `malformed HTTP response: body over ${this.#maxBodyBytes} bytes`;
-      settle(new EdgelimitError("EL_STORE_FAILED", reason));
-      request.destroy();
-      return true;
-    };
-    if (tooLarge()) return;
-    bytes = 0;
-    response.on("data", (chunk: Buffer) => {
-      bytes += chunk.length;
-      if (!tooLarge()) chunks.push(chunk);
-    });
-    response.on("end", () => {
-      const fields = new Map<string, string>();
-      for (const [name, value] of Object.entries(response.headers)) {
-        if (value !== undefined) fields.set(name, Array.isArray(value) ? value.join(", ") : value);
-      }
-      settle(undefined, {
-        status: response.statusCode ?? 0,
-        headers: fields,
-        body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
-      });
-    });
-    response.on("aborted", () => settle(describeFailure(new Error("aborted"), true)));
-    response.on("error", (error) => settle(describeFailure(error, true)));
   }
 
   /**
@@ -320,98 +271,6 @@ export class HttpPool {
     }
     return this.#loaded;
   }
-}
-
-function createAgent(
-  module: HttpModule,
-  secure: boolean,
-  maxSockets: number,
-  ca: string | Buffer | undefined,
-): PoolAgent {
-  const ready = new WeakSet<Socket>();
-  const watch = (socket: Socket, secure: boolean): Socket => {
-    socket.setNoDelay(true);
-    socket.once(secure ? "secureConnect" : "connect", () => ready.add(socket));
-    return socket;
-  };
-  const onIdleData = function (this: Socket): void {
-    this.destroy();
-  };
-  // https.Agent extends http.Agent: the methods overridden here are http.Agent's.
-  const Base = module.Agent as typeof import("node:http").Agent;
-  class StoreAgent extends Base implements PoolAgent {
-    #opened: Socket | undefined;
-
-    get preopened(): Socket | undefined {
-      return this.#opened?.destroyed === false ? this.#opened : undefined;
-    }
-
-    preconnect(options: object): void {
-      if (this.preopened !== undefined) return;
-      const socket = super.createConnection(options as never) as Socket;
-      watch(socket, secure);
-      socket.on("error", () => {
-        if (this.#opened === socket) this.#opened = undefined;
-      });
-      // Like an idle socket of the Agent, it does not keep the process alive.
-      socket.unref();
-      this.#opened = socket;
-    }
-
-    isReady(socket: Socket): boolean {
-      return ready.has(socket);
-    }
-
-    override createConnection(...args: Parameters<Agent["createConnection"]>) {
-      const opened = this.#opened;
-      this.#opened = undefined;
-      if (opened !== undefined && !opened.destroyed) return opened.ref();
-      const socket = super.createConnection(...args);
-      return socket === undefined || socket === null ? socket : watch(socket as Socket, secure);
-    }
-
-    override keepSocketAlive(socket: Socket): boolean {
-      // Typed void in @types/node; Node returns whether the socket may be kept.
-      const kept = super.keepSocketAlive(socket) as unknown as boolean;
-      if (kept) socket.once("data", onIdleData);
-      return kept;
-    }
-
-    override reuseSocket(socket: Socket, request: ClientRequest): void {
-      socket.off("data", onIdleData);
-      super.reuseSocket(socket, request);
-    }
-  }
-  return new StoreAgent({
-    keepAlive: true,
-    maxSockets,
-    scheduling: "lifo",
-    ...(ca !== undefined ? { ca } : {}),
-  });
-}
-
-/** An error from node:http, as the store reports it (`received`: any byte of the answer). */
-function describeFailure(error: NodeJS.ErrnoException, received: boolean): EdgelimitError {
-  const code = error.code ?? "";
-  if (
-    code === "HPE_INVALID_EOF_STATE" ||
-    (received && (code === "ECONNRESET" || error.message === "aborted"))
-  ) {
-    return new EdgelimitError("EL_STORE_FAILED", "connection closed in the middle of a response");
-  }
-  if (code === "HPE_HEADER_OVERFLOW") {
-    return new EdgelimitError(
-      "EL_STORE_FAILED",
-      `malformed HTTP response: header section over ${MAX_HEAD_BYTES} bytes`,
-    );
-  }
-  if (code.startsWith("HPE_")) {
-    return new EdgelimitError("EL_STORE_FAILED", `malformed HTTP response: ${error.message}`);
-  }
-  if (code === "ECONNRESET") {
-    return new EdgelimitError("EL_STORE_FAILED", "connection closed before any answer");
-  }
-  return new EdgelimitError("EL_STORE_FAILED", error.message);
 }
 
 function isAddress(host: string): boolean {

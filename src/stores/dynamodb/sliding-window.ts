@@ -6,6 +6,7 @@ import {
   type Attributes,
   type ItemKey,
   numberOf,
+  readItem,
   type Table,
   type WindowedOutcome,
   windowLabel,
@@ -28,21 +29,25 @@ export async function countSlidingWindow(
   const windowKey = `${label}:${index}`;
   const item: ItemKey = { PK: { S: spec.key }, SK: { S: windowKey + table.regionSuffix } };
   const ttlSeconds = Math.ceil(end / 1000) + table.ttlGraceSeconds;
-  const increment = table.client.call<{ Attributes?: Attributes }>(
-    "UpdateItem",
-    {
-      TableName: table.name,
-      Key: item,
-      UpdateExpression: "ADD #count :cost SET #ttl = if_not_exists(#ttl, :ttl)",
-      ExpressionAttributeNames: { "#count": "count", "#ttl": "ttl" },
-      ExpressionAttributeValues: {
-        ":cost": { N: String(spec.cost) },
-        ":ttl": { N: String(ttlSeconds + windowSeconds(spec.window, now)) },
-      },
-      ReturnValues: "UPDATED_NEW",
-    },
-    { progress },
-  );
+  // A read (cost 0: a peek) is a consistent GetItem, which makes no item and costs no write.
+  const increment =
+    spec.cost === 0
+      ? readItem(table.client, table.name, item, progress).then((found) => ({ Attributes: found }))
+      : table.client.call<{ Attributes?: Attributes }>(
+          "UpdateItem",
+          {
+            TableName: table.name,
+            Key: item,
+            UpdateExpression: "ADD #count :cost SET #ttl = if_not_exists(#ttl, :ttl)",
+            ExpressionAttributeNames: { "#count": "count", "#ttl": "ttl" },
+            ExpressionAttributeValues: {
+              ":cost": { N: String(spec.cost) },
+              ":ttl": { N: String(ttlSeconds + windowSeconds(spec.window, now)) },
+            },
+            ReturnValues: "UPDATED_NEW",
+          },
+          { progress },
+        );
   const previous = table.sums.closedWindow(spec.key, `${label}:${index - 1}`, now, progress);
   const remote = table.sums.remote(spec.key, windowKey, now, progress);
   const [answer, previousCount, remoteSums] = await Promise.all([increment, previous, remote]);

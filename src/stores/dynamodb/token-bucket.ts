@@ -1,3 +1,4 @@
+import { ALGORITHMS } from "../../core/algorithms/index.js";
 import { EdgelimitError } from "../../core/errors.js";
 import type { GenerationalCache } from "../../core/generational-cache.js";
 import type { CounterSpec, StoreCallProgress } from "../../core/types.js";
@@ -36,6 +37,13 @@ export async function takeTokens(
   // Admitted while max(tat, now) + step - now <= length, the core GCRA's test.
   const latestTat = now + length - step + EPSILON;
   const ttl = Math.ceil((now + length) / 1000) + table.ttlGraceSeconds;
+  if (spec.cost === 0) {
+    // A read (a peek): a consistent GetItem, nothing written.
+    const current = await readItem(table.client, table.name, item, progress);
+    const state = current?.tat === undefined ? undefined : { tat: numberOf(current.tat) };
+    const allowed = ALGORITHMS["token-bucket"].allows(state, now, spec);
+    return { kind: "token", before: state, after: state, allowed, taken: 0, item };
+  }
   let hint = hints.get(spec.key);
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     if (step > length + EPSILON) break;

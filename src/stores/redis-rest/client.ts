@@ -8,7 +8,7 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { checkOptions, type OptionsShape, required } from "../../core/options.js";
 import { redact } from "../redact.js";
-import { parseStoreUrl } from "../store-url.js";
+import { httpEndpoint } from "../store-url.js";
 
 export type RedisArgument = string | number;
 
@@ -53,7 +53,13 @@ export class RedisRestClient {
   constructor(options: RedisRestClientOptions) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
       checkOptions("RedisRestClient", options, restConnectionShape(), { code: "EL_STORE_OPTION" });
-    this.url = checkedEndpoint(options.url);
+    this.url = httpEndpoint(options.url, {
+      option: "redisRestStore: url",
+      example: "the REST endpoint, such as https://eu1-example-12345.upstash.io",
+      plainHttp: "a proxy on your own network",
+      credentials: "pass the token as the token option",
+      otherScheme: "For redis:// use edgelimit/redis.",
+    }).href.replace(/\/+$/, "");
     this.#pipelineUrl = `${this.url.replace(/\/+$/, "")}/pipeline`;
     if (typeof options.token !== "string" || options.token === "") {
       throw new EdgelimitError(
@@ -139,25 +145,4 @@ function isErrorReply(body: unknown): body is { error: string } {
     "error" in body &&
     typeof (body as { error: unknown }).error === "string"
   );
-}
-
-/** The endpoint URL, checked: http(s), a host, no credentials (the token is separate). */
-function checkedEndpoint(url: string): string {
-  const parsed = parseStoreUrl(
-    url,
-    "redisRestStore: url must be the REST endpoint, such as https://eu1-example-12345.upstash.io",
-  );
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      `redisRestStore: url must start with https:// (or http:// for a proxy on your own network); got "${parsed.protocol}//…". For redis:// use edgelimit/redis.`,
-    );
-  }
-  if (parsed.username !== "" || parsed.password !== "") {
-    throw new EdgelimitError(
-      "EL_STORE_URL",
-      "redisRestStore: url must not carry credentials; pass the token as the token option",
-    );
-  }
-  return parsed.href.replace(/\/+$/, "");
 }

@@ -10,6 +10,7 @@ import type {
   ResetsSince,
   Store,
   StoreCallProgress,
+  StoreStatus,
   StoreTraits,
 } from "../../core/types.js";
 import { TickBatch } from "../redis/batch.js";
@@ -20,7 +21,7 @@ import {
   scriptStoreSettings,
   scriptStoreShape,
 } from "../redis/options.js";
-import { refusesCall } from "../redis/refusal.js";
+import { lostScript, refusesCall } from "../redis/refusal.js";
 import {
   APPEND_RESETS_LUA,
   appendArguments,
@@ -29,8 +30,11 @@ import {
   resetLogKeys,
 } from "../redis/reset-log.js";
 import { APPLY_COUNTERS_LUA, APPLY_COUNTERS_SHA } from "../redis/script.js";
-import { CircuitBreaker } from "../remote/breaker.js";
+import type { CircuitBreaker } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
+import { RemoteGuard } from "../remote/guard.js";
+import { statusOf } from "../remote/health.js";
+import { isWorkerd } from "../remote/runtime.js";
 import {
   type RedisArgument,
   RedisReplyError,
@@ -66,15 +70,17 @@ function redisRestStoreShape() {
  *
  * One request's counters are one `EVALSHA` (one HTTP request); decisions of the same turn are
  * batched into one. The first call of an instance sets up the connection (TLS to the
- * provider), which the decision budget does not take for a slow store.
+ * provider), which the decision budget does not take for a slow store. Calls go through the
+ * remote-store guard (`../remote/guard.ts`) as every remote store's do: a circuit breaker, a
+ * PING before the call that probes an open circuit, and `traits.status` for health pages.
  */
 export class RedisRestStore implements Store {
   readonly name = "redis-rest";
-  /** True on Workers: a call one request started is never shared with another. */
+  /** `requestScopedIo` on Workers: a call one request started is never shared with another. */
   readonly traits: StoreTraits;
   readonly prefix: string;
-  readonly breaker: CircuitBreaker | undefined;
   readonly client: RedisRestClient;
+  readonly #guard: RemoteGuard;
   readonly #serverClock: boolean;
   readonly #timeoutMs: number;
   /** Undefined when batching is off. */
@@ -89,7 +95,7 @@ export class RedisRestStore implements Store {
       checkOptions("redisRestStore", options, redisRestStoreShape(), { code: "EL_STORE_OPTION" });
     this.client = new RedisRestClient({ url: options.url, token: options.token });
     const requestScopedIo = isWorkerd();
-    this.traits = { requestScopedIo };
+    this.traits = { requestScopedIo, status: () => this.status() };
     const { prefix, serverClock, breaker, timeoutMs, maxBatch } = scriptStoreSettings(
       options,
       "redisRestStore",
@@ -97,8 +103,15 @@ export class RedisRestStore implements Store {
     );
     this.prefix = prefix;
     this.#serverClock = serverClock;
-    this.breaker = breaker === false ? undefined : new CircuitBreaker(breaker);
     this.#timeoutMs = timeoutMs;
+    // Each call bounds itself (`#call`, which aborts the request), the probe's PING too.
+    this.#guard = new RemoteGuard({
+      name: "redis REST",
+      owner: "redisRestStore",
+      breaker,
+      probe: () => this.#call(["PING"]),
+      refusal: (error) => refusesCall(error, (reply) => reply instanceof RedisReplyError),
+    });
     this.#batch =
       maxBatch === 1
         ? undefined
@@ -134,37 +147,31 @@ export class RedisRestStore implements Store {
     );
   }
 
+  /** The circuit breaker (`state`, `opened`, `rejected`); undefined with `breaker: false`. */
+  get breaker(): CircuitBreaker | undefined {
+    return this.#guard.breaker;
+  }
+
+  /** What `/healthz` and the dashboard show of the store's calls. */
+  status(): StoreStatus {
+    return statusOf([this.#guard]);
+  }
+
   /**
-   * A call through the circuit breaker, its failures as `EL_STORE_FAILED`. fetch cannot say when
-   * its connection is up: a fresh instance's first call, handshake included, is all connection
+   * A call through the guard, its failures as `EL_STORE_FAILED`. fetch cannot say when its
+   * connection is up: a fresh instance's first call, handshake included, is all connection
    * setup for the budget.
    */
-  async #guarded<T>(progress: StoreCallProgress | undefined, call: () => Promise<T>): Promise<T> {
-    const breaker = this.breaker;
-    if (breaker !== undefined && !breaker.tryAcquire()) {
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        "redis REST circuit breaker is open after repeated failures; retrying shortly",
-      );
-    }
-    const connected = this.#warm ? undefined : progress?.connecting();
-    try {
-      const answer = await call();
-      breaker?.recordSuccess();
-      return answer;
-    } catch (error) {
-      // Redis refusing this call's data is Redis answering: no reason to stop calling it.
-      if (refusesCall(error, (reply) => reply instanceof RedisReplyError)) breaker?.recordSuccess();
-      else breaker?.recordFailure();
-      if (error instanceof EdgelimitError) throw error;
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        `redis REST store failed: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    } finally {
-      this.#warm = true;
-      connected?.();
-    }
+  #guarded<T>(progress: StoreCallProgress | undefined, call: () => Promise<T>): Promise<T> {
+    return this.#guard.run(async (setup) => {
+      const connected = this.#warm ? undefined : setup?.connecting();
+      try {
+        return await call();
+      } finally {
+        this.#warm = true;
+        connected?.();
+      }
+    }, progress);
   }
 
   /**
@@ -231,7 +238,7 @@ export class RedisRestStore implements Store {
     try {
       return await this.#call(["EVALSHA", APPLY_COUNTERS_SHA, ...rest]);
     } catch (error) {
-      if (!(error instanceof RedisReplyError) || !error.message.startsWith("NOSCRIPT")) throw error;
+      if (!(error instanceof RedisReplyError) || !lostScript(error)) throw error;
       return this.#call(["EVAL", APPLY_COUNTERS_LUA, ...rest]);
     }
   }
@@ -251,15 +258,6 @@ export class RedisRestStore implements Store {
       throw error;
     }
   }
-}
-
-/**
- * Cloudflare's runtime names itself here; there a request's I/O belongs to that request, so
- * calls are never batched across requests.
- */
-function isWorkerd(): boolean {
-  const navigator = (globalThis as { navigator?: { userAgent?: string } }).navigator;
-  return navigator?.userAgent === "Cloudflare-Workers";
 }
 
 /** A store from options (endpoint and token). */

@@ -2,7 +2,8 @@
  * Fixed windows without a script: each counter's window has a key of its own, holding its count
  * as a plain integer, so a request needs no read before its write. One `INCRBY` per counter
  * answers a request: it returns the count after, which no other request saw, so each counter is
- * exact under any concurrency. What follows is sent without waiting, on the same connection (so
+ * exact under any concurrency (a cost of 0 is a `GET`: a read makes no key and sets no expiry,
+ * core/peek.ts). What follows is sent without waiting, on the same connection (so
  * that this process's next command finds it applied):
  * - the key's expiry, when the `INCRBY` made the key (it answered no more than the cost):
  *   `PEXPIRE … NX` (Redis 7), once per key and window instead of once per request;
@@ -138,7 +139,10 @@ export class FixedWindowRequest {
   queue(pipeline: Pipeline): void {
     const keys = this.#keys;
     for (let i = 0; i < keys.length; i++) {
-      pipeline.incrby(keys[i] as string, (this.counters[i] as CounterSpec).cost);
+      const cost = (this.counters[i] as CounterSpec).cost;
+      // A cost of 0 reads (a peek): `INCRBY 0` would make the key.
+      if (cost === 0) pipeline.get(keys[i] as string);
+      else pipeline.incrby(keys[i] as string, cost);
     }
   }
 
@@ -171,7 +175,7 @@ export class FixedWindowRequest {
       if (!admitted && allowed && counter.mode === "enforce" && counter.cost > 0) {
         counted -= counter.cost;
         followUp.push({ key, cost: counter.cost, ttlMs });
-      } else if (counted <= counter.cost) {
+      } else if (counter.cost > 0 && counted <= counter.cost) {
         // This request made the key (or found it emptied by a give-back): it has no expiry yet.
         followUp.push({ key, cost: 0, ttlMs });
       }
@@ -189,7 +193,7 @@ export class FixedWindowRequest {
   }
 }
 
-/** `INCRBY`. */
+/** `INCRBY` (`GET` for a cost of 0). */
 export const COMMANDS_PER_COUNTER = 1;
 
 /** Sends one request's pipeline and reads its outcome (a Cluster, or batching off). */
@@ -200,7 +204,8 @@ export async function countFixedWindows(
   if (request.counters.length === 1) {
     // One command: a pipeline's own objects would cost the caller more than the command.
     const [key, cost] = request.only();
-    return request.settle([[null, await client.incrby(key, cost)]], 0);
+    const reply = cost === 0 ? await client.get(key) : await client.incrby(key, cost);
+    return request.settle([[null, reply]], 0);
   }
   const pipeline = client.pipeline() as Pipeline;
   request.queue(pipeline);

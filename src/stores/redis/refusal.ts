@@ -33,3 +33,13 @@ export function refusesCall(error: unknown, reply: (error: Error) => boolean): b
   const code = /^[A-Z]+/.exec(error.message)?.[0] ?? "";
   return !SERVER_STATES.has(code) && !error.message.startsWith("ERR max number of clients");
 }
+
+/**
+ * True when Redis answered that it does not hold the script (`NOSCRIPT`: a restart without
+ * persistence, `SCRIPT FLUSH`, a failover to a replica that never had it): `EVAL` with the
+ * source then runs the call and caches the script again. Both Redis stores fall back so
+ * (`runner.ts`, `../redis-rest/store.ts`); such a reply is neither a refusal nor a failure.
+ */
+export function lostScript(error: unknown): boolean {
+  return (error instanceof Error ? error.message : String(error)).startsWith("NOSCRIPT");
+}

@@ -1,5 +1,6 @@
 import { Cluster } from "ioredis";
 import type { RedisClient } from "./client.js";
+import { lostScript } from "./refusal.js";
 import {
   APPLY_COUNTERS_FUNCTION,
   APPLY_COUNTERS_LIBRARY,
@@ -82,7 +83,7 @@ export class ScriptRunner {
       this.#functions = false;
     } else if (this.#functions && text.includes("Function not found")) {
       this.#reloadInBackground();
-    } else if (!text.startsWith("NOSCRIPT")) {
+    } else if (!lostScript(error)) {
       return Promise.reject(error);
     }
     // EVAL runs the code and caches the script.

@@ -40,7 +40,9 @@
  * the time the script counts with (`PX`, a duration): the server applies it on its own clock,
  * so a caller whose clock is behind the server's never writes an expiry that is already past.
  * The first write of a window sets it; the writes after it keep it (`KEEPTTL`). A refused
- * request leaves a token bucket as it was.
+ * request leaves a token bucket as it was. A counter of cost 0 is read and never written (no
+ * key made, no expiry set, no other algorithm's state dropped): a peek (src/core/peek.ts),
+ * rls's `hits_addend: 0`, a hybrid reservation's read of its fence.
  *
  * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
  * the operation order of its TypeScript twin so that both give bit-identical results (a test
@@ -184,7 +186,7 @@ end
 local function settle_bucket(call, key, limit, ms, months, cost, now, ok, counted, present, tat, expires, as_text, foreign)
   local length = length_at(ms, months, now)
   local step = length / limit
-  if counted and ok then
+  if counted and ok and cost > 0 then
     tat = tat + cost * step
     local needed = ceil(tat)
     if needed + LATE_GRACE - now <= 0 then
@@ -198,7 +200,7 @@ local function settle_bucket(call, key, limit, ms, months, cost, now, ok, counte
       local ttl = ceil(needed + length + LATE_GRACE - now)
       call("SET", key, pack("<Bdd", BUCKET, tat, now + ttl), "PX", ttl)
     end
-  elseif foreign then
+  elseif foreign and cost > 0 then
     -- Another algorithm's state.
     call("DEL", key)
   end
@@ -218,7 +220,7 @@ end
 -- is written as bytes.
 local function settle_windowed(call, key, code, limit, ms, months, cost, ok, counted, index, at, count, previous, form, foreign)
   local start, finish = start_of(ms, months, index), start_of(ms, months, index + 1)
-  if counted then
+  if counted and cost > 0 then
     count = count + cost
     if form == KEEP_EXPIRY then
       call("SET", key, pack("<Bdddd", code, index, count, previous, ms or -months), "KEEPTTL")
@@ -230,7 +232,7 @@ local function settle_windowed(call, key, code, limit, ms, months, cost, ok, cou
         or pack("<Bdddd", code, index, count, previous, ms or -months)
       call("SET", key, state, "PX", ceil(expiry + LATE_GRACE - at))
     end
-  elseif foreign then
+  elseif foreign and cost > 0 then
     -- A state of another algorithm is dropped even when not counted, as the memory store does.
     call("DEL", key)
   end
@@ -385,7 +387,7 @@ return apply(KEYS, ARGV)
 `;
 
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
-export const APPLY_COUNTERS_SHA = "dcb0607333c71ca75433801f1b152efd71c8611a";
+export const APPLY_COUNTERS_SHA = "0cdecc18ead396c2b04a4162ae9fab7b59f1e656";
 
 /**
  * The function's name: the script's SHA in it, so that processes of two versions sharing one

@@ -96,6 +96,8 @@ export const ARGUMENTS: readonly {
 export const NO_OPTIONS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   edgelimit: {
     ALGORITHMS: "a constant",
+    applyCounters:
+      "a store author's building block: counters, a time and the store's own states, no options",
     LATE_GRACE_MS: "a constant",
     MAX_COST: "a constant",
     RESET_CHECK_MS: "a constant",

@@ -69,6 +69,17 @@ export function describeStoreContract(current: () => Target): void {
       expect(after?.count).toBe(2);
     });
 
+    it("reads a counter at cost 0 and writes nothing: a request stamped before the read counts as if it were not there", async () => {
+      const store = await one();
+      const t = virtualStart();
+      const bucket = spec("ip:9|t|global", 10, { algorithm: "token-bucket" });
+      const [read] = await store.apply([{ ...bucket, cost: 0 }], t + 5 * SECOND);
+      expect(read?.remaining).toBe(10);
+      // Had the read stored the bucket's arrival time (t + 5 s), this request would hold 6 tokens.
+      const [counted] = await store.apply([bucket], t);
+      expect(counted?.count).toBe(1);
+    });
+
     it("always counts observe (shadow) counters, which never refuse a request", async () => {
       const store = await one();
       const t = virtualStart();
