@@ -20,7 +20,12 @@ import type { Scenario } from "./scenario.js";
 import { TwoWritesStore } from "./two-writes-store.js";
 
 /** The counting modes a scenario compares (docs/accuracy.md, "The modes"). */
-export type Mode = "two-writes" | "exact" | "hybrid";
+export type Mode = "two-writes" | "exact" | "hybrid" | "hybrid+holder";
+
+/** Whether `mode` counts hybrid rules by reservation (with region holders or without). */
+export function isHybridMode(mode: Mode): boolean {
+  return mode === "hybrid" || mode === "hybrid+holder";
+}
 
 const SIM_CREDENTIALS = { accessKeyId: "SIMULATED", secretAccessKey: "simulated" };
 
@@ -176,9 +181,15 @@ export class World {
         : {
             leaseRegion: store.lease.region,
             leaseTable: store.lease.table,
-            ...(store.lease.holders === undefined ? {} : { holderTable: store.lease.holders }),
             leaseRoundTripMs: this.baseRoundTrip(region, store.lease.region),
           }),
+      // `hybrid+holder`: the region holders (opt-in), in their own table where one is named.
+      ...(mode === "hybrid+holder"
+        ? {
+            regionHolder: true,
+            ...(store.lease?.holders === undefined ? {} : { holderTable: store.lease.holders }),
+          }
+        : {}),
     });
   }
 

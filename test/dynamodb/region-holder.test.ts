@@ -15,9 +15,9 @@ import {
 
 /**
  * Hybrid counting's region holder (core/hybrid/holder.ts) on two dynalite servers as two
- * regions, us-east-1 holding the lease table: each region's processes take their units from an
+ * regions, us-east-1 holding the lease table: eu-west-1's processes take their units from an
  * item in their own region's holders table, which only they write, and the holder is topped up
- * from the lease item. Under concurrent bursts from both regions, no more than the limit is
+ * from the lease item; us-east-1's reserve on the lease item directly (it is local). Under concurrent bursts from both regions, no more than the limit is
  * admitted, and no holder was ever granted more than the lease item counted.
  */
 let us: LocalDynamo;
@@ -48,8 +48,11 @@ afterAll(async () => {
   await Promise.all([us?.close(), eu?.close()]);
 });
 
-/** Three processes in each region, each with its own client; reservations in us-east-1. */
-function regionalStores(): DynamoDbStore[] {
+/**
+ * Three processes in each region, each with its own client; reservations in us-east-1; region
+ * holders when `holders` (the store's opt-in `regionHolder`).
+ */
+function regionalStores(holders: boolean): DynamoDbStore[] {
   const stores = [0, 1, 2].flatMap(() =>
     [
       { region: "us-east-1", endpoint: usProxy.endpoint },
@@ -64,7 +67,7 @@ function regionalStores(): DynamoDbStore[] {
           leaseRegion: "us-east-1",
           leaseTable: "rate-limit-leases",
           leaseEndpoint: usProxy.endpoint,
-          holderTable: "rate-limit-holders",
+          ...(holders ? { regionHolder: true, holderTable: "rate-limit-holders" } : {}),
         }),
     ),
   );
@@ -81,7 +84,7 @@ function policyWith(limit: number): ResolvedPolicy {
 
 describe("the region holder on two dynalite regions", () => {
   it("concurrent bursts from both regions: at most the limit admitted, each holder granted only what the lease item counted", async () => {
-    const stores = regionalStores();
+    const stores = regionalStores(true);
     const ip = "203.0.113.50";
     const result = await burstFleet({
       policy: policyWith(300),
@@ -121,9 +124,9 @@ describe("the region holder on two dynalite regions", () => {
         }));
       }),
     );
-    // Each region's holder is in its own region, written by it alone.
-    expect(holders.map((items) => items.length)).toEqual([1, 1]);
-    expect(granted[0]?.[0]?.region).toBe("us-east-1");
+    // The far region's holder is in its own region, written by it alone; the lease region has
+    // none: its processes reserve on the lease item, one local round trip away.
+    expect(holders.map((items) => items.length)).toEqual([0, 1]);
     expect(granted[1]?.[0]?.region).toBe("eu-west-1");
     const total = granted.flat().reduce((sum, holder) => sum + holder.granted, 0);
     expect(total).toBeGreaterThan(0);
@@ -133,5 +136,44 @@ describe("the region holder on two dynalite regions", () => {
       expect(holder.left).toBeGreaterThanOrEqual(0);
       expect(holder.left).toBeLessThanOrEqual(holder.granted);
     }
+  });
+
+  it("holders are opt-in: without regionHolder no holder item is written and the limit holds", async () => {
+    const stores = regionalStores(false);
+    const ip = "203.0.113.51";
+    const result = await burstFleet({
+      policy: policyWith(100),
+      stores,
+      ip,
+      rounds: 4,
+      perProcess: 8,
+      start: T0 + 60_000,
+      stepMs: 500,
+    });
+    await Promise.all(stores.map((store) => store.settled()));
+    expect(result.admitted).toBeLessThanOrEqual(100);
+    // No holder item in any table of either region (a holder's sort key starts "holder:").
+    const holders = await Promise.all(
+      [us, eu].flatMap((local) =>
+        ["rate-limits", "rate-limit-holders"].map(async (table) =>
+          (await scanTable(local.client, table)).filter(
+            (item) => item.PK.startsWith(`ip:${ip}|`) && item.SK.startsWith("holder:"),
+          ),
+        ),
+      ),
+    );
+    expect(holders.map((items) => items.length)).toEqual([0, 0, 0, 0]);
+  });
+
+  it("a holders table without regionHolder is refused as a store option", () => {
+    expect(
+      () =>
+        new DynamoDbStore({
+          region: "eu-west-1",
+          credentials: TEST_CREDENTIALS,
+          leaseRegion: "us-east-1",
+          holderTable: "rate-limit-holders",
+        }),
+    ).toThrow(expect.objectContaining({ code: "EL_STORE_OPTION" }));
   });
 });

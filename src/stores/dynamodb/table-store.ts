@@ -82,16 +82,17 @@ export interface DynamoDbTableOptions {
    */
   readonly leaseRoundTripMs?: number;
   /**
-   * Hybrid counting's region holder (core/hybrid/holder.ts; default true when reservations go
-   * to another region or table): this region's processes spend reserved units from an item in
-   * the region's own replica, one local write per chunk, instead of each reserving from the
-   * lease region. `false`: every process reserves in the lease region itself.
+   * Hybrid counting's region holder (core/hybrid/holder.ts; opt-in, default false): where
+   * reservations go to another region, this region's processes spend reserved units from an
+   * item in the region's own replica, one local write per chunk, instead of each reserving from
+   * the lease region (docs/accuracy.md, "Region holders (opt-in)"). In `leaseRegion` itself
+   * processes keep reserving from the lease item directly: it is as near as a holder would be.
    */
   readonly regionHolder?: boolean;
   /**
-   * The region holders' table (default `table`): a table of this name in each region, not a
-   * global table, saves the replicated writes of the holder items, which only their own region
-   * ever reads.
+   * The region holders' table, with `regionHolder` (default `table`): a table of this name in
+   * each region, not a global table, saves the replicated writes of the holder items, which
+   * only their own region ever reads.
    */
   readonly holderTable?: string;
 }
@@ -222,10 +223,15 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
         }),
       };
     }
-    // Where reservations are this region's own items already, a holder would only add a hop.
-    const remoteLeases = this.#leases !== this.#table;
+    if (options.holderTable !== undefined && options.regionHolder !== true) {
+      throw new EdgelimitError(
+        "EL_STORE_OPTION",
+        `${owner}: holderTable names the region holders' table; set regionHolder: true to use them`,
+      );
+    }
+    // In the lease region the lease item is local already: a holder would only add a write.
     this.holder =
-      remoteLeases && options.regionHolder !== false
+      options.regionHolder === true && !sameRegion
         ? new DynamoDbRegionHolder(
             this.client,
             options.holderTable ?? this.table,

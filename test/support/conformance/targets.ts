@@ -265,8 +265,9 @@ class WorkerdStore implements Store {
 
 /**
  * DynamoDB as a deployment over regions uses it for hybrid counting: the "processes" are in two
- * regions (alternately), reservations go to a lease table in the first, and each region's
- * processes share a region holder (core/hybrid/holder.ts) in a holders table, all on one
+ * regions (alternately), reservations go to a lease table in the first, whose processes reserve
+ * there directly, and the second's share a region holder (core/hybrid/holder.ts, opt-in
+ * `regionHolder`) in a holders table, all on one
  * dynalite. Exact rules count in a table every region shares, as one replica would.
  */
 export async function dynamodbRegionsTarget(): Promise<Target> {
@@ -292,6 +293,7 @@ export async function dynamodbRegionsTarget(): Promise<Target> {
             leaseRegion: "us-east-1",
             leaseTable: leases,
             leaseEndpoint: local.endpoint,
+            regionHolder: true,
             holderTable: holders,
           }),
       );
