@@ -19,7 +19,7 @@ import type {
   StoreCallProgress,
 } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
-import { type Attributes, type ItemKey, numberOf, readItem, windowKeyAt } from "./items.js";
+import { type Attributes, type ItemKey, numberOf, windowKeyAt } from "./items.js";
 import { type DynamoDbClient, DynamoDbError } from "./protocol.js";
 
 /** Writes a take makes at most: its ask, then what is left (twice, if another took it first). */
@@ -34,8 +34,6 @@ export class DynamoDbRegionHolder implements RegionHolder {
   readonly #tableName: string;
   readonly #ttlGraceSeconds: number;
   readonly #region: string;
-  /** The server returns the item with a failed condition (DynamoDB does; dynalite does not). */
-  #returnsItems = false;
 
   /** `client`: the region's nearest replica; `region`: this store's, the holder's owner. */
   constructor(client: DynamoDbClient, tableName: string, ttlGraceSeconds: number, region: string) {
@@ -79,14 +77,11 @@ export class DynamoDbRegionHolder implements RegionHolder {
         if (!(error instanceof DynamoDbError) || error.type !== "ConditionalCheckFailedException") {
           throw error;
         }
-        // Less is left than was asked: take what is left, if it covers the request. (A server
-        // that does not return the item with a failed condition is asked for it.)
-        if (error.item !== undefined) this.#returnsItems = true;
-        found =
-          error.item ??
-          (this.#returnsItems
-            ? undefined
-            : await readItem(this.#client, this.#tableName, this.#key(counter, now), progress));
+        // Less is left than was asked: take what is left, if it covers the request. Without
+        // the item (none yet, the region's first request in the window; or a server that does
+        // not return it, dynalite) nothing is read: the request reserves in the lease item,
+        // and a read here would only add a round trip to the path that already waits.
+        found = error.item;
         ask = Math.min(ask, numberOf(found?.left));
       }
     }
