@@ -130,8 +130,8 @@ export interface Store {
   /** What the limiter and health pages read about the store besides its calls (all optional). */
   readonly traits?: StoreTraits;
   /**
-   * Hybrid counting's region holder, where the store has one (DynamoDB with reservations in
-   * another region or table): units reserved for this region, spent by all of its processes
+   * Hybrid counting's region holder, where the store has one (DynamoDB with its opt-in
+   * `regionHolder`, outside the lease region): units reserved for this region, spent by all of its processes
    * from its nearest replica (core/hybrid/holder.ts). Optional: without it each process
    * reserves from the store itself.
    */
@@ -150,7 +150,8 @@ export interface Store {
 export interface RegionHolder {
   /**
    * Takes `units` of `counter` in the window of `now`, or what is left when that is less but at
-   * least `counter.cost`; nothing when even that is not left (or the holder has no item).
+   * least `counter.cost` (as far as the server returns the item with a failed condition:
+   * DynamoDB does, dynalite does not); nothing when even that is not left (or there is no item).
    * `claimAhead`: the take also claims reserving the next window ahead for the region, which
    * only the first such take of the window gets (`HolderState.claimedAhead`).
    */
