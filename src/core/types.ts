@@ -131,9 +131,9 @@ export interface Store {
   readonly traits?: StoreTraits;
   /**
    * Hybrid counting's region holder, where the store has one (DynamoDB with its opt-in
-   * `regionHolder`, outside the lease region): units reserved for this region, spent by all of its processes
-   * from its nearest replica (core/hybrid/holder.ts). Optional: without it each process
-   * reserves from the store itself.
+   * `regionHolder`, outside the lease region): units reserved for this region, spent by all
+   * of its processes from its nearest replica (core/hybrid/holder.ts). Optional: without it
+   * each process reserves from the store itself.
    */
   readonly holder?: RegionHolder;
 }
