@@ -16,6 +16,7 @@ export {
 } from "./core/algorithms/index.js";
 export { MAX_COST } from "./core/cost.js";
 export type { Scheduler } from "./core/deadline.js";
+export type { Decision } from "./core/decision.js";
 export type { AddressList, EngineCompanions } from "./core/engine.js";
 export { EdgelimitError, type ErrorCode, type PolicyIssue } from "./core/errors.js";
 export { type HybridOptions, hybridCounting } from "./core/hybrid-counting.js";
@@ -26,6 +27,7 @@ export {
   createRateLimit,
   type RateLimit,
   type RateLimitOptions,
+  type RateLimitReason,
   type RateLimitResult,
 } from "./core/rate-limit.js";
 export { RESET_CHECK_MS, type ReadResets, ResetWatch } from "./core/reset-watch.js";

@@ -3,12 +3,14 @@
  * every adapter and the gateway use. A newcomer's map: core/engine.ts decides, http/respond.ts
  * answers, this file joins them and builds the token verifier the policy asks for.
  */
+import type { CountingStep } from "./core/count-step.js";
 import {
   type AddressList,
   DecisionEngine,
   type EngineCompanions,
   type EngineOptions,
 } from "./core/engine.js";
+import { EdgelimitError } from "./core/errors.js";
 import type { TokenVerifier } from "./core/identify.js";
 import type { LocalCountingStatus } from "./core/local-fallback.js";
 import type { ResolvedPolicy } from "./core/model.js";
@@ -20,6 +22,9 @@ import {
   required,
   STORE,
 } from "./core/options.js";
+import { OverrideAdmin } from "./core/override-admin.js";
+import { OverrideWatch } from "./core/override-watch.js";
+import { DEFAULT_OVERRIDE_REFRESH_MS } from "./core/overrides.js";
 import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
@@ -34,7 +39,7 @@ export type LimiterCompanions = EngineCompanions;
 
 export interface LimiterOptions
   extends SecretContext,
-    Omit<EngineOptions, "tokens" | "onStoreError"> {
+    Omit<EngineOptions, "tokens" | "onStoreError" | "overrideWatch"> {
   /**
    * Called with the cause each time the store fails a decision (before the rule's fail mode
    * applies). Default: a warning on the console, at most one line every 10 s with the cause and
@@ -48,6 +53,12 @@ export interface LimiterOptions
    * `identity.user.jwt`, with secrets read through `env` and `readFile`.
    */
   readonly tokens?: (policy: ResolvedPolicy) => TokenVerifier | undefined;
+  /**
+   * Operators' overrides, read from the store (memory, Redis) in the background every
+   * `refreshMs` (default 5 s: how long a change made elsewhere takes to apply here); never on a
+   * request's path. `false`: none are read. See docs/overrides.md.
+   */
+  readonly overrides?: false | { readonly refreshMs?: number } | undefined;
 }
 
 function limiterShape() {
@@ -66,6 +77,7 @@ function limiterShape() {
     denylists: "array",
     env: "object",
     readFile: "function",
+    overrides: [false, fields({ refreshMs: "number" })],
   } satisfies OptionsShape<LimiterOptions>;
 }
 
@@ -78,19 +90,59 @@ export class Limiter {
   readonly #engine: DecisionEngine;
   readonly #options: LimiterOptions;
   readonly #clock: () => number;
+  readonly #overrides: OverrideAdmin | undefined;
   #responder: Responder;
 
-  constructor(options: LimiterOptions) {
+  /**
+   * `step`: a counting step on the same store to share with another caller (the rate limit
+   * service's configuration mode, which counts beside its policy); its own block cache, local
+   * fallback and store-failure observer then stand for the options'. `createLimiter` takes
+   * none: the limiter makes its own.
+   */
+  constructor(options: LimiterOptions, step?: CountingStep) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
       checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    this.#engine = new DecisionEngine({
-      ...options,
-      tokens: this.#tokensFor(options.policy),
-      onStoreError: storeErrorObserver(options),
-    });
+    // The edge bundles (Lambda@Edge, Workers) carry no overrides yet: their stores keep none,
+    // and the viewer-request file's size is bounded (docs/aws.md).
+    const watch =
+      typeof EDGELIMIT_BUNDLE === "undefined" && step === undefined
+        ? overrideWatch(options, () => this.#engine)
+        : undefined;
+    this.#engine = new DecisionEngine(
+      {
+        ...options,
+        tokens: this.#tokensFor(options.policy),
+        onStoreError: storeErrorObserver(options),
+        overrideWatch: watch,
+      },
+      step,
+    );
     this.#responder = new Responder(options.policy);
+    const held = this.#engine.step.overrides;
+    if (typeof EDGELIMIT_BUNDLE === "undefined" && held !== undefined) {
+      this.#overrides = new OverrideAdmin(held.source, () => this.policy, this.#clock, held);
+      void held.start();
+    }
+  }
+
+  /**
+   * Operators' overrides in the store (docs/overrides.md): `set`, `list`, `remove`, `changes`.
+   * A change applies on this instance at once and on the others within their refresh. Throws
+   * `EL_OVERRIDE_STORE` on a store that keeps none (or with `overrides: false`).
+   */
+  get overrides(): OverrideAdmin {
+    if (this.#overrides !== undefined) return this.#overrides;
+    throw new EdgelimitError(
+      "EL_OVERRIDE_STORE",
+      `the ${this.store.name} store keeps no overrides here; the memory and Redis stores do (and only with the overrides option not false)`,
+    );
+  }
+
+  /** Stops the background work this limiter started (reading overrides); the store stays open. */
+  close(): void {
+    this.#engine.step.close();
   }
 
   get policy(): ResolvedPolicy {
@@ -212,6 +264,26 @@ function storeErrorObserver(
     warning.warn(
       `edgelimit: the ${name} store failed a decision, so the rules' fail modes applied (local, open or closed): ${causeOf(error)}`,
     );
+}
+
+/** The overrides watch for a limiter's store, when it keeps overrides and they are wanted. */
+function overrideWatch(
+  options: LimiterOptions,
+  engine: () => DecisionEngine,
+): OverrideWatch | undefined {
+  if (options.overrides === false || options.store.overrides === undefined) return undefined;
+  const refreshMs = options.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS;
+  if (!Number.isSafeInteger(refreshMs) || refreshMs < 10) {
+    throw new EdgelimitError(
+      "EL_BAD_OPTION",
+      `createLimiter: overrides.refreshMs ${refreshMs} is not a whole number of milliseconds of 10 or more`,
+    );
+  }
+  // A new limit or an allow may end a block the block cache still holds.
+  return new OverrideWatch(options.store.overrides(), {
+    refreshMs,
+    onChange: () => engine().step.forgetBlocks(),
+  });
 }
 
 export function createLimiter(options: LimiterOptions): Limiter {

@@ -47,6 +47,24 @@ export async function startServer(
   }
 }
 
+/** Starts `argv`, which prints the port it listens on as its first line. */
+export async function startPrinting(argv: readonly string[]): Promise<Server> {
+  const child = spawn(argv[0] as string, argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(child);
+  const port = await new Promise<number>((resolve, reject) => {
+    let output = "";
+    const timer = setTimeout(() => reject(new Error(`${argv.join(" ")}: no port in 30 s`)), 30_000);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8");
+      if (!output.includes("\n")) return;
+      clearTimeout(timer);
+      resolve(Number(output.split("\n")[0]));
+    });
+    child.once("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}`)));
+  });
+  return { port, pid: child.pid as number };
+}
+
 /** Stops every server started here: SIGTERM, then SIGKILL after 12 s. */
 export async function stopServers(): Promise<void> {
   const running = children.filter((child) => child.exitCode === null && child.signalCode === null);

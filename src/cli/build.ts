@@ -138,10 +138,12 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   };
   const esbuild = await loadEsbuild();
   // Code a request needs only sometimes is a file of its own, required on first use: the
-  // challenge (page, proof of work, pass signing) and jose (only a request with a token).
+  // challenge (page, proof of work, pass signing), jose (only a request with a token) and
+  // `limiter.peek` (which no Lambda@Edge handler calls: the file is there for a custom one).
   const lazyFiles: Record<string, string> = {
     [sources.challenge]: "./challenge.js",
     [sources.jose]: "./jose.js",
+    [sources.peek]: "./peek.js",
   };
   const bundle = async (entry: string) => {
     const result = await esbuild.build({
@@ -307,6 +309,7 @@ function sourceLayout(): {
   hybrid: string;
   challenge: string;
   jose: string;
+  peek: string;
   adapter: (name: string) => string;
 } {
   const here = dirname(fileURLToPath(import.meta.url));
@@ -318,6 +321,7 @@ function sourceLayout(): {
     hybrid: join(root, "core", `hybrid-counting${extension}`),
     challenge: join(root, "challenge", `index${extension}`),
     jose: join(root, "tokens", `jose${extension}`),
+    peek: join(root, "core", `peek${extension}`),
     adapter: (name) => join(root, "adapters", "lambda-edge", `${name}${extension}`),
   };
 }

@@ -13,6 +13,7 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<numb
   replay: () => import("./replay.js"),
   simulate: () => import("./simulate.js"),
   schema: () => import("./schema.js"),
+  override: () => import("./override.js"),
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -54,7 +55,7 @@ async function main(argv: string[]): Promise<number> {
 /** What each command needs beyond edgelimit's own dependencies (peerDependencies, optional). */
 const OPTIONAL_PACKAGES: Record<string, readonly string[]> = {
   serve: ["pino", "undici", "uplot"],
-  rls: ["@grpc/grpc-js", "pino", "uplot"],
+  rls: ["pino", "uplot"],
   build: ["esbuild"],
 };
 

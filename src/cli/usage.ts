@@ -127,6 +127,31 @@ modeled networks, replicas and instances (see docs/accuracy.md; examples/scenari
   -h, --help             this text
 `;
 
+export const OVERRIDE_USAGE = `Usage: edgelimit override set|list|remove [SUBJECT] --store URL [options]
+
+Operators' overrides in the store every instance reads (docs/overrides.md): for one subject
+(user:ID, key:KEY, ip:ADDRESS or ip:RANGE), a limit, block or allow, on one rule, a plan's
+rules or all rules. Each instance applies a change within its refresh (default 5 s).
+Every change is logged with its time and note.
+
+  set SUBJECT            store an override (replaces the one of its subject and scope)
+  list                   print the overrides in force
+  remove SUBJECT         remove the override of the subject and scope
+  --store URL            redis://HOST:PORT | redis+cluster://H:P,H:P (the limiters' store)
+  --policy FILE          the policy the limiters run (set: its rules and overrides bounds)
+  --rule ID              one rule (default: all rules)
+  --plan NAME            the rules of one plan
+  --limit N              set: this limit instead of the rule's (same window, same count)
+  --block                set: always refuse (403)
+  --reason TEXT          set --block: why (kept for operators, never sent to clients)
+  --allow                set: never count or limit
+  --until TIME           set: when it ends: ISO 8601, epoch milliseconds, or from now (2h, 3d)
+  --note TEXT            who and why, kept with the override and in the change log
+  --log N                list: also print the last N changes
+  --json                 print JSON
+  -h, --help             this text
+`;
+
 export const ENVIRONMENT = `Environment:
   { env: NAME } secrets  a policy's secrets (identity.user.jwt.secret, challenge.secret, ...)
                          may name a variable, such as EDGELIMIT_JWT_SECRET or
@@ -161,6 +186,7 @@ export const COMMAND_USAGES = {
   replay: REPLAY_USAGE,
   simulate: SIMULATE_USAGE,
   schema: SCHEMA_USAGE,
+  override: OVERRIDE_USAGE,
 } as const;
 
 export function topLevelUsage(): string {

@@ -1,10 +1,40 @@
 /**
- * The counters a request touches: one per matched rule, keyed `<subject>|<namespace>|<scope>`.
+ * Counters: `counterOf`, the one way a rule becomes a counter for the counting step
+ * (count-step.ts), and the counters a request touches (one per matched rule, keyed
+ * `<subject>|<namespace>|<scope>`). rls's configuration mode and `createRateLimit` key their
+ * counters their own way and build them with `counterOf` too.
  */
 import { GenerationalCache } from "./generational-cache.js";
 import type { Identity } from "./identify.js";
 import type { CompiledRule } from "./match.js";
+import type { ResolvedRule } from "./model.js";
 import type { CounterSpec } from "./types.js";
+
+/**
+ * The counter of `rule` for `subject` under `key` (which begins with the subject: stores hash
+ * or shard by it). Shadow rules observe; the others enforce. `namespace` is the one stores and
+ * reports file it under (the rule's own unless the caller groups its rules, as rls by domain).
+ */
+export function counterOf(
+  rule: ResolvedRule,
+  subject: string,
+  key: string,
+  cost: number = rule.cost,
+  namespace: string = rule.namespace,
+): CounterSpec {
+  return {
+    key,
+    subject,
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    window: rule.window,
+    cost,
+    mode: rule.shadow ? "observe" : "enforce",
+    ruleId: rule.id,
+    namespace,
+    counting: rule.counting,
+  };
+}
 
 /** Subjects per counter-cache generation (at most twice this many held; see GenerationalCache). */
 const CACHED_SUBJECTS_PER_GENERATION = 16_384;
@@ -62,19 +92,7 @@ export class CounterBuilder {
     }
     let counter = counters[compiled.ordinal];
     if (counter === undefined) {
-      const { rule } = compiled;
-      counter = {
-        key: subject + compiled.keySuffix,
-        subject,
-        algorithm: rule.algorithm,
-        limit: rule.limit,
-        window: rule.window,
-        cost: rule.cost,
-        mode: rule.shadow ? "observe" : "enforce",
-        ruleId: rule.id,
-        namespace: rule.namespace,
-        counting: rule.counting,
-      };
+      counter = counterOf(compiled.rule, subject, subject + compiled.keySuffix);
       counters[compiled.ordinal] = counter;
     }
     return counter;

@@ -2,30 +2,27 @@
  * The decision engine: a request description in, a `Decision` out. This file only orchestrates;
  * each step lives in a file named for it (identify, match, counters, deadline, outcome).
  */
-import { BlockCache } from "./block-cache.js";
 import { checkCost } from "./cost.js";
+import { CountingStep, type CountingStepOptions } from "./count-step.js";
 import { CounterBuilder } from "./counters.js";
-import { type BudgetTimes, REAL_SCHEDULER, type Scheduler, withinBudget } from "./deadline.js";
+import type { Scheduler } from "./deadline.js";
 import type { Decision } from "./decision.js";
 import { EdgelimitError } from "./errors.js";
 import { Identifier, type Identity, primarySubject, type TokenVerifier } from "./identify.js";
 import { type Address, CidrSet } from "./ip.js";
-import { type LocalCountingStatus, LocalFallback, stillAnswering } from "./local-fallback.js";
-import { type CompiledRule, type Match, RuleMatcher } from "./match.js";
+import type { LocalCountingStatus } from "./local-fallback.js";
+import { type Match, RuleMatcher } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, cachedBlock, decideFromCounts } from "./outcome.js";
+import type { CountedDecision } from "./outcome.js";
+import type { OverrideWatch } from "./override-watch.js";
 import { normalizePath } from "./path.js";
-import { type Peek, peekRequest } from "./peek.js";
+import type { Peek } from "./peek.js";
 import type {
   ChallengeClient,
-  CounterSpec,
-  CounterState,
   PassVerifier,
   RequestDescription,
-  ResetFollower,
   RuleOutcome,
   Store,
-  StoreTraits,
 } from "./types.js";
 
 /** Anything that can say whether an address is on a list (static CIDRs, a refreshing source). */
@@ -64,6 +61,8 @@ export interface EngineOptions extends EngineCompanions {
   readonly blockCache?: false | { readonly maxKeys?: number } | undefined;
   /** Bounds the counters a `failMode: local` rule holds while the store is failed (local-fallback.ts). */
   readonly localFallback?: { readonly maxKeys?: number } | undefined;
+  /** The operators' overrides, held in this process (the limiter makes it; override-watch.ts). */
+  readonly overrideWatch?: OverrideWatch | undefined;
 }
 
 /** One request on its way through `decide`: what every step after identity needs. */
@@ -94,47 +93,46 @@ const NO_NAMES: readonly string[] = Object.freeze([]);
 const NO_RULES: readonly ResolvedRule[] = Object.freeze([]);
 
 /**
- * Decides requests for a policy against a store. `decide` never throws for a store failure
- * (the rules' fail modes apply) and never waits for a store longer than the policy's budget
- * (see `deadline.ts` for what the budget measures).
+ * Decides requests for a policy against a store: identifies the client, matches the rules,
+ * builds the counters and hands them to the counting step (count-step.ts), which every entry
+ * into the core shares. `decide` never throws for a store failure (the rules' fail modes apply)
+ * and never waits for a store longer than the policy's budget (see `deadline.ts`).
  */
 export class DecisionEngine {
   readonly store: Store;
-  /** The store's answer in this process, when it lives here (`StoreTraits.applySync`). */
-  readonly #applySync: StoreTraits["applySync"];
-  readonly #roundTripMs: StoreTraits["roundTripMs"];
+  /** Where the counters go: the block cache, the store within the budget, the fail modes. */
+  readonly step: CountingStep;
   readonly #clock: () => number;
-  readonly #scheduler: Scheduler;
-  readonly #blockCache: BlockCache | undefined;
-  /** Where the store keeps a log of resets: hears of other processes' (reset-watch.ts). */
-  readonly #resetWatch: ResetFollower | undefined;
-  readonly #local: LocalFallback;
-  readonly #onStoreError: EngineOptions["onStoreError"];
   #companions: EngineCompanions;
   #prepared: Prepared;
 
-  constructor(options: EngineOptions) {
+  /**
+   * `step`: a counting step to share with another caller on the same store (the rate limit
+   * service's configuration mode); its own options then stand for `options`' block cache,
+   * local fallback, scheduler and store-failure observer.
+   */
+  constructor(options: EngineOptions, step?: CountingStep) {
     const store = options.store;
     this.store = store;
-    this.#applySync = store.traits?.applySync;
-    this.#roundTripMs = store.traits?.roundTripMs;
     this.#clock = options.clock ?? Date.now;
-    this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
     this.#companions = options;
-    this.#onStoreError = options.onStoreError;
     checkHybridStore(options.policy, store);
     this.#prepared = prepare(options.policy, options.tokens);
-    const cache = options.blockCache ?? (this.#applySync !== undefined ? false : {});
-    this.#blockCache = cache === false ? undefined : new BlockCache(cache.maxKeys);
-    if (this.#blockCache !== undefined) {
-      this.#resetWatch = store.followResets?.(this.#blockCache, this.#scheduler);
-    }
-    this.#local = new LocalFallback(options.localFallback);
+    this.step =
+      step ??
+      new CountingStep({
+        store,
+        scheduler: options.scheduler,
+        blockCache: options.blockCache,
+        localFallback: options.localFallback,
+        onStoreError: observer(options),
+        overrides: options.overrideWatch,
+      });
   }
 
   /** What `failMode: local` rules counted in this process while the store was failed. */
   get localCounting(): LocalCountingStatus {
-    return this.#local.status;
+    return this.step.localCounting;
   }
 
   get policy(): ResolvedPolicy {
@@ -143,7 +141,7 @@ export class DecisionEngine {
 
   /** Round trips the block cache saved since start. */
   get blockCacheHits(): number {
-    return this.#blockCache?.hits ?? 0;
+    return this.step.blockCacheHits;
   }
 
   /** Swaps the policy; counters live in the store, so they survive. Throws if it cannot. */
@@ -154,7 +152,7 @@ export class DecisionEngine {
   ): void {
     checkHybridStore(policy, this.store);
     this.#prepared = prepare(policy, tokens);
-    this.#blockCache?.clear();
+    this.step.forgetBlocks();
     if (companions !== undefined) this.#companions = { ...this.#companions, ...companions };
   }
 
@@ -169,17 +167,22 @@ export class DecisionEngine {
     return { ip: identity.address?.toString(), subject: primarySubject(identity) };
   }
 
-  /** What `decide` would report for each rule `request` matches, counting nothing (peek.ts). */
-  peek(request: RequestDescription): Promise<Peek> {
+  /**
+   * What `decide` would report for each rule `request` matches, counting nothing (peek.ts:
+   * loaded on first use, so that a Lambda@Edge bundle, whose handlers never peek, leaves it out
+   * of the file every cold start loads; see src/cli/build.ts).
+   */
+  async peek(request: RequestDescription): Promise<Peek> {
     const prepared = this.#prepared;
     const companions = this.#companions;
+    const { peekRequest } = await import("./peek.js");
     return peekRequest(request, {
       ...prepared,
-      store: this.store,
-      applySync: this.#applySync,
       clock: this.#clock,
-      scheduler: this.#scheduler,
-      budget: (counters) => this.#budgetOf(prepared.policy, counters),
+      read: (rules, counters, now) =>
+        this.step.read({ terms: prepared.policy, rules, counters, now }),
+      overridden: (rules, counters, passVerified, now) =>
+        this.step.overridden(rules, counters, passVerified, now),
       listedAs: (address) =>
         listed(prepared.deny, companions.denylists, address)
           ? "denylisted"
@@ -187,7 +190,6 @@ export class DecisionEngine {
             ? "allowlisted"
             : undefined,
       passes: companions.passes,
-      local: this.#local,
     });
   }
 
@@ -213,7 +215,7 @@ export class DecisionEngine {
     );
     const counters = prepared.counters.countersFor(chosen, identity, undefined, false);
     await reset.call(this.store, counters, this.#clock());
-    for (const counter of counters) this.#blockCache?.forget(counter.key);
+    this.step.forgetBlocksOf(counters);
     return chosen.map(({ rule }) => rule.id);
   }
 
@@ -239,14 +241,14 @@ export class DecisionEngine {
     const { prepared, request, identity } = attempt;
     const { address } = identity;
     if (listed(prepared.deny, this.#companions.denylists, address)) {
-      return this.#finish(attempt, NO_RULES, unlisted("block", "denylisted"));
+      return this.#finish(attempt, unlisted("block", "denylisted"));
     }
     if (listed(prepared.allow, this.#companions.allowlists, address)) {
-      return this.#finish(attempt, NO_RULES, unlisted("allow", "allowlisted"));
+      return this.#finish(attempt, unlisted("allow", "allowlisted"));
     }
     const match = prepared.matcher.match(identity, attempt.path, request);
     if (match.compiled.length === 0) {
-      return this.#finish(attempt, NO_RULES, unlisted("allow", "no-rule"));
+      return this.#finish(attempt, unlisted("allow", "no-rule"));
     }
     // A challenge pass is checked only when a matched rule challenges.
     const passes = this.#companions.passes;
@@ -273,146 +275,22 @@ export class DecisionEngine {
       request.cost,
       verified,
     );
-    // Counted at the time it reaches the store, not when it started: a token or pass check may
-    // have taken a while (a late request costs the counter's newest window, see countedAt).
-    const now = attempt.waited ? this.#clock() : attempt.started;
-    return this.#applyCounters(attempt, now, match, counters, verified);
+    const counted = this.step.count({
+      terms: prepared.policy,
+      rules: match.rules,
+      counters,
+      failClosed: match.failClosedPath,
+      passVerified: verified,
+      // Counted at the time it reaches the store, not when it started: a token or pass check
+      // may have taken a while (a late request costs the counter's newest window, countedAt).
+      now: attempt.waited ? this.#clock() : attempt.started,
+      request,
+    });
+    if (counted instanceof Promise) return counted.then((known) => this.#finish(attempt, known));
+    return this.#finish(attempt, counted);
   }
 
-  /**
-   * Decides for counters its caller matched itself rather than for a request: the rate limit
-   * service (src/rls/) matches Envoy's descriptors against its own configuration, then the
-   * counters go to the store exactly as `decide`'s do, in one call under the policy's budget,
-   * with the block cache and the rules' fail modes. `rules[i]` is the rule `counters[i]`
-   * counts for; `subject` and `path` are what the decision reports.
-   */
-  decideCounters(
-    rules: readonly ResolvedRule[],
-    counters: readonly CounterSpec[],
-    subject: string,
-    path: string,
-  ): Decision | Promise<Decision> {
-    // A cost of 0 checks without counting (Envoy's `hits_addend: 0`).
-    for (const counter of counters) checkCost(counter.cost, "a counter's cost", 0);
-    const started = this.#clock();
-    const identity: Identity = {
-      tier: "anonymous",
-      plan: undefined,
-      ipSubject: subject,
-      userSubject: undefined,
-      address: undefined,
-    };
-    const match: Match = {
-      compiled: rules.map((rule) => ({
-        rule,
-        ordinal: -1,
-        keySuffix: "",
-        foldedPrefix: undefined,
-        methods: undefined,
-        plans: undefined,
-      })),
-      rules,
-      // `path` names the caller's counters (`rls:<domain>`): no `failClosed` prefix is theirs.
-      failClosedPath: false,
-    };
-    const attempt: Attempt = {
-      prepared: this.#prepared,
-      request: { path },
-      identity,
-      path,
-      started,
-      waited: false,
-    };
-    return this.#applyCounters(attempt, started, match, counters, false);
-  }
-
-  /**
-   * One store call for a request's counters (or the block cache, or the fail mode): the
-   * decision. `now` is the time they are counted at; `started`, when the decision began.
-   */
-  #applyCounters(
-    attempt: Attempt,
-    now: number,
-    match: Match,
-    counters: readonly CounterSpec[],
-    verified: boolean,
-  ): Decision | Promise<Decision> {
-    const { request } = attempt;
-    const { policy } = attempt.prepared;
-    const { compiled, rules } = match;
-    const cache = this.#blockCache;
-    const blocked = cache?.blockedUntil(counters, now);
-    if (cache !== undefined && blocked !== undefined) {
-      // A reset elsewhere may have ended the block: read the store's log first when it is due.
-      const checking = this.#resetWatch?.due(now, this.#budgetOf(policy, counters));
-      if (checking !== undefined) {
-        return checking.then(() => this.#applyCounters(attempt, now, match, counters, verified));
-      }
-      cache.answered();
-      const at = counters.findIndex((counter) => counter.key === blocked.key);
-      const { rule } = compiled[at] as CompiledRule;
-      return this.#finish(attempt, [rule], cachedBlock(rule, blocked, now));
-    }
-    const store = this.store;
-    const applySync = this.#applySync;
-    if (applySync !== undefined) {
-      // The in-process store answers at once: no promise, no timer.
-      let states: CounterState[];
-      try {
-        states = applySync(counters, now);
-      } catch (error) {
-        const cause = this.#storeFailed(error, request);
-        const failed = this.#local.decide(policy, match, counters, verified, now, cause);
-        return this.#finish(attempt, failed.rules, failed);
-      }
-      const counted = decideFromCounts(compiled, counters, states, verified, this.#blockCache, now);
-      return this.#finish(attempt, rules, counted);
-    }
-    const budget = this.#budgetOf(policy, counters);
-    this.#resetWatch?.prime(now, budget);
-    // What this process admitted on its own while the store was failed rides along (store-debt.ts).
-    const paying = this.#local.pay(counters, now);
-    return withinBudget(
-      (progress) => store.apply(paying?.counters ?? counters, now, progress),
-      budget,
-      store.name,
-      this.#scheduler,
-    ).then(
-      (states) => {
-        if (paying !== undefined) this.#local.settle(paying, states);
-        return this.#finish(
-          attempt,
-          rules,
-          decideFromCounts(compiled, counters, states, verified, this.#blockCache, now),
-        );
-      },
-      (error: unknown) => {
-        if (paying !== undefined) this.#local.settle(paying, undefined);
-        const cause = this.#storeFailed(error, request);
-        const slow = stillAnswering(error, store);
-        const failed = this.#local.decide(policy, match, counters, verified, now, cause, slow);
-        return this.#finish(attempt, failed.rules, failed);
-      },
-    );
-  }
-
-  /** The budget of a store call for these counters (see deadline.ts). */
-  #budgetOf(policy: ResolvedPolicy, counters: readonly CounterSpec[]): BudgetTimes {
-    const { budgetMs, connectBudgetMs } = policy;
-    return { budgetMs, connectBudgetMs, expectedRoundTripMs: this.#roundTripMs?.(counters) ?? 0 };
-  }
-
-  /** Reports a store failure to the observer, and returns its cause in words. */
-  #storeFailed(error: unknown, request: RequestDescription): string {
-    try {
-      this.#onStoreError?.(error, request);
-    } catch {
-      // Observers must never change a decision.
-    }
-    return error instanceof Error ? error.message : String(error);
-  }
-
-  #finish(attempt: Attempt, rules: readonly ResolvedRule[], counted: CountedDecision): Decision {
+  #finish(attempt: Attempt, counted: CountedDecision): Decision {
     const { identity } = attempt;
     return {
       action: counted.action,
@@ -420,7 +298,7 @@ export class DecisionEngine {
       rule: counted.rule,
       outcome: counted.outcome,
       outcomes: counted.outcomes,
-      rules,
+      rules: counted.rules,
       shadowed: counted.shadowed,
       retryAfterSeconds: counted.retryAfterSeconds,
       tier: identity.tier,
@@ -483,7 +361,17 @@ function unlisted(action: "allow" | "block", reason: Decision["reason"]): Counte
     rule: undefined,
     outcome: undefined,
     outcomes: NO_OUTCOMES,
+    rules: NO_RULES,
     shadowed: NO_NAMES,
     retryAfterSeconds: 0,
+  };
+}
+
+/** The engine's store-failure observer as the counting step calls it (always with a request). */
+function observer(options: EngineOptions): CountingStepOptions["onStoreError"] {
+  const observe = options.onStoreError;
+  if (observe === undefined) return undefined;
+  return (error, request) => {
+    if (request !== undefined) observe(error, request);
   };
 }

@@ -42,6 +42,20 @@ export type ErrorCode =
   | "EL_RLS_CONFIG"
   /** A call to `edgelimit rls` that cannot be decided (malformed, no domain, no descriptor). */
   | "EL_RLS_REQUEST"
+  /** An override whose subject is not `user:`, `key:` or `ip:` with an address or range. */
+  | "EL_OVERRIDE_SUBJECT"
+  /** An override for a rule or plan the policy has not, or one `overrides.rules` leaves out. */
+  | "EL_OVERRIDE_RULE"
+  /** An override's limit that is not a whole number, or above the policy's `overrides.maxLimit`. */
+  | "EL_OVERRIDE_LIMIT"
+  /** An override's expiry that is not a time, or not in the future. */
+  | "EL_OVERRIDE_EXPIRY"
+  /** An override with no effect or several, or a note or reason that is too long. */
+  | "EL_OVERRIDE_INVALID"
+  /** A store that holds `MAX_OVERRIDES` overrides already, none of them expired. */
+  | "EL_OVERRIDE_FULL"
+  /** Overrides on a store that keeps none. */
+  | "EL_OVERRIDE_STORE"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 

@@ -71,6 +71,7 @@ export class HybridCounting implements Store {
   readonly traits: StoreTraits;
   /** The inner store's log of resets, where it keeps one (reservations need none). */
   readonly followResets: Store["followResets"];
+  readonly overrides: Store["overrides"];
   readonly #inner: Store;
   readonly #reserveMs: number;
   readonly #clock: () => number;
@@ -92,6 +93,7 @@ export class HybridCounting implements Store {
     this.#inner = inner;
     this.name = inner.name;
     this.followResets = inner.followResets?.bind(inner);
+    this.overrides = inner.overrides?.bind(inner);
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
     this.#clock = options.clock ?? Date.now;
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;

@@ -30,9 +30,8 @@
  */
 import { EdgelimitError } from "./errors.js";
 import { LocalCounter } from "./local-counter.js";
-import type { Match } from "./match.js";
-import type { ResolvedPolicy, ResolvedRule } from "./model.js";
-import { type CountedDecision, decideFromCounts, failMode } from "./outcome.js";
+import type { ResolvedRule } from "./model.js";
+import { type CallTerms, type CountedDecision, decideFromCounts, failMode } from "./outcome.js";
 import { type PaidCall, StoreDebt } from "./store-debt.js";
 import type { CounterSpec, CounterState, Store } from "./types.js";
 import { windowAt } from "./windows.js";
@@ -55,9 +54,6 @@ export interface LocalCountingStatus {
   /** Debts dropped for room (admissions the store will never see). */
   readonly droppedDebts: number;
 }
-
-/** A decision on a failed store, with the rules it is about (in the order of its outcomes). */
-export type FailedDecision = CountedDecision & { readonly rules: readonly ResolvedRule[] };
 
 const DEFAULT_MAX_KEYS = 100_000;
 
@@ -99,34 +95,33 @@ export class LocalFallback {
   }
 
   /**
-   * The decision for a request whose store call failed (see the top of this file).
-   * `storeAnswering`: the call missed its budget while the store still answers (`stillAnswering`).
+   * The decision for a call whose store call failed (see the top of this file): `rules[i]` is
+   * the rule `counters[i]` counts for; `failClosed`, whether the caller fails closed whatever
+   * the rules say (a `failClosed` path); `storeAnswering`, whether the call missed its budget
+   * while the store still answers (`stillAnswering`).
    */
   decide(
-    policy: ResolvedPolicy,
-    match: Match,
+    terms: CallTerms,
+    rules: readonly ResolvedRule[],
+    failClosed: boolean,
     counters: readonly CounterSpec[],
     passVerified: boolean,
     now: number,
     storeError: string,
     storeAnswering = false,
-  ): FailedDecision {
-    const failed = failMode(policy, match, storeError);
-    const local = match.compiled.flatMap((compiled, i) =>
-      compiled.rule.failMode === "local" ? [i] : [],
-    );
-    if (failed.action === "unavailable" || local.length === 0) {
-      return { ...failed, rules: match.rules };
-    }
+  ): CountedDecision {
+    const failed = failMode(terms, rules, failClosed, storeError);
+    const local = rules.flatMap((rule, i) => (rule.failMode === "local" ? [i] : []));
+    if (failed.action === "unavailable" || local.length === 0) return failed;
     // A slow store's hybrid rules refuse (see the top of this file); the rest is not counted.
     const reserved = storeAnswering ? local.filter((i) => isHybridEnforced(counters[i])) : [];
     const counted = reserved.length > 0 ? reserved : local;
-    const rules = counted.map((i) => match.compiled[i] as (typeof match.compiled)[number]);
+    const localRules = counted.map((i) => rules[i] as ResolvedRule);
     const localCounters = counted.map((i) => counters[i] as CounterSpec);
     let states: CounterState[];
-    if (reserved.length > 0)
+    if (reserved.length > 0) {
       states = localCounters.map((counter) => refusedUncounted(counter, now));
-    else {
+    } else {
       const applied = this.#counter.apply(localCounters, now);
       states = applied.states;
       if (applied.admitted) for (const counter of localCounters) this.#debt.add(counter, now);
@@ -135,13 +130,15 @@ export class LocalFallback {
     this.#lastAt = now;
     // A local refusal is not remembered in the block cache: while the cache answered for the
     // key, no call would reach the store to pay this process's debt on it.
-    const decided = decideFromCounts(rules, localCounters, states, passVerified, undefined, now);
-    return {
-      ...decided,
-      reason: "store-failed-local",
-      storeError,
-      rules: rules.map(({ rule }) => rule),
-    };
+    const decided = decideFromCounts(
+      localRules,
+      localCounters,
+      states,
+      passVerified,
+      undefined,
+      now,
+    );
+    return { ...decided, reason: "store-failed-local", storeError };
   }
 }
 

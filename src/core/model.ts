@@ -7,6 +7,14 @@ import type { AlgorithmName, Tier, WindowSpec } from "./types.js";
 /** The request header that carries the remaining count to the origin, unless a policy names another. */
 export const DEFAULT_ORIGIN_HEADER = "x-ratelimit-remaining";
 
+/**
+ * A policy's `budget`, `connectBudget` and `unavailableRetryAfter` when it says none (written
+ * as the policy file would, in policy/resolve.ts), for entries that take no policy.
+ */
+export const DEFAULT_BUDGET_MS = 50;
+export const DEFAULT_CONNECT_BUDGET_MS = 1_000;
+export const DEFAULT_UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
 /** Where a secret or key comes from. Values are read when the limiter starts, never logged. */
 export type SecretSource =
   | { readonly env: string }
@@ -115,6 +123,8 @@ export interface ResolvedPolicy {
   /** How long a store may take to set up a connection for a call (a cold instance's handshake). */
   readonly connectBudgetMs: number;
   readonly unavailableRetryAfterSeconds: number;
+  /** What an override (core/overrides.ts) may do: unset, any limit on any rule. */
+  readonly overrides?: ResolvedOverrideBounds | undefined;
   readonly headers: {
     /** `X-RateLimit-Limit/Remaining/Reset`. */
     readonly legacy: boolean;
@@ -123,6 +133,12 @@ export interface ResolvedPolicy {
     /** Request header that carries the remaining count to the origin. */
     readonly origin: string;
   };
+}
+
+/** A policy's `overrides`: the most an override's limit may be, and which rules it may change. */
+export interface ResolvedOverrideBounds {
+  readonly maxLimit: number | undefined;
+  readonly rules: readonly string[] | undefined;
 }
 
 /** How the challenge page is served and how its passes are signed (see docs/challenge.md). */

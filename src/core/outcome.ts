@@ -7,22 +7,43 @@
  */
 import type { BlockCache } from "./block-cache.js";
 import type { Decision } from "./decision.js";
-import type { CompiledRule, Match } from "./match.js";
 import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import type { CounterSpec, CounterState, RuleOutcome } from "./types.js";
 
-/** The part of a decision that the counts settle (the engine adds who and where). */
+/**
+ * The part of a decision that the counts settle: what the counting step (count-step.ts) answers
+ * every entry with. The engine adds who and where to make a `Decision`; rls and
+ * `createRateLimit` read it as it is.
+ */
 export type CountedDecision = Pick<
   Decision,
-  "action" | "reason" | "rule" | "outcome" | "outcomes" | "shadowed" | "retryAfterSeconds"
-> & { readonly storeError?: string | undefined };
+  | "action"
+  | "reason"
+  | "rule"
+  | "outcome"
+  | "outcomes"
+  | "rules"
+  | "shadowed"
+  | "retryAfterSeconds"
+  | "storeError"
+>;
+
+/** What a store call may take and what a failed one answers: a policy's, or an entry's own. */
+export type CallTerms = Pick<
+  ResolvedPolicy,
+  "budgetMs" | "connectBudgetMs" | "unavailableRetryAfterSeconds"
+>;
 
 const NO_SHADOWED: readonly string[] = Object.freeze([]);
 const NO_NAMES = NO_SHADOWED;
 const NO_OUTCOMES: readonly RuleOutcome[] = Object.freeze([]);
 
+/**
+ * `rules[i]` is the rule `counters[i]` counts for and `states[i]` its state; the decision's
+ * `rules` is `rules` itself (http/respond.ts keys what it builds once on that array).
+ */
 export function decideFromCounts(
-  rules: readonly CompiledRule[],
+  rules: readonly ResolvedRule[],
   counters: readonly CounterSpec[],
   states: readonly CounterState[],
   passVerified: boolean,
@@ -32,14 +53,13 @@ export function decideFromCounts(
   const outcomes: RuleOutcome[] = [];
   let shadowed: string[] | undefined;
   let refusing: RuleOutcome | undefined;
-  let refusingRule: CompiledRule | undefined;
+  let refusingRule: ResolvedRule | undefined;
   let deciding: RuleOutcome | undefined;
-  let decidingRule: CompiledRule | undefined;
+  let decidingRule: ResolvedRule | undefined;
   let challenged = false;
   let hardBlock = false;
 
-  rules.forEach((compiled, i) => {
-    const { rule } = compiled;
+  rules.forEach((rule, i) => {
     const counter = counters[i] as CounterSpec;
     const state = states[i] as CounterState;
     const outcome: RuleOutcome = {
@@ -58,16 +78,18 @@ export function decideFromCounts(
       }
       return;
     }
-    // An answer with no count (the Workers binding) is never disclosed, so it never decides.
-    if (
-      rule.disclose &&
-      state.countUnknown !== true &&
-      (deciding === undefined || state.remaining < deciding.state.remaining)
-    ) {
-      deciding = outcome;
-      decidingRule = compiled;
+    if (state.allowed) {
+      // An answer with no count (the Workers binding) is never disclosed, so it never decides.
+      if (
+        rule.disclose &&
+        state.countUnknown !== true &&
+        (deciding === undefined || binds(state, deciding.state))
+      ) {
+        deciding = outcome;
+        decidingRule = rule;
+      }
+      return;
     }
-    if (state.allowed) return;
     const inBand =
       rule.action === "challenge" && !passVerified && state.count < rule.limit * rule.challengeBand;
     if (inBand) challenged = true;
@@ -75,9 +97,9 @@ export function decideFromCounts(
       hardBlock = true;
       blockCache?.remember(counter, rule, state, now);
     }
-    if (refusing === undefined || state.retryAfterMs > refusing.state.retryAfterMs) {
+    if (refusing === undefined || binds(state, refusing.state)) {
       refusing = outcome;
-      refusingRule = compiled;
+      refusingRule = rule;
     }
   });
 
@@ -85,9 +107,10 @@ export function decideFromCounts(
     return {
       action: "allow",
       reason: "within-limit",
-      rule: decidingRule?.rule,
+      rule: decidingRule,
       outcome: deciding,
       outcomes,
+      rules,
       shadowed: shadowed ?? NO_SHADOWED,
       retryAfterSeconds: 0,
     };
@@ -96,12 +119,24 @@ export function decideFromCounts(
   return {
     action: challenge ? "challenge" : "block",
     reason: challenge ? "challenge-band" : "over-limit",
-    rule: refusingRule?.rule,
+    rule: refusingRule,
     outcome: refusing,
     outcomes,
+    rules,
     shadowed: shadowed ?? NO_SHADOWED,
     retryAfterSeconds: Math.max(1, Math.ceil(refusing.state.retryAfterMs / 1000)),
   };
+}
+
+/**
+ * Which of two counters' states binds the caller: a refusal before an admission, the longer
+ * wait of two refusals, the fewer remaining of two admissions. A decision's rule is chosen by it
+ * (among the enforcing rules), and so is each of rls's descriptors' status (among its own).
+ */
+export function binds(candidate: CounterState, current: CounterState): boolean {
+  if (candidate.allowed !== current.allowed) return !candidate.allowed;
+  if (!candidate.allowed) return candidate.retryAfterMs > current.retryAfterMs;
+  return candidate.remaining < current.remaining;
 }
 
 /** A block the block cache still holds: answered without the store. */
@@ -131,27 +166,33 @@ export function cachedBlock(
     rule,
     outcome,
     outcomes: [outcome],
+    rules: [rule],
     shadowed: NO_NAMES,
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
   };
 }
 
-/** The store failed or missed the budget: fail closed where a rule or the path says so. */
+/**
+ * The store failed or missed the budget: fail closed where a rule or the caller (a `failClosed`
+ * path) says so.
+ */
 export function failMode(
-  policy: ResolvedPolicy,
-  match: Match,
+  terms: CallTerms,
+  rules: readonly ResolvedRule[],
+  failClosed: boolean,
   storeError: string,
 ): CountedDecision {
-  const closedRule = match.rules.find((rule) => !rule.shadow && rule.failMode === "closed");
-  const open = closedRule === undefined && !match.failClosedPath;
+  const closedRule = rules.find((rule) => !rule.shadow && rule.failMode === "closed");
+  const open = closedRule === undefined && !failClosed;
   return {
     action: open ? "allow" : "unavailable",
     reason: open ? "store-failed-open" : "store-failed-closed",
-    rule: closedRule ?? match.rules[0],
+    rule: closedRule ?? rules[0],
     outcome: undefined,
     outcomes: NO_OUTCOMES,
+    rules,
     shadowed: NO_NAMES,
-    retryAfterSeconds: open ? 0 : policy.unavailableRetryAfterSeconds,
+    retryAfterSeconds: open ? 0 : terms.unavailableRetryAfterSeconds,
     storeError,
   };
 }

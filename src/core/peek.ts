@@ -23,24 +23,15 @@
  * locally (what `check` would hold it to, read without counting), and any other rule reports
  * `countUnknown`, its numbers placeholders.
  */
+import type { CountingStep, Read } from "./count-step.js";
 import type { CounterBuilder } from "./counters.js";
-import { type BudgetTimes, type Scheduler, withinBudget } from "./deadline.js";
 import type { Identifier, Identity } from "./identify.js";
 import { primarySubject } from "./identify.js";
 import type { Address } from "./ip.js";
-import type { LocalFallback } from "./local-fallback.js";
 import type { Match, RuleMatcher } from "./match.js";
-import type { ResolvedPolicy } from "./model.js";
+import type { ResolvedPolicy, ResolvedRule } from "./model.js";
 import { normalizePath } from "./path.js";
-import type {
-  CounterSpec,
-  CounterState,
-  PassVerifier,
-  RequestDescription,
-  Store,
-  StoreTraits,
-  Tier,
-} from "./types.js";
+import type { CounterSpec, CounterState, PassVerifier, RequestDescription, Tier } from "./types.js";
 
 /** One matched rule, as `check` would report it. */
 export interface PeekedRule {
@@ -66,10 +57,18 @@ export interface PeekedRule {
 /** What `limiter.peek` resolves to. */
 export interface Peek {
   /**
-   * `matched`: `rules` lists every rule the request matches. Otherwise no rule would count it,
-   * and `rules` is empty: `allowlisted`, `denylisted` (as `check`'s reasons), or `no-rule`.
+   * `matched`: `rules` lists every rule the request matches, with the limits overrides give
+   * them (a rule an `allow` override takes out is left out). Otherwise no rule would count it,
+   * and `rules` is empty: `allowlisted`, `denylisted`, `override-block`, `override-allow` (as
+   * `check`'s reasons), or `no-rule`.
    */
-  readonly reason: "matched" | "allowlisted" | "denylisted" | "no-rule";
+  readonly reason:
+    | "matched"
+    | "allowlisted"
+    | "denylisted"
+    | "no-rule"
+    | "override-block"
+    | "override-allow";
   /** Every matched rule, shadow rules included, in match order. */
   readonly rules: readonly PeekedRule[];
   readonly tier: Tier;
@@ -88,15 +87,18 @@ export interface PeekContext {
   readonly identifier: Identifier;
   readonly matcher: RuleMatcher;
   readonly counters: CounterBuilder;
-  readonly store: Store;
-  readonly applySync: StoreTraits["applySync"];
   readonly clock: () => number;
-  readonly scheduler: Scheduler;
-  readonly budget: (counters: readonly CounterSpec[]) => BudgetTimes;
+  /** The counting step's read (count-step.ts): one store call at cost 0, within the budget. */
+  readonly read: (
+    rules: readonly ResolvedRule[],
+    counters: readonly CounterSpec[],
+    now: number,
+  ) => Promise<Read>;
+  /** The counting step's overrides applied to these rules and counters (count-step.ts). */
+  readonly overridden: CountingStep["overridden"];
   /** The list an address is on, if any: the denylist first, as `decide` checks them. */
   readonly listedAs: (address: Address | undefined) => "allowlisted" | "denylisted" | undefined;
   readonly passes: PassVerifier | undefined;
-  readonly local: LocalFallback;
 }
 
 const NO_RULES: readonly PeekedRule[] = Object.freeze([]);
@@ -123,27 +125,19 @@ export async function peekRequest(
   const match = context.matcher.match(identity, path, request);
   if (match.compiled.length === 0) return { ...about, reason: "no-rule", rules: NO_RULES };
   const verified = await passVerified(request, identity, match, context, started);
-  const counters = context.counters
+  const built = context.counters
     .countersFor(match.compiled, identity, undefined, verified)
     .map((counter) => ({ ...counter, cost: 0 }));
   const now = context.clock();
-  let states: readonly CounterState[];
-  try {
-    states = await read(context, counters, now);
-  } catch (error) {
-    const storeError = error instanceof Error ? error.message : String(error);
-    return {
-      ...about,
-      reason: "matched",
-      rules: failedView(context, match, counters, now),
-      storeError,
-    };
+  const overridden = context.overridden(match.rules, built, verified, now);
+  if ("action" in overridden) {
+    const reason = overridden.reason === "override-block" ? "override-block" : "override-allow";
+    return { ...about, reason, rules: NO_RULES };
   }
-  return {
-    ...about,
-    reason: "matched",
-    rules: match.rules.map((rule, i) => peeked(rule, states[i])),
-  };
+  const read = await context.read(overridden.rules, overridden.counters, now);
+  const rules = overridden.rules.map((rule, i) => peeked(rule, read.states[i]));
+  if (read.storeError === undefined) return { ...about, reason: "matched", rules };
+  return { ...about, reason: "matched", rules, storeError: read.storeError };
 }
 
 /** A pass counts as `decide` counts it: checked only when a matched rule challenges. */
@@ -160,40 +154,6 @@ function passVerified(
     return false;
   }
   return passes.verify(request, primarySubject(identity), now);
-}
-
-/** One store call at cost 0, under the policy's budget, as a decision's. */
-function read(
-  context: PeekContext,
-  counters: readonly CounterSpec[],
-  now: number,
-): Promise<readonly CounterState[]> {
-  const applySync = context.applySync;
-  if (applySync !== undefined) return Promise.resolve(applySync(counters, now));
-  const store = context.store;
-  return withinBudget(
-    (progress) => store.apply(counters, now, progress),
-    context.budget(counters),
-    store.name,
-    context.scheduler,
-  );
-}
-
-/** The store failed: local rules as this process counted them, the others unknown. */
-function failedView(
-  context: PeekContext,
-  match: Match,
-  counters: readonly CounterSpec[],
-  now: number,
-): PeekedRule[] {
-  const local = context.local.peek(
-    counters.filter((_, i) => match.rules[i]?.failMode === "local"),
-    now,
-  );
-  let next = 0;
-  return match.rules.map((rule) =>
-    peeked(rule, rule.failMode === "local" ? local[next++] : undefined),
-  );
 }
 
 function peeked(

@@ -3,6 +3,7 @@
  * Nothing here knows about a runtime, an HTTP framework or a cloud.
  */
 import type { BudgetTimes, Scheduler, StoreCallProgress } from "./deadline.js";
+import type { OverrideSource } from "./overrides.js";
 
 export type { StoreCallProgress } from "./deadline.js";
 
@@ -126,6 +127,11 @@ export interface Store {
    * the watch's code.)
    */
   followResets?(cache: ForgetsBlocks, scheduler: Scheduler): ResetFollower;
+  /**
+   * Where this store keeps operators' overrides (core/overrides.ts), beside the counters: the
+   * memory and Redis stores do. A limiter reads it in the background, never on a request's path.
+   */
+  overrides?(): OverrideSource;
   close?(): Promise<void>;
   /** What the limiter and health pages read about the store besides its calls (all optional). */
   readonly traits?: StoreTraits;
@@ -334,7 +340,11 @@ export type Reason =
   | "store-failed-closed"
   /** The store failed; the rules whose fail mode is `local` were counted in this process. */
   | "store-failed-local"
-  | "blocked-cached";
+  | "blocked-cached"
+  /** An operator's override refused this subject (core/overrides.ts). */
+  | "override-block"
+  /** An operator's override lets this subject through every rule it matched, uncounted. */
+  | "override-allow";
 
 export type Tier = "anonymous" | "authenticated";
 

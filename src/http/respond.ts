@@ -4,7 +4,7 @@
  */
 import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
-import type { Action, Reason, RuleOutcome, Tier } from "../core/types.js";
+import type { RuleOutcome } from "../core/types.js";
 import {
   type Disclosed,
   forbiddenBody,
@@ -15,46 +15,10 @@ import {
   tooManyRequestsBody,
   unavailableBody,
 } from "./headers.js";
+import { DecisionVerdict, type Verdict, type VerdictResponse } from "./verdict.js";
 
-/** A decision with its HTTP response: what `limiter.check` resolves to. */
-export interface Verdict {
-  readonly action: Action;
-  readonly reason: Reason;
-  /** HTTP status to answer with when not allowed (429, 302, 503, 403); 200 when allowed. */
-  readonly status: number;
-  /** Headers for the client's response (on 429/503 and on allowed responses alike). */
-  readonly headers: Record<string, string>;
-  /** Headers to set on the request forwarded to the origin (allowed requests only). */
-  readonly originHeaders: Record<string, string>;
-  /** JSON body for a refusal, undefined when allowed. */
-  readonly body: string | undefined;
-  /** The deciding rule's numbers (the most restrictive rule when allowed). */
-  readonly limit: number;
-  readonly remaining: number;
-  /** Epoch seconds at which the deciding rule resets. */
-  readonly reset: number;
-  readonly retryAfterSeconds: number;
-  /** The rule that decided (undefined when no rule matched). */
-  readonly rule: string | undefined;
-  readonly tier: Tier;
-  readonly plan: string | undefined;
-  /** The encoded subject that was counted (`ip:203.0.113.0/64`, `user:u_abc`). */
-  readonly subject: string;
-  /** Normalised path the rules matched against. */
-  readonly path: string;
-  /** Every rule that counted this request, shadow rules included. */
-  readonly outcomes: readonly RuleOutcome[];
-  /** Shadow rules that would have refused the request. */
-  readonly shadowed: readonly string[];
-  /** Location for a challenge redirect. */
-  readonly location: string | undefined;
-  /** Time the decision took, milliseconds. */
-  readonly durationMs: number;
-  /** Why the store failed, for `store-failed-open`, `-closed` and `-local` verdicts. */
-  readonly storeError?: string | undefined;
-}
+export type { Verdict } from "./verdict.js";
 
-const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 const JSON_TYPE = "application/json; charset=utf-8";
 
 /**
@@ -64,7 +28,8 @@ const JSON_TYPE = "application/json; charset=utf-8";
  */
 export class Responder {
   readonly #policy: ResolvedPolicy;
-  readonly #quotedIds = new Map<ResolvedRule, string>();
+  // Weak: an override's limit makes rule objects of its own (core/override-table.ts).
+  readonly #quotedIds = new WeakMap<ResolvedRule, string>();
   readonly #policyFields = new WeakMap<readonly ResolvedRule[], string>();
 
   constructor(policy: ResolvedPolicy) {
@@ -87,7 +52,8 @@ export class Responder {
           body: unavailableBody(decision.retryAfterSeconds),
         });
       default:
-        if (decision.reason === "denylisted") {
+        // A subject an operator blocked is refused as a denylisted address is: no wait helps.
+        if (decision.reason === "denylisted" || decision.reason === "override-block") {
           return verdictOf(decision, {
             status: 403,
             headers: { "cache-control": "no-store", "content-type": JSON_TYPE },
@@ -192,39 +158,8 @@ function disclosedOf(decision: Decision): Disclosed[] {
   return disclosed;
 }
 
-interface Response {
-  readonly status?: number;
-  readonly headers?: Record<string, string>;
-  readonly originHeaders?: Record<string, string>;
-  readonly body?: string;
-  readonly location?: string;
-}
-
-function verdictOf(decision: Decision, response: Response): Verdict {
-  const { rule, outcome } = decision;
-  const state = outcome?.state;
-  return {
-    action: decision.action,
-    reason: decision.reason,
-    status: response.status ?? 200,
-    headers: response.headers ?? NO_HEADERS,
-    originHeaders: response.originHeaders ?? NO_HEADERS,
-    body: response.body,
-    limit: state === undefined || rule === undefined ? 0 : rule.limit,
-    remaining: state?.remaining ?? 0,
-    reset: state === undefined ? 0 : Math.ceil(state.resetAt / 1000),
-    retryAfterSeconds: decision.retryAfterSeconds,
-    rule: rule?.id,
-    tier: decision.tier,
-    plan: decision.plan,
-    subject: decision.subject,
-    path: decision.path,
-    outcomes: decision.outcomes,
-    shadowed: decision.shadowed,
-    location: response.location,
-    durationMs: decision.durationMs,
-    storeError: decision.storeError,
-  };
+function verdictOf(decision: Decision, response: VerdictResponse): Verdict {
+  return new DecisionVerdict(decision, response);
 }
 
 /**

@@ -214,6 +214,10 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
         1,
         Math.round(parseDurationMs(spec.unavailableRetryAfter ?? "5s") / 1000),
       ),
+      overrides: spec.overrides && {
+        maxLimit: spec.overrides.maxLimit,
+        rules: spec.overrides.rules,
+      },
       headers: {
         legacy: spec.headers?.legacy ?? true,
         draft: spec.headers?.draft ?? true,

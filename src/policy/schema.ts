@@ -289,6 +289,13 @@ export const policySchema = z.strictObject({
   budget: durationField<Budget>({ bareMilliseconds: true, maxMs: MAX_WAIT_MS }).optional(),
   connectBudget: durationField<Duration>({ maxMs: MAX_WAIT_MS }).optional(),
   unavailableRetryAfter: duration.optional(),
+  /** What operators' overrides may do (docs/overrides.md): the most a limit may be, which rules. */
+  overrides: z
+    .strictObject({
+      maxLimit: z.number().int().min(0).optional(),
+      rules: z.array(z.string().min(1)).min(1).optional(),
+    })
+    .optional(),
   headers: z
     .strictObject({
       legacy: z.boolean().optional(),

@@ -5,6 +5,7 @@
  * test/rls/codec.test.ts checks them against those files, read by protobufjs.
  */
 import type {
+  CurrentLimit,
   DescriptorEntry,
   DescriptorStatus,
   HeaderValue,
@@ -14,7 +15,7 @@ import type {
   RateLimitResponse,
   ServingStatus,
 } from "./messages.js";
-import { ProtoReader, ProtoWriter, WIRE } from "./protobuf.js";
+import { lengthFieldSize, ProtoReader, ProtoWriter, varintSize, WIRE } from "./protobuf.js";
 import { tooManyDescriptors } from "./request-limits.js";
 
 const NO_ENTRIES: readonly DescriptorEntry[] = Object.freeze([]);
@@ -52,14 +53,16 @@ export function decodeRateLimitRequest(
     if (tag === DOMAIN) domain = reader.string();
     else if (tag === DESCRIPTOR) {
       if (descriptors.length === maxDescriptors) throw tooManyDescriptors(maxDescriptors);
-      descriptors.push(descriptor(reader.message()));
+      descriptors.push(descriptor(reader));
     } else if (tag === REQUEST_HITS) hitsAddend = reader.varint();
     else reader.skip(tag & 7);
   }
   return { domain, descriptors, hitsAddend };
 }
 
+/** The descriptor whose field the reader is at. */
 function descriptor(reader: ProtoReader): RateLimitDescriptor {
+  const outer = reader.enter();
   let entries: DescriptorEntry[] | undefined;
   let limit: LimitOverride | undefined;
   let hitsAddend: number | undefined;
@@ -67,16 +70,18 @@ function descriptor(reader: ProtoReader): RateLimitDescriptor {
     const tag = reader.tag();
     if (tag === ENTRY) {
       entries ??= [];
-      entries.push(entry(reader.message()));
-    } else if (tag === OVERRIDE) limit = override(reader.message());
+      entries.push(entry(reader));
+    } else if (tag === OVERRIDE) limit = override(reader);
     // A google.protobuf.UInt64Value: its presence (even holding 0) is what sets the field.
-    else if (tag === DESCRIPTOR_HITS) hitsAddend = wrappedNumber(reader.message());
+    else if (tag === DESCRIPTOR_HITS) hitsAddend = wrappedNumber(reader);
     else reader.skip(tag & 7);
   }
+  reader.leave(outer);
   return { entries: entries ?? NO_ENTRIES, limit, hitsAddend };
 }
 
 function entry(reader: ProtoReader): DescriptorEntry {
+  const outer = reader.enter();
   let key = "";
   let value = "";
   while (!reader.done) {
@@ -85,10 +90,12 @@ function entry(reader: ProtoReader): DescriptorEntry {
     else if (tag === VALUE) value = reader.string();
     else reader.skip(tag & 7);
   }
+  reader.leave(outer);
   return { key, value };
 }
 
 function override(reader: ProtoReader): LimitOverride {
+  const outer = reader.enter();
   let requestsPerUnit = 0;
   let unit = 0;
   while (!reader.done) {
@@ -97,56 +104,105 @@ function override(reader: ProtoReader): LimitOverride {
     else if (tag === SECOND_VARINT) unit = reader.varint();
     else reader.skip(tag & 7);
   }
+  reader.leave(outer);
   return { requestsPerUnit, unit };
 }
 
 function wrappedNumber(reader: ProtoReader): number {
+  const outer = reader.enter();
   let value = 0;
   while (!reader.done) {
     const tag = reader.tag();
     if (tag === FIRST_VARINT) value = reader.varint();
     else reader.skip(tag & 7);
   }
+  reader.leave(outer);
   return value;
 }
 
-/** proto3 leaves fields at their default (0, "") out of the message; so does this. */
-export function encodeRateLimitResponse(response: RateLimitResponse): Buffer {
-  const writer = new ProtoWriter();
+/**
+ * proto3 leaves fields at their default (0, "") out of the message; so does this. Sizes are
+ * worked out first and the message written once into a buffer of that size, after `prefix`
+ * bytes left for the caller (grpc.ts puts gRPC's message prefix there).
+ */
+export function encodeRateLimitResponse(response: RateLimitResponse, prefix = 0): Buffer {
+  let size = response.overallCode === 0 ? 0 : 1 + varintSize(response.overallCode);
+  for (const status of response.statuses) size += lengthFieldSize(descriptorStatusSize(status));
+  for (const header of response.responseHeadersToAdd) size += lengthFieldSize(headerSize(header));
+  for (const header of response.requestHeadersToAdd) size += lengthFieldSize(headerSize(header));
+  const writer = new ProtoWriter(size, prefix);
   if (response.overallCode !== 0) writer.varintField(1, response.overallCode);
-  for (const status of response.statuses) writer.bytesField(2, descriptorStatus(status));
-  for (const header of response.responseHeadersToAdd) writer.bytesField(3, headerValue(header));
-  for (const header of response.requestHeadersToAdd) writer.bytesField(4, headerValue(header));
+  for (const status of response.statuses) writeDescriptorStatus(writer, status);
+  for (const header of response.responseHeadersToAdd) writeHeader(writer, 3, header);
+  for (const header of response.requestHeadersToAdd) writeHeader(writer, 4, header);
   return writer.finish();
 }
 
-function descriptorStatus(status: DescriptorStatus): Buffer {
-  const writer = new ProtoWriter();
+function varintFieldSize(value: number): number {
+  return value === 0 ? 0 : 1 + varintSize(value);
+}
+
+function currentLimitSize(limit: CurrentLimit): number {
+  return (
+    varintFieldSize(limit.requestsPerUnit) +
+    varintFieldSize(limit.unit) +
+    (limit.name === "" ? 0 : lengthFieldSize(Buffer.byteLength(limit.name, "utf8")))
+  );
+}
+
+/** google.protobuf.Duration: seconds (int64) and nanos (int32). */
+function durationOf(resetMs: number): { readonly seconds: number; readonly nanos: number } {
+  const seconds = Math.max(0, Math.floor(resetMs / 1000));
+  return { seconds, nanos: Math.max(0, Math.round((resetMs - seconds * 1000) * 1_000_000)) };
+}
+
+function durationSize(resetMs: number): number {
+  const { seconds, nanos } = durationOf(resetMs);
+  return varintFieldSize(seconds) + varintFieldSize(nanos);
+}
+
+function descriptorStatusSize(status: DescriptorStatus): number {
+  const limit = status.currentLimit;
+  const resetMs = status.durationUntilResetMs;
+  return (
+    varintFieldSize(status.code) +
+    (limit === undefined ? 0 : lengthFieldSize(currentLimitSize(limit))) +
+    varintFieldSize(status.limitRemaining) +
+    (resetMs === undefined ? 0 : lengthFieldSize(durationSize(resetMs)))
+  );
+}
+
+function writeDescriptorStatus(writer: ProtoWriter, status: DescriptorStatus): void {
+  writer.lengthField(2, descriptorStatusSize(status));
   if (status.code !== 0) writer.varintField(1, status.code);
   const limit = status.currentLimit;
   if (limit !== undefined) {
-    const limitWriter = new ProtoWriter();
-    if (limit.requestsPerUnit !== 0) limitWriter.varintField(1, limit.requestsPerUnit);
-    if (limit.unit !== 0) limitWriter.varintField(2, limit.unit);
-    if (limit.name !== "") limitWriter.stringField(3, limit.name);
-    writer.bytesField(2, limitWriter.finish());
+    writer.lengthField(2, currentLimitSize(limit));
+    if (limit.requestsPerUnit !== 0) writer.varintField(1, limit.requestsPerUnit);
+    if (limit.unit !== 0) writer.varintField(2, limit.unit);
+    if (limit.name !== "") writer.stringField(3, limit.name, Buffer.byteLength(limit.name, "utf8"));
   }
   if (status.limitRemaining !== 0) writer.varintField(3, status.limitRemaining);
   const resetMs = status.durationUntilResetMs;
   if (resetMs !== undefined) {
-    // google.protobuf.Duration: seconds (int64) and nanos (int32).
-    const duration = new ProtoWriter();
-    const whole = Math.max(0, Math.floor(resetMs / 1000));
-    const nanos = Math.max(0, Math.round((resetMs - whole * 1000) * 1_000_000));
-    if (whole !== 0) duration.varintField(1, whole);
-    if (nanos !== 0) duration.varintField(2, nanos);
-    writer.bytesField(4, duration.finish());
+    const { seconds, nanos } = durationOf(resetMs);
+    writer.lengthField(4, durationSize(resetMs));
+    if (seconds !== 0) writer.varintField(1, seconds);
+    if (nanos !== 0) writer.varintField(2, nanos);
   }
-  return writer.finish();
 }
 
-function headerValue(header: HeaderValue): Buffer {
-  return new ProtoWriter().stringField(1, header.key).stringField(2, header.value).finish();
+function headerSize(header: HeaderValue): number {
+  return (
+    lengthFieldSize(Buffer.byteLength(header.key, "utf8")) +
+    lengthFieldSize(Buffer.byteLength(header.value, "utf8"))
+  );
+}
+
+function writeHeader(writer: ProtoWriter, field: number, header: HeaderValue): void {
+  writer.lengthField(field, headerSize(header));
+  writer.stringField(1, header.key, Buffer.byteLength(header.key, "utf8"));
+  writer.stringField(2, header.value, Buffer.byteLength(header.value, "utf8"));
 }
 
 /** `grpc.health.v1.HealthCheckRequest`: the service asked about ("" for the whole server). */
@@ -161,8 +217,8 @@ export function decodeHealthCheckRequest(bytes: Uint8Array): { readonly service:
   return { service };
 }
 
-export function encodeHealthCheckResponse(status: ServingStatus): Buffer {
-  const writer = new ProtoWriter();
+export function encodeHealthCheckResponse(status: ServingStatus, prefix = 0): Buffer {
+  const writer = new ProtoWriter(varintFieldSize(status), prefix);
   if (status !== 0) writer.varintField(1, status);
   return writer.finish();
 }

@@ -14,9 +14,11 @@
  * are OK; the call is refused either way).
  */
 import { MAX_COST } from "../core/cost.js";
+import { counterOf } from "../core/counters.js";
 import { EdgelimitError } from "../core/errors.js";
 import { escapeKeyPart } from "../core/keys.js";
 import type { ResolvedRule } from "../core/model.js";
+import { binds } from "../core/outcome.js";
 import type { CounterSpec, CounterState } from "../core/types.js";
 import type { ConfiguredLimit } from "./config.js";
 import type { DescriptorEntry } from "./messages.js";
@@ -99,8 +101,9 @@ function sharedCounter(first: CounterSpec, next: CounterSpec): CounterSpec {
 }
 
 /**
- * The state that answers a descriptor: of its counters, the refusing one that waits longest,
- * else the fullest; with `rule`, the place of that counter's rule in the descriptor's limit.
+ * The state that answers a descriptor: of its counters, the one that binds as a decision's rule
+ * does (core/outcome.ts's `binds`: the refusing one that waits longest, else the fullest), its
+ * shadow rules included; with `rule`, the place of that counter's rule in the descriptor's limit.
  * Undefined when none of them has a state (the store failed open, or a cached block answered
  * for another descriptor). `admitted`: the call was counted on the counters that allowed it.
  */
@@ -137,12 +140,6 @@ function asOfOwnHits(
   };
 }
 
-function binds(candidate: CounterState, current: CounterState): boolean {
-  if (candidate.allowed !== current.allowed) return !candidate.allowed;
-  if (!candidate.allowed) return candidate.retryAfterMs > current.retryAfterMs;
-  return candidate.remaining < current.remaining;
-}
-
 /**
  * The counter's subject, which Redis Cluster uses as its hash tag: the domain and the
  * descriptor's first entry. Descriptors of one request that begin with the same entry (the
@@ -175,16 +172,5 @@ function counterFor(
   });
   const window = rule.window;
   key += `|${ALGORITHM_TAGS[rule.algorithm]}${"ms" in window ? `${window.ms}ms` : `${window.months}mo`}`;
-  return {
-    key,
-    subject,
-    algorithm: rule.algorithm,
-    limit: rule.limit,
-    window,
-    cost,
-    mode: rule.shadow ? "observe" : "enforce",
-    ruleId: rule.id,
-    namespace: domain,
-    counting: "exact",
-  };
+  return counterOf(rule, subject, key, cost, domain);
 }

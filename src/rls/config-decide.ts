@@ -1,8 +1,9 @@
 /**
  * `ShouldRateLimit` against an envoyproxy/ratelimit configuration: each descriptor is matched to
- * its configured limit (descriptor-match.ts), every limit's counters go to the store in one call
- * through the core (`DecisionEngine.decideCounters`: budget, block cache, fail modes), and the
- * counts come back as one status per descriptor, with that service's semantics:
+ * its configured limit (descriptor-match.ts), whose rules are counted by the core's counting step
+ * (core/count-step.ts: every limit's counters in one store call, with the budget, the block
+ * cache and the fail modes, as every other entry), and the counts come back as one status per
+ * descriptor, with that service's semantics:
  *
  * - an unknown domain, a descriptor with no limit, a limit another one `replaces`: OK, no limit;
  * - `unlimited`: OK, remaining 4294967295, nothing counted;
@@ -18,9 +19,10 @@
  * have admitted it (the core's rule for every store; its `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`
  * comes close), and a limit's counter is kept across windows by the store, not by a key per window.
  */
-import type { DecisionEngine } from "../core/engine.js";
+import type { CountingStep } from "../core/count-step.js";
 import { EdgelimitError } from "../core/errors.js";
 import { escapeKeyPart } from "../core/keys.js";
+import type { CallTerms, CountedDecision } from "../core/outcome.js";
 import type { CounterSpec, CounterState } from "../core/types.js";
 import { type DecisionRecord, type RlsAnswer, retryAfterHeader } from "./answer.js";
 import { type ConfiguredLimit, descriptorRules, type RlsConfig, reportedLimits } from "./config.js";
@@ -78,8 +80,13 @@ const OK_UNLIMITED: DescriptorStatus = Object.freeze({
 
 const NO_HEADERS: readonly HeaderValue[] = Object.freeze([]);
 
+/**
+ * `step` counts on the service's store, under `terms` (the `--policy`'s budget, or the
+ * defaults when there is none).
+ */
 export function decideByConfig(
-  engine: DecisionEngine,
+  step: CountingStep,
+  terms: CallTerms,
   config: RlsConfig,
   request: RateLimitRequest,
   options: ConfigDecideOptions,
@@ -123,16 +130,25 @@ export function decideByConfig(
     const statuses = descriptors.map((_, index) => (unlimited[index] ? OK_UNLIMITED : OK_NO_LIMIT));
     return respond(statuses, noRuleRecord(domain), 0);
   }
-  // Reported as `rls:<domain>`: never a path, so no `failClosed` prefix of a policy matches it.
-  const decided = engine.decideCounters(rules, counters, subject, `rls:${domain}`);
-  const conclude = (decision: Awaited<typeof decided>): RlsAnswer => {
+  const started = options.clock();
+  // A domain is never a path, so no `failClosed` prefix of a policy applies to it.
+  const decided = step.count({
+    terms,
+    rules,
+    counters,
+    failClosed: false,
+    passVerified: false,
+    now: started,
+    request: undefined,
+  });
+  const conclude = (decision: CountedDecision): RlsAnswer => {
     const record: DecisionRecord = {
       action: decision.action,
       reason: decision.reason,
       rule: decision.rule?.id,
       tier: "anonymous",
-      subject: decision.subject,
-      durationMs: decision.durationMs,
+      subject,
+      durationMs: options.clock() - started,
       shadowed: [],
     };
     if (decision.action === "unavailable") {

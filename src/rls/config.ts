@@ -9,6 +9,7 @@
  */
 import type { PolicyIssue } from "../core/errors.js";
 import type { ResolvedRule } from "../core/model.js";
+import { plainRule } from "../core/plain-rule.js";
 import type { WindowSpec } from "../core/types.js";
 import type { YamlDescriptor, YamlFile } from "./config-yaml.js";
 import { type DescriptorExtension, readExtension } from "./extension.js";
@@ -276,31 +277,11 @@ function ruleFor(
   id: string,
   limit: number,
   window: WindowSpec,
-  options: Pick<DescriptorExtension, "algorithm" | "failMode">,
+  options: Pick<DescriptorExtension, "algorithm" | "failMode" | "counting">,
   mode: { readonly observe: boolean },
 ): ResolvedRule {
-  return {
-    id,
-    namespace: id,
-    scope: id,
-    group: id,
-    tiers: [],
-    plans: undefined,
-    pathPrefix: undefined,
-    methods: undefined,
-    key: "ip",
-    limit,
-    window,
-    algorithm: options.algorithm,
-    cost: 1,
-    action: "block",
-    challengeBand: 1,
-    shadow: mode.observe,
-    failMode: options.failMode,
-    disclose: true,
-    backend: undefined,
-    counting: "exact",
-  };
+  const { algorithm, failMode, counting } = options;
+  return plainRule({ id, limit, window, algorithm, failMode, counting, shadow: mode.observe });
 }
 
 /** A unit's number from its name in any case (`minute`, `MINUTE`); `UNKNOWN` is not one. */

@@ -9,6 +9,7 @@
  *         algorithm: sliding-window      # or token-bucket; default fixed-window, as envoyproxy/ratelimit
  *         window: 5m                     # any length instead of the unit's
  *         failMode: closed               # what a failed store means for this descriptor
+ *         counting: hybrid               # a busy descriptor spends capacity reserved ahead
  *         limits:                        # more limits on the same descriptor, all enforced
  *           - { limit: 1000, window: 1h }
  *
@@ -36,6 +37,8 @@ export interface DescriptorExtension {
   /** Replaces the `unit`'s length when set. */
   readonly window: WindowSpec | undefined;
   readonly failMode: ResolvedRule["failMode"];
+  /** Every limit of the descriptor is counted so (core/hybrid-counting.ts for `hybrid`). */
+  readonly counting: ResolvedRule["counting"];
   readonly limits: readonly ExtraLimit[];
 }
 
@@ -49,13 +52,17 @@ const extensionSpec = z.strictObject({
   algorithm: ruleOptions.algorithm,
   window: ruleOptions.window,
   failMode: ruleOptions.failMode,
+  counting: ruleOptions.counting,
   limits: z.array(extraLimitSpec).optional(),
 });
+
+const A_SECOND: WindowSpec = { ms: 1000 };
 
 export const NO_EXTENSION: DescriptorExtension = {
   algorithm: BUILT_IN.algorithm,
   window: undefined,
   failMode: BUILT_IN.failMode,
+  counting: BUILT_IN.counting,
   limits: [],
 };
 
@@ -84,6 +91,7 @@ export function readExtension(
   }
   const spec = parsed.data;
   const algorithm = spec.algorithm ?? BUILT_IN.algorithm;
+  const counting = spec.counting ?? BUILT_IN.counting;
   const window = spec.window === undefined ? undefined : parseWindow(spec.window);
   const limits = (spec.limits ?? []).map((extra) => ({
     limit: extra.limit,
@@ -92,7 +100,8 @@ export function readExtension(
   }));
   const issues: PolicyIssue[] = [];
   const check = (checked: WindowSpec, checkedAlgorithm: AlgorithmName, path: string[]): void => {
-    for (const issue of ruleOptionIssues({ ...BUILT_IN, algorithm: checkedAlgorithm }, checked, [
+    const options = { ...BUILT_IN, algorithm: checkedAlgorithm, counting };
+    for (const issue of ruleOptionIssues(options, checked, [
       at.path,
       "metadata",
       "edgelimit",
@@ -107,12 +116,20 @@ export function readExtension(
       });
     }
   };
-  if (window !== undefined) check(window, algorithm, []);
+  // Without a window of its own the limit counts the unit's, at least a second and never in
+  // months: the window checks pass, and the others (hybrid with a token bucket) still apply.
+  check(window ?? A_SECOND, algorithm, []);
   limits.forEach((extra, index) => {
     check(extra.window, extra.algorithm, [`limits[${index}]`]);
   });
   return {
-    extension: { algorithm, window, failMode: spec.failMode ?? BUILT_IN.failMode, limits },
+    extension: {
+      algorithm,
+      window,
+      failMode: spec.failMode ?? BUILT_IN.failMode,
+      counting,
+      limits,
+    },
     issues,
   };
 }

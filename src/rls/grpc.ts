@@ -1,9 +1,17 @@
 /**
  * The gRPC listener: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
- * `grpc.health.v1.Health/Check`, served by `@grpc/grpc-js` (an optional peer dependency, loaded
- * only here) with the messages encoded by codec.ts.
+ * `grpc.health.v1.Health/Check`, served on node:http2 with gRPC's framing and trailers
+ * (grpc-wire.ts) and the messages encoded by codec.ts. A call costs what the transport costs
+ * and its decision, nothing a general gRPC server adds (metadata objects, interceptors, a
+ * call object and its streams): docs/proxies.md, *The gRPC transport*, has the figures.
  */
-import type * as Grpc from "@grpc/grpc-js";
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
+import type { AddressInfo } from "node:net";
 import { EdgelimitError } from "../core/errors.js";
 import type { RlsAnswer } from "./answer.js";
 import {
@@ -12,13 +20,34 @@ import {
   encodeHealthCheckResponse,
   encodeRateLimitResponse,
 } from "./codec.js";
-import type { RateLimitRequest, RateLimitResponse, ServingStatus } from "./messages.js";
+import {
+  framed,
+  PREFIX_BYTES,
+  percentEncoded,
+  type Refusal,
+  STATUS,
+  type StatusName,
+  timeoutMs,
+  tooLarge,
+  unaryMessage,
+} from "./grpc-wire.js";
+import type { RateLimitRequest, ServingStatus } from "./messages.js";
 
 export const SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 export const HEALTH_CHECK = "/grpc.health.v1.Health/Check";
 
 /** The names `grpc.health.v1.Health/Check` answers for: the server, and the service by name. */
 const HEALTH_SERVICES = new Set(["", "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"]);
+/** Envoy's requests are a few hundred bytes; nothing legitimate comes near this. */
+const MAX_MESSAGE_BYTES = 1024 * 1024;
+/**
+ * What node:http2 may hold for one connection (its default is 10 MB): Envoy multiplexes every
+ * call of a proxy on a few connections, and a call waiting for Redis holds its stream; past the
+ * bound node refuses new streams, which Envoy would count as the service failing.
+ */
+const SESSION_MEMORY_MB = 64;
+
+type Method = "ShouldRateLimit" | "Check";
 
 export interface GrpcHandlers {
   shouldRateLimit(
@@ -28,13 +57,16 @@ export interface GrpcHandlers {
   health(): ServingStatus;
   /** Descriptors read in one call: the decoder stops at the one past it. */
   readonly maxDescriptors: number;
-  /** Called after each call with its outcome, for metrics. Must not throw. */
-  onCall?(method: "ShouldRateLimit" | "Check", code: string): void;
+  /** Called after each call with its outcome (a gRPC status name), for metrics. Must not throw. */
+  onCall?(method: Method, code: string): void;
 }
 
 export interface GrpcListener {
   readonly port: number;
-  /** Stops accepting calls, lets those in flight finish (at most `graceMs`), then closes. */
+  /**
+   * Stops accepting connections, sends each connection GOAWAY (Envoy then opens a new one for
+   * its next call) and lets the calls in flight finish (at most `graceMs`), then closes.
+   */
   close(graceMs: number): Promise<void>;
 }
 
@@ -43,172 +75,237 @@ export async function startGrpc(
   host: string,
   port: number,
 ): Promise<GrpcListener> {
-  const grpc = await loadGrpc();
-  const server = new grpc.Server({
-    // Envoy's requests are a few hundred bytes; nothing legitimate comes near this.
-    "grpc.max_receive_message_length": 1024 * 1024,
+  const server = createServer({ maxSessionMemory: SESSION_MEMORY_MB });
+  const sessions = new Set<ServerHttp2Session>();
+  /** Each connection's peer, read once: the socket behind a session is reached through a proxy. */
+  const peers = new WeakMap<ServerHttp2Session, string | undefined>();
+  /** Set while closing: called when the last connection is gone. */
+  let drained: (() => void) | undefined;
+  server.on("session", (session) => {
+    sessions.add(session);
+    peers.set(session, session.socket?.remoteAddress);
+    session.on("error", ignore);
+    session.once("close", () => {
+      sessions.delete(session);
+      if (sessions.size === 0) drained?.();
+    });
   });
-  const unary = <Request, Response>(
-    path: string,
-    decode: (bytes: Buffer) => Request,
-    encode: (response: Response) => Buffer,
-  ): Grpc.MethodDefinition<Request, Response> => ({
-    path,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: () => {
-      throw new Error("the server never sends requests");
-    },
-    requestDeserialize: decode,
-    responseSerialize: encode,
-    responseDeserialize: () => {
-      throw new Error("the server never reads responses");
-    },
-  });
-  const notify = (method: "ShouldRateLimit" | "Check", code: string): void => {
+
+  const notify = (method: Method, code: StatusName): void => {
     try {
       handlers.onCall?.(method, code);
     } catch {
       // Observers must never change an answer.
     }
   };
+  const refuse = (stream: ServerHttp2Stream, method: Method, refusal: Refusal): void => {
+    notify(method, refusal.status);
+    trailersOnly(stream, refusal.status, refusal.details);
+  };
 
-  server.addService(
-    {
-      ShouldRateLimit: unary(
-        SHOULD_RATE_LIMIT,
-        decodedOrError((bytes) => decodeRateLimitRequest(bytes, handlers.maxDescriptors)),
-        encodeRateLimitResponse,
-      ),
-    },
-    {
-      ShouldRateLimit: (
-        call: Grpc.ServerUnaryCall<RateLimitRequest | EdgelimitError, RateLimitResponse>,
-        callback: Grpc.sendUnaryData<RateLimitResponse>,
-      ) => {
-        const reply = (answer: RlsAnswer): void => {
-          if (answer.response !== undefined) {
-            notify("ShouldRateLimit", "OK");
-            callback(null, answer.response);
-            return;
-          }
-          notify("ShouldRateLimit", "UNAVAILABLE");
-          callback({
-            code: grpc.status.UNAVAILABLE,
-            details: `rate limit store unavailable: ${answer.unavailable?.cause ?? "failed"}`,
-          });
-        };
-        const fail = (error: unknown): void => {
-          const invalid = error instanceof EdgelimitError && error.code === "EL_RLS_REQUEST";
-          notify("ShouldRateLimit", invalid ? "INVALID_ARGUMENT" : "INTERNAL");
-          callback({
-            code: invalid ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL,
-            details: error instanceof Error ? error.message : String(error),
-          });
-        };
-        const request = call.request;
-        if (request instanceof EdgelimitError) {
-          fail(request);
-          return;
-        }
-        try {
-          const answer = handlers.shouldRateLimit(request, peerAddress(call.getPeer()));
-          if (answer instanceof Promise) answer.then(reply, fail);
-          else reply(answer);
-        } catch (error) {
-          fail(error);
-        }
+  const decide = (
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    message: Buffer,
+  ): void => {
+    let request: RateLimitRequest;
+    let answer: RlsAnswer | Promise<RlsAnswer>;
+    try {
+      request = decodeRateLimitRequest(message, handlers.maxDescriptors);
+      answer = handlers.shouldRateLimit(request, peers.get(stream.session as ServerHttp2Session));
+    } catch (error) {
+      refuse(stream, "ShouldRateLimit", failure(error));
+      return;
+    }
+    if (!(answer instanceof Promise)) {
+      reply(stream, answer);
+      return;
+    }
+    // Only a call that waits (for Redis) needs its deadline watched.
+    const timeout = timeoutMs(headers["grpc-timeout"]);
+    let expired = false;
+    const timer =
+      timeout === undefined
+        ? undefined
+        : setTimeout(() => {
+            expired = true;
+            if (!open(stream)) return;
+            refuse(stream, "ShouldRateLimit", {
+              status: "DEADLINE_EXCEEDED",
+              details: "Deadline exceeded",
+            });
+          }, timeout);
+    answer.then(
+      (known) => {
+        clearTimeout(timer);
+        if (expired) return;
+        if (open(stream)) reply(stream, known);
+        else notify("ShouldRateLimit", "CANCELLED");
       },
-    },
-  );
-  server.addService(
-    {
-      Check: unary(
-        HEALTH_CHECK,
-        decodedOrError(decodeHealthCheckRequest),
-        encodeHealthCheckResponse,
-      ),
-    },
-    {
-      Check: (
-        call: Grpc.ServerUnaryCall<{ readonly service: string } | EdgelimitError, ServingStatus>,
-        callback: Grpc.sendUnaryData<ServingStatus>,
-      ) => {
-        if (call.request instanceof EdgelimitError) {
-          notify("Check", "INVALID_ARGUMENT");
-          callback({ code: grpc.status.INVALID_ARGUMENT, details: call.request.message });
-          return;
-        }
-        const { service } = call.request;
-        if (!HEALTH_SERVICES.has(service)) {
-          notify("Check", "NOT_FOUND");
-          callback({ code: grpc.status.NOT_FOUND, details: `unknown service "${service}"` });
-          return;
-        }
-        notify("Check", "OK");
-        callback(null, handlers.health());
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (!expired && open(stream)) refuse(stream, "ShouldRateLimit", failure(error));
       },
-    },
-  );
+    );
+  };
+
+  const reply = (stream: ServerHttp2Stream, answer: RlsAnswer): void => {
+    if (answer.response === undefined) {
+      refuse(stream, "ShouldRateLimit", {
+        status: "UNAVAILABLE",
+        details: `rate limit store unavailable: ${answer.unavailable?.cause ?? "failed"}`,
+      });
+      return;
+    }
+    notify("ShouldRateLimit", "OK");
+    answerOk(stream, encodeRateLimitResponse(answer.response, PREFIX_BYTES));
+  };
+
+  const check = (stream: ServerHttp2Stream, message: Buffer): void => {
+    let service: string;
+    try {
+      service = decodeHealthCheckRequest(message).service;
+    } catch (error) {
+      refuse(stream, "Check", failure(error));
+      return;
+    }
+    if (!HEALTH_SERVICES.has(service)) {
+      refuse(stream, "Check", { status: "NOT_FOUND", details: `unknown service "${service}"` });
+      return;
+    }
+    notify("Check", "OK");
+    answerOk(stream, encodeHealthCheckResponse(handlers.health(), PREFIX_BYTES));
+  };
+
+  server.on("stream", (stream, headers) => {
+    stream.on("error", ignore);
+    const path = String(headers[":path"]);
+    const method: Method | undefined =
+      path === SHOULD_RATE_LIMIT ? "ShouldRateLimit" : path === HEALTH_CHECK ? "Check" : undefined;
+    const contentType = headers["content-type"];
+    if (headers[":method"] !== "POST" || !contentType?.startsWith("application/grpc")) {
+      // Not a gRPC call: as grpc-js answers it.
+      stream.respond({ ":status": 415 }, { endStream: true });
+      return;
+    }
+    if (method === undefined) {
+      trailersOnly(stream, "UNIMPLEMENTED", `The server does not implement the method ${path}`);
+      return;
+    }
+    if (Number.isNaN(timeoutMs(headers["grpc-timeout"]))) {
+      refuse(stream, method, {
+        status: "INTERNAL",
+        details: `Invalid grpc-timeout value "${headers["grpc-timeout"]}"`,
+      });
+      return;
+    }
+    // A unary call's message most often comes in one DATA frame: kept as it came. Later
+    // chunks are joined once, at the end (joining each to the rest would copy a 1 MiB message
+    // dozens of times); the first is grown only until it holds the 5-byte prefix.
+    let first: Buffer | undefined;
+    let more: Buffer[] | undefined;
+    let total = 0;
+    let refused = false;
+    stream.on("data", (chunk: Buffer) => {
+      if (refused) return;
+      total += chunk.length;
+      if (first === undefined) first = chunk;
+      else if (first.length < PREFIX_BYTES) first = Buffer.concat([first, chunk]);
+      else if (more === undefined) more = [chunk];
+      else more.push(chunk);
+      const over = tooLarge(first, total, MAX_MESSAGE_BYTES);
+      if (over === undefined) return;
+      refused = true;
+      first = undefined;
+      more = undefined;
+      refuse(stream, method, over);
+    });
+    stream.on("end", () => {
+      if (refused || !open(stream)) return;
+      const bytes =
+        first === undefined ? EMPTY : more === undefined ? first : Buffer.concat([first, ...more]);
+      const message = unaryMessage(
+        bytes,
+        headers["grpc-encoding"] as string | undefined,
+        MAX_MESSAGE_BYTES,
+        path,
+      );
+      if ("status" in message) refuse(stream, method, message);
+      else if (method === "ShouldRateLimit") decide(stream, headers, message);
+      else check(stream, message);
+    });
+  });
 
   const bound = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(
-      `${host.includes(":") ? `[${host}]` : host}:${port}`,
-      grpc.ServerCredentials.createInsecure(),
-      (error, actual) => (error === null ? resolve(actual) : reject(error)),
-    );
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
   });
   return {
     port: bound,
     close: (graceMs) =>
       new Promise<void>((resolve) => {
+        server.close();
         const timer = setTimeout(() => {
-          server.forceShutdown();
+          for (const session of sessions) session.destroy();
           resolve();
         }, graceMs);
-        server.tryShutdown(() => {
+        drained = () => {
           clearTimeout(timer);
           resolve();
-        });
+        };
+        // A session the client is already closing (its own GOAWAY) ignores close(): each one's
+        // "close" event, not close()'s callback, says when it is gone.
+        for (const session of sessions) session.close();
+        if (sessions.size === 0) drained();
       }),
   };
 }
 
+const EMPTY = Buffer.alloc(0);
+
+function ignore(): void {}
+
+function open(stream: ServerHttp2Stream): boolean {
+  return !stream.destroyed && !stream.closed;
+}
+
+/** The message (encoded after its prefix's bytes) framed, the status in trailers. */
+function answerOk(stream: ServerHttp2Stream, message: Buffer): void {
+  stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+  // `on`, not `once`: the stream asks once, and `once` would wrap the listener for each call.
+  stream.on("wantTrailers", sendOkTrailers);
+  stream.end(framed(message));
+}
+
+function sendOkTrailers(this: ServerHttp2Stream): void {
+  this.sendTrailers({ "grpc-status": "0" });
+}
+
+/** A call that ends without a message: the status in the response's only headers. */
+function trailersOnly(stream: ServerHttp2Stream, status: StatusName, details: string): void {
+  if (!open(stream) || stream.headersSent) return;
+  stream.respond(
+    {
+      ":status": 200,
+      "content-type": "application/grpc",
+      "grpc-status": String(STATUS[status]),
+      "grpc-message": percentEncoded(details),
+    },
+    { endStream: true },
+  );
+}
+
 /**
- * A decoder that hands its refusal to the method as a value: grpc-js answers a deserializer
- * that throws with `INTERNAL`, which Envoy would take for the service failing, where a
- * malformed message is the caller's `INVALID_ARGUMENT`.
+ * A malformed message is the caller's `INVALID_ARGUMENT`; anything else is the service's
+ * `INTERNAL`, which Envoy takes for the service failing.
  */
-export function decodedOrError<Message>(
-  decode: (bytes: Buffer) => Message,
-): (bytes: Buffer) => Message | EdgelimitError {
-  return (bytes) => {
-    try {
-      return decode(bytes);
-    } catch (error) {
-      if (error instanceof EdgelimitError) return error;
-      throw error;
-    }
+function failure(error: unknown): Refusal {
+  const invalid = error instanceof EdgelimitError && error.code === "EL_RLS_REQUEST";
+  return {
+    status: invalid ? "INVALID_ARGUMENT" : "INTERNAL",
+    details: error instanceof Error ? error.message : String(error),
   };
-}
-
-/** `@grpc/grpc-js`, or an error that says to install it. */
-async function loadGrpc(): Promise<typeof Grpc> {
-  try {
-    return await import("@grpc/grpc-js");
-  } catch (error) {
-    if ((error as { code?: string }).code !== "ERR_MODULE_NOT_FOUND") throw error;
-    throw new EdgelimitError(
-      "EL_MISSING_PACKAGE",
-      "edgelimit rls needs the package @grpc/grpc-js for its gRPC listener, which is not installed (it is optional, so that editions that do not use it do not install it): npm install @grpc/grpc-js",
-    );
-  }
-}
-
-/** The address of a peer as grpc-js reports it (`127.0.0.1:52044`, `::1:52044`). */
-export function peerAddress(peer: string): string | undefined {
-  const bare = peer.replace(/^ipv[46]:/, "");
-  const match = /^\[?(.*?)\]?:(\d+)$/.exec(bare);
-  const address = match?.[1] ?? bare;
-  return address === "" ? undefined : address;
 }

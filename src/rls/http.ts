@@ -215,10 +215,7 @@ async function handleCheck(
   }
   const verdict = decided instanceof Promise ? await decided : decided;
   const answer = forwardAuthAnswer(verdict, forwarded.denyWith403);
-  res.writeHead(answer.status, {
-    ...answer.headers,
-    "content-length": String(Buffer.byteLength(answer.body)),
-  });
+  res.writeHead(answer.status, answer.headers);
   res.end(answer.body);
 }
 

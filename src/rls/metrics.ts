@@ -11,10 +11,11 @@ import { DecisionMetrics } from "../metrics/prometheus.js";
 export class RlsMetrics extends DecisionMetrics {
   readonly #calls: Counter<"api" | "code">;
   /**
-   * The calls counter's children by API and outcome: prom-client hashes a label object on every
-   * `inc`, a child is looked up once. Bounded: both labels come from fixed sets.
+   * The calls counter's children by API and outcome, each with the calls not yet added to it: a
+   * call adds one to `pending`, a scrape hands the sums to prom-client (whose child `inc` hashes
+   * the labels again on every call). Bounded: both labels come from fixed sets.
    */
-  readonly #callChildren = new Map<string, Map<string | number, { inc(): void }>>();
+  readonly #callChildren = new Map<string, Map<string | number, CallLeaf>>();
   readonly #reloads: Counter<"source" | "result">;
 
   constructor(policy: ResolvedPolicy, blockCacheHits: () => number) {
@@ -25,6 +26,7 @@ export class RlsMetrics extends DecisionMetrics {
       help: "Calls to the rate limit service by API (grpc, grpc_health, json, check, healthcheck) and outcome (gRPC status or HTTP status).",
       labelNames: ["api", "code"],
       registers,
+      collect: () => this.#flushCalls(),
     });
     this.#reloads = new Counter({
       name: "edgelimit_rls_reloads_total",
@@ -40,15 +42,31 @@ export class RlsMetrics extends DecisionMetrics {
       byCode = new Map();
       this.#callChildren.set(api, byCode);
     }
-    let child = byCode.get(code);
-    if (child === undefined) {
-      child = this.#calls.labels({ api, code: String(code) });
-      byCode.set(code, child);
+    let leaf = byCode.get(code);
+    if (leaf === undefined) {
+      leaf = { child: this.#calls.labels({ api, code: String(code) }), pending: 0 };
+      byCode.set(code, leaf);
     }
-    child.inc();
+    leaf.pending++;
   }
 
   recordReload(source: "config" | "policy", result: "applied" | "refused"): void {
     this.#reloads.inc({ source, result });
   }
+
+  #flushCalls(): void {
+    for (const byCode of this.#callChildren.values()) {
+      for (const leaf of byCode.values()) {
+        if (leaf.pending === 0) continue;
+        leaf.child.inc(leaf.pending);
+        leaf.pending = 0;
+      }
+    }
+  }
+}
+
+/** One labelled child of the calls counter and the calls not yet added to it. */
+interface CallLeaf {
+  readonly child: { inc(value: number): void };
+  pending: number;
 }

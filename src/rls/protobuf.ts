@@ -9,11 +9,15 @@ import { textOfBytes } from "./bytes-text.js";
 
 export const WIRE = { VARINT: 0, FIXED64: 1, LENGTH: 2, FIXED32: 5 } as const;
 
-/** Reads one message (or a nested message's bytes) field by field. */
+/**
+ * Reads one message field by field, nested messages in place: `enter` makes a length-delimited
+ * field's end the reader's end until `leave` restores the outer one, so that decoding a call
+ * allocates its fields' values and nothing else.
+ */
 export class ProtoReader {
   readonly #bytes: Uint8Array;
   #at: number;
-  readonly #end: number;
+  #end: number;
 
   constructor(bytes: Uint8Array, start = 0, end = bytes.length) {
     this.#bytes = bytes;
@@ -44,14 +48,12 @@ export class ProtoReader {
     throw malformed("a varint is longer than 10 bytes");
   }
 
-  /** A length-delimited field's bounds, leaving the reader after it. */
-  span(): { readonly start: number; readonly end: number } {
+  /** A length-delimited field's end, checked against the message's. */
+  #fieldEnd(): number {
     const length = this.varint();
-    const start = this.#at;
-    const end = start + length;
+    const end = this.#at + length;
     if (end > this.#end) throw malformed("a field runs past the end of the message");
-    this.#at = end;
-    return { start, end };
+    return end;
   }
 
   /**
@@ -59,14 +61,24 @@ export class ProtoReader {
    * bytes that are not UTF-8 are kept apart, not replaced (see bytes-text.ts).
    */
   string(): string {
-    const { start, end } = this.span();
-    return textOfBytes(this.#bytes.subarray(start, end));
+    const end = this.#fieldEnd();
+    const start = this.#at;
+    this.#at = end;
+    return shortAscii(this.#bytes, start, end) ?? textOfBytes(this.#bytes.subarray(start, end));
   }
 
-  /** A reader over a nested message. */
-  message(): ProtoReader {
-    const { start, end } = this.span();
-    return new ProtoReader(this.#bytes, start, end);
+  /** Reads a nested message next: returns the outer end, for `leave` once `done`. */
+  enter(): number {
+    const end = this.#fieldEnd();
+    const outer = this.#end;
+    this.#end = end;
+    return outer;
+  }
+
+  /** Back in the outer message, after the nested one `enter` began. */
+  leave(outer: number): void {
+    this.#at = this.#end;
+    this.#end = outer;
   }
 
   skip(wireType: number): void {
@@ -78,7 +90,7 @@ export class ProtoReader {
         this.#advance(8);
         return;
       case WIRE.LENGTH:
-        this.span();
+        this.#at = this.#fieldEnd();
         return;
       case WIRE.FIXED32:
         this.#advance(4);
@@ -94,10 +106,49 @@ export class ProtoReader {
   }
 }
 
-/** Writes one message; nested messages are written by a writer of their own and added as bytes. */
+/** Longer strings go to the decoder; below this a loop is several times cheaper than a call into it. */
+const SHORT_STRING = 32;
+
+/**
+ * The text of a short run of ASCII bytes (keys, addresses, paths: most of what Envoy sends);
+ * undefined for anything else, which bytes-text.ts decodes.
+ */
+function shortAscii(bytes: Uint8Array, start: number, end: number): string | undefined {
+  if (end - start > SHORT_STRING) return undefined;
+  let text = "";
+  for (let at = start; at < end; at++) {
+    const byte = bytes[at] as number;
+    if (byte >= 0x80) return undefined;
+    text += String.fromCharCode(byte);
+  }
+  return text;
+}
+
+/** The bytes a varint takes. */
+export function varintSize(value: number): number {
+  let size = 1;
+  for (let rest = value; rest >= 0x80; rest = Math.floor(rest / 128)) size++;
+  return size;
+}
+
+/** The bytes a length-delimited field of `length` bytes takes, its tag (fields 1-15) included. */
+export function lengthFieldSize(length: number): number {
+  return 1 + varintSize(length) + length;
+}
+
+/**
+ * Writes one message into a buffer of the size its encoder worked out first (nested messages
+ * are written in place after their length, not built apart and copied), after `prefix` bytes
+ * left for the caller (gRPC's 5-byte message prefix).
+ */
 export class ProtoWriter {
-  #bytes = Buffer.allocUnsafe(64);
-  #length = 0;
+  readonly #bytes: Buffer;
+  #length: number;
+
+  constructor(size: number, prefix = 0) {
+    this.#bytes = Buffer.allocUnsafe(prefix + size);
+    this.#length = prefix;
+  }
 
   /** A varint field; proto3 leaves out zero, so callers skip it for defaults. */
   varintField(field: number, value: number): this {
@@ -106,30 +157,29 @@ export class ProtoWriter {
     return this;
   }
 
-  stringField(field: number, value: string): this {
-    const length = Buffer.byteLength(value, "utf8");
+  /** A string field of `byteLength` UTF-8 bytes. */
+  stringField(field: number, value: string, byteLength: number): this {
+    this.lengthField(field, byteLength);
+    this.#length += this.#bytes.write(value, this.#length, byteLength, "utf8");
+    return this;
+  }
+
+  /** A length-delimited field's tag and length: its `length` bytes are to be written next. */
+  lengthField(field: number, length: number): this {
     this.#varint(field * 8 + WIRE.LENGTH);
     this.#varint(length);
-    this.#reserve(length);
-    this.#length += this.#bytes.write(value, this.#length, "utf8");
     return this;
   }
 
-  bytesField(field: number, value: Uint8Array): this {
-    this.#varint(field * 8 + WIRE.LENGTH);
-    this.#varint(value.length);
-    this.#reserve(value.length);
-    this.#bytes.set(value, this.#length);
-    this.#length += value.length;
-    return this;
-  }
-
+  /** The buffer, prefix included; the encoder's sizes must have been exact. */
   finish(): Buffer {
-    return this.#bytes.subarray(0, this.#length);
+    if (this.#length !== this.#bytes.length) {
+      throw new Error(`protobuf writer: ${this.#length} bytes written of ${this.#bytes.length}`);
+    }
+    return this.#bytes;
   }
 
   #varint(value: number): void {
-    this.#reserve(10);
     const bytes = this.#bytes;
     let rest = value;
     while (rest >= 0x80) {
@@ -137,13 +187,6 @@ export class ProtoWriter {
       rest = Math.floor(rest / 128);
     }
     bytes[this.#length++] = rest;
-  }
-
-  #reserve(count: number): void {
-    if (this.#length + count <= this.#bytes.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.#bytes.length * 2, this.#length + count));
-    this.#bytes.copy(grown, 0, 0, this.#length);
-    this.#bytes = grown;
   }
 }
 

@@ -1,15 +1,17 @@
 /**
  * The rate limit service's decisions, whatever the protocol: `shouldRateLimit` for gRPC and
  * `POST /json`, `check` for forward-auth. A call whose domain the `--config` names is decided by
- * that configuration; any other domain by the `--policy` (when there is one). Both decide through
- * the core on one store, so their counters live side by side, and both reload in place.
+ * that configuration; any other domain by the `--policy` (when there is one). Both count through
+ * one counting step on the store (core/count-step.ts), so their counters live side by side and
+ * share its block cache and local counting, and both reload in place.
  */
-import { DecisionEngine, type EngineCompanions } from "../core/engine.js";
+import { CountingStep } from "../core/count-step.js";
+import type { EngineCompanions } from "../core/engine.js";
 import type { LocalCountingStatus } from "../core/local-fallback.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { RequestDescription, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
-import { createLimiter, type Limiter } from "../limiter.js";
+import { Limiter } from "../limiter.js";
 import { definePolicy } from "../policy/load.js";
 import type { DecisionRecord, RlsAnswer } from "./answer.js";
 import type { RlsConfig } from "./config.js";
@@ -19,6 +21,10 @@ import { PolicyDecider } from "./policy-decide.js";
 import { checkRequestLimits, type RequestLimits, requestLimitsOf } from "./request-limits.js";
 
 export interface RateLimitServiceOptions {
+  /**
+   * A remote store comes with `hybridCounting` in front (stores/from-url.ts), so that
+   * `counting: hybrid` descriptors and rules reserve; without it they are counted exactly.
+   */
   readonly store: Store;
   readonly config?: RlsConfig | undefined;
   readonly policy?: ResolvedPolicy | undefined;
@@ -41,22 +47,21 @@ export class RateLimitService {
   readonly store: Store;
   readonly #options: RateLimitServiceOptions;
   readonly #clock: () => number;
-  readonly #configEngine: DecisionEngine;
+  /** The configuration's counters and the policy's limiter both count through it. */
+  readonly #step: CountingStep;
   readonly #configOptions: ConfigDecideOptions;
   readonly #requestLimits: RequestLimits;
   #config: RlsConfig | undefined;
+  #basePolicy: ResolvedPolicy;
   #limiter: Limiter | undefined;
   #policyDecider: PolicyDecider | undefined;
 
   /**
-   * What the rules count in this process while the store is failed (`failMode: local`): the
-   * configuration's engine and the policy's limiter together, for /healthz and the dashboard.
+   * What the rules count in this process while the store is failed (`failMode: local`), the
+   * configuration's and the policy's alike, for /healthz and the dashboard.
    */
   get localCounting(): LocalCountingStatus {
-    const config = this.#configEngine.localCounting;
-    const policy = this.#limiter?.localCounting;
-    if (policy === undefined) return config;
-    return mergeLocalCounting(config, policy);
+    return this.#step.localCounting;
   }
 
   constructor(options: RateLimitServiceOptions) {
@@ -66,11 +71,11 @@ export class RateLimitService {
     this.#config = options.config;
     this.#requestLimits = requestLimitsOf(options.requestLimits);
     // The configuration's counters take the policy's budget when there is one.
-    this.#configEngine = new DecisionEngine({
-      policy: options.policy ?? definePolicy({ version: 1 }),
+    this.#basePolicy = options.policy ?? definePolicy({ version: 1 });
+    const onStoreError = options.onStoreError;
+    this.#step = new CountingStep({
       store: options.store,
-      clock: this.#clock,
-      onStoreError: options.onStoreError,
+      onStoreError: onStoreError === undefined ? undefined : (error) => onStoreError(error),
     });
     this.#configOptions = {
       globalShadow: options.globalShadow ?? false,
@@ -95,12 +100,12 @@ export class RateLimitService {
 
   /** The policy whose budget the configuration's counters run under: `--policy`, or an empty one. */
   get basePolicy(): ResolvedPolicy {
-    return this.#configEngine.policy;
+    return this.#basePolicy;
   }
 
-  /** Store round trips the block caches saved since start. */
+  /** Store round trips the block cache saved since start. */
   get blockCacheHits(): number {
-    return this.#configEngine.blockCacheHits + (this.#limiter?.blockCacheHits ?? 0);
+    return this.#step.blockCacheHits;
   }
 
   /**
@@ -118,7 +123,13 @@ export class RateLimitService {
       decider !== undefined && (config === undefined || !config.domains.has(request.domain));
     const answer = byPolicy
       ? decider.decide(request, peer)
-      : decideByConfig(this.#configEngine, config ?? EMPTY_CONFIG, request, this.#configOptions);
+      : decideByConfig(
+          this.#step,
+          this.#basePolicy,
+          config ?? EMPTY_CONFIG,
+          request,
+          this.#configOptions,
+        );
     if (answer instanceof Promise) return answer.then((known) => this.#observed(known));
     return this.#observed(answer);
   }
@@ -142,8 +153,10 @@ export class RateLimitService {
 
   /** Swaps the policy (and what was built from it); counters are kept. Throws if it cannot. */
   usePolicy(policy: ResolvedPolicy, companions?: EngineCompanions): void {
-    this.#configEngine.reload(policy, undefined);
     this.#usePolicy(policy, companions);
+    this.#basePolicy = policy;
+    // Blocks remembered under the old policy's budget or rules may be longer than the new ones.
+    this.#step.forgetBlocks();
   }
 
   #usePolicy(policy: ResolvedPolicy, companions: EngineCompanions | undefined): void {
@@ -152,16 +165,19 @@ export class RateLimitService {
       return;
     }
     const options = this.#options;
-    const onStoreError = options.onStoreError;
-    this.#limiter = createLimiter({
-      policy,
-      store: options.store,
-      clock: this.#clock,
-      env: options.env,
-      readFile: options.readFile,
-      ...companions,
-      onStoreError: onStoreError === undefined ? false : (error) => onStoreError(error),
-    });
+    this.#limiter = new Limiter(
+      {
+        policy,
+        store: options.store,
+        clock: this.#clock,
+        env: options.env,
+        readFile: options.readFile,
+        ...companions,
+        // The step reports store failures (to `options.onStoreError`).
+        onStoreError: false,
+      },
+      this.#step,
+    );
     this.#policyDecider = new PolicyDecider(this.#limiter, this.#clock);
   }
 
@@ -181,20 +197,3 @@ export class RateLimitService {
 }
 
 const EMPTY_CONFIG: RlsConfig = { domains: new Map(), limits: [], files: [] };
-
-/** Two engines' local counting as one. */
-function mergeLocalCounting(a: LocalCountingStatus, b: LocalCountingStatus): LocalCountingStatus {
-  const lastAt =
-    a.lastAt === undefined
-      ? b.lastAt
-      : b.lastAt === undefined
-        ? a.lastAt
-        : Math.max(a.lastAt, b.lastAt);
-  return {
-    decisions: a.decisions + b.decisions,
-    lastAt,
-    keys: a.keys + b.keys,
-    owedKeys: a.owedKeys + b.owedKeys,
-    droppedDebts: a.droppedDebts + b.droppedDebts,
-  };
-}

@@ -4,6 +4,7 @@ import type { CounterSpec, CounterState, Store, StoreTraits } from "../core/type
 import { LATE_GRACE_MS } from "../core/windows.js";
 import { IN_PLACE_ALGORITHMS as ALGORITHMS, type InPlaceAlgorithm } from "./memory-in-place.js";
 import { EntryList } from "./memory-list.js";
+import { heldOverrides } from "./memory-overrides.js";
 
 export interface MemoryStoreOptions {
   /**
@@ -98,6 +99,8 @@ export class MemoryStore implements Store {
   readonly #protected = new EntryList<Entry>();
   /** Evictions of unexpired counters since start: a sign that `maxKeys` is too small. */
   evictions = 0;
+  /** Overrides in this process, shared by every limiter on this store (memory-overrides.ts). */
+  readonly overrides = heldOverrides();
 
   constructor(options: MemoryStoreOptions = {}) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")

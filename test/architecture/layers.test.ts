@@ -182,7 +182,6 @@ const ALLOWED: Record<string, readonly string[]> = {
     "metrics",
     "node-http",
     "ops",
-    "package:@grpc/grpc-js",
     "package:pino",
     "package:prom-client",
     "package:yaml",
@@ -190,8 +189,10 @@ const ALLOWED: Record<string, readonly string[]> = {
     "package:node:crypto",
     "package:node:fs",
     "package:node:http",
+    "package:node:http2",
     "package:node:net",
     "package:node:path",
+    "package:node:zlib",
   ],
 };
 

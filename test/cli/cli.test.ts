@@ -25,7 +25,7 @@ function policyFile(yaml: string): string {
   return file;
 }
 
-const COMMANDS = ["check", "serve", "build", "replay"] as const;
+const COMMANDS = ["check", "serve", "build", "replay", "override"] as const;
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

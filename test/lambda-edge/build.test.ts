@@ -77,7 +77,7 @@ describe("edgelimit build lambda-edge", () => {
       expect(listed[0]).toBe("index.js");
     }
     // Only index.js loads at cold start; the challenge and jose wait for a request needing them.
-    expect(built[0]?.files).toEqual(["index.js", "challenge.js", "jose.js"]);
+    expect(built[0]?.files).toEqual(["index.js", "challenge.js", "jose.js", "peek.js"]);
     expect(built[1]?.files).toEqual(["index.js"]);
     const request = built[0] as (typeof built)[number];
     const code = readFileSync(request.script, "utf8");
@@ -91,9 +91,10 @@ describe("edgelimit build lambda-edge", () => {
     expect(code).toContain('process.getBuiltinModule("node:https")');
     // The seed policy challenges, so the challenge page is served at the edge too. What every
     // cold start loads stays small (bench/lambda-edge.bench.ts times it): the region table and
-    // the budget's read-before-timeout took it past the earlier 50 KB target, and matching every
-    // spelling of a rule's path past 64 KiB (docs/aws.md, "Known limits").
-    expect(request.minifiedBytes).toBeLessThanOrEqual(68 * 1024);
+    // the budget's read-before-timeout took it past the earlier 50 KB target, matching every
+    // spelling of a rule's path past 64 KiB, and the one counting step with its reads at cost 0
+    // (limiter.peek's, on the store) past 68 KiB (docs/aws.md, "Known limits").
+    expect(request.minifiedBytes).toBeLessThanOrEqual(72 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
 
@@ -246,7 +247,7 @@ describe("edgelimit build lambda-edge", () => {
         outDir: join(work, "unsigned-ok"),
         env: {},
       });
-      expect(built[0]?.files).toEqual(["index.js", "jose.js"]);
+      expect(built[0]?.files).toEqual(["index.js", "jose.js", "peek.js"]);
     }
   });
 

@@ -255,6 +255,51 @@ describe("envoyproxy/ratelimit's invalid configurations", () => {
       [14, expect.stringContaining("two limits of this descriptor count in the same window")],
     ]);
   });
+
+  it("takes counting: exact or hybrid in the edgelimit block, and no hybrid token bucket", () => {
+    const problems = problemsOf({
+      "config.yaml": [
+        "domain: shop",
+        "descriptors:",
+        "  - key: a",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "    metadata:",
+        "      edgelimit: { counting: approximate }",
+        "  - key: b",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "    metadata:",
+        "      edgelimit: { counting: hybrid, algorithm: token-bucket }",
+        "  - key: c",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "    metadata:",
+        "      edgelimit:",
+        "        counting: hybrid",
+        "        limits: [{ limit: 5, window: 1h, algorithm: token-bucket }]",
+        "",
+      ].join("\n"),
+    });
+    expect(problems.map((problem) => [problem.line, problem.message])).toEqual([
+      [6, expect.stringMatching(/"exact".*"hybrid"/)],
+      [10, expect.stringContaining("counting: hybrid needs a windowed algorithm")],
+      [14, expect.stringContaining("counting: hybrid needs a windowed algorithm")],
+    ]);
+    const dir = directory({
+      "config.yaml": [
+        "domain: shop",
+        "descriptors:",
+        "  - key: a",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "    metadata:",
+        "      edgelimit: { counting: hybrid, limits: [{ limit: 5, window: 1h }] }",
+        "  - key: b",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "",
+      ].join("\n"),
+    });
+    const [hybrid, exact] = loadRlsConfig(dir, DEFAULTS).config.limits;
+    expect(hybrid?.rules.map((rule) => rule.counting)).toEqual(["hybrid", "hybrid"]);
+    expect(exact?.rules.map((rule) => rule.counting)).toEqual(["exact"]);
+  });
 });
 
 describe("what loads", () => {

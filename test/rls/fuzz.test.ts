@@ -5,7 +5,6 @@ import { MemoryStore } from "../../src/index.js";
 import { loadPolicy } from "../../src/policy/load.js";
 import { decodeRateLimitRequest } from "../../src/rls/codec.js";
 import { loadRlsConfig } from "../../src/rls/config-files.js";
-import { decodedOrError } from "../../src/rls/grpc.js";
 import type { RateLimitRequest } from "../../src/rls/messages.js";
 import { requestFromJson } from "../../src/rls/protojson.js";
 import { RateLimitService } from "../../src/rls/service.js";
@@ -29,9 +28,15 @@ const service = new RateLimitService({
   }).config,
   policy: loadPolicy("test/rls/fixtures/policy.yaml"),
 });
-const decode = decodedOrError((bytes) =>
-  decodeRateLimitRequest(bytes, service.requestLimits.maxDescriptors),
-);
+/** As the gRPC listener decodes a call: the message, or the refusal it answers with. */
+function decode(bytes: Uint8Array): RateLimitRequest | EdgelimitError {
+  try {
+    return decodeRateLimitRequest(bytes, service.requestLimits.maxDescriptors);
+  } catch (error) {
+    if (error instanceof EdgelimitError) return error;
+    throw error;
+  }
+}
 const RateLimitRequestType = upstreamRoot().lookupType(
   "envoy.service.ratelimit.v3.RateLimitRequest",
 );
