@@ -53,7 +53,7 @@ import {
   startServer,
   stopServers,
 } from "./support/processes.js";
-import { CONFIG } from "./support/rls-calls.js";
+import { CONFIG, HYBRID_CONFIG } from "./support/rls-calls.js";
 import { hasWrk, pathPart } from "./support/rls-path.js";
 import { callsOf, commandTimes, referencePattern, usecOf } from "./support/rls-redis-time.js";
 
@@ -244,6 +244,7 @@ async function main(): Promise<void> {
   out(`load average at the start ${loadAverage()}`);
   execFileSync("npm", ["run", "build"], { stdio: "ignore" });
   writeFileSync(join(dir, "config.yaml"), CONFIG);
+  writeFileSync(join(dir, "hybrid.yaml"), HYBRID_CONFIG);
   const redisServer = await startRedis();
   const redisPort = redisServer.server.port;
   // Redis shares the load generator's core, so that the servers measured have theirs alone.
@@ -261,6 +262,15 @@ async function main(): Promise<void> {
     {
       name: "rls redis",
       server: await startRls([...config, "--store", `redis://127.0.0.1:${redisPort}`]),
+    },
+    {
+      name: "rls redis hybrid",
+      server: await startRls([
+        "--config",
+        join(dir, "hybrid.yaml"),
+        "--store",
+        `redis://127.0.0.1:${redisPort}/1`,
+      ]),
     },
   ];
   const before = process.env.RLS_BENCH_BEFORE;

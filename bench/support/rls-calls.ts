@@ -18,6 +18,18 @@ descriptors:
         rate_limit: { unit: minute, requests_per_unit: 300 }
 `;
 
+/** `CONFIG` with both descriptors counted hybrid (docs/proxies.md): reserved ahead in Redis. */
+export const HYBRID_CONFIG = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 600 }
+    metadata: { edgelimit: { counting: hybrid } }
+    descriptors:
+      - key: path
+        rate_limit: { unit: minute, requests_per_unit: 300 }
+        metadata: { edgelimit: { counting: hybrid } }
+`;
+
 export function clientAddress(index: number): string {
   const i = index % POPULATION;
   return `10.9.${Math.floor(i / 250)}.${(i % 250) + 1}`;
