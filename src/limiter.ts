@@ -104,8 +104,9 @@ export class Limiter {
       checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    // The edge bundles (Lambda@Edge, Workers) carry no overrides yet: their stores keep none,
-    // and the viewer-request file's size is bounded (docs/aws.md).
+    // The Lambda@Edge bundles carry no overrides yet: their stores keep none, and the
+    // viewer-request file's size is bounded (docs/aws.md). A Worker bundles them unused
+    // (docs/cloudflare.md, "What the bundle holds").
     const watch =
       typeof EDGELIMIT_BUNDLE === "undefined" && step === undefined
         ? overrideWatch(options, () => this.#engine)

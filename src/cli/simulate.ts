@@ -29,7 +29,8 @@ export async function run(argv: string[]): Promise<number> {
       ? undefined
       : progressReporter(process.stderr, describeSimulation);
   try {
-    const scenario = loadScenario(positionals[0] as string);
+    const modes = values.modes?.split(",").map((mode) => mode.trim());
+    const scenario = loadScenario(positionals[0] as string, modes);
     // Before the run: a missing optional package fails at once, not after minutes.
     const files = values.html === undefined ? undefined : uplotFiles("simulate --html");
     const report = await simulate(scenario, { seed, onProgress: progress?.update });
@@ -56,6 +57,7 @@ function parse(argv: string[]) {
       json: { type: "boolean" },
       html: { type: "string" },
       seed: { type: "string" },
+      modes: { type: "string" },
       "no-progress": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },

@@ -31,6 +31,10 @@
  *   window, which is where the store counts it too (see `countedAt` in algorithms/). A grant
  *   the store counted in another window than the reservation's (a store whose items are per
  *   window, a clock behind another process's) admits only the request that asked for it.
+ * - A region holder, where the store has one (`Store.holder`, hybrid/holder.ts): a process takes
+ *   its units from its region's holder (one local conditional write) instead of reserving in
+ *   the lease region; the holder is topped up from the store in the background, the next window
+ *   reserved ahead; only a request that finds it empty waits for a reservation.
  * - Resets reach every process. Where the store can reset counters, held units are leased:
  *   spendable for `leaseMs` after the reservation was sent, renewed in the background while the
  *   subject is busy. A reset raises a fence in the store (a counter beside the reset one that
@@ -47,31 +51,17 @@ import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
 import { fenceRead, raiseFences } from "./hybrid/fence.js";
-import { keepGrant } from "./hybrid/grant.js";
+import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
+import { type HolderLayer, holderLayer, reserveForRegion, takeChunks } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
-import { checkHybridArguments } from "./hybrid-options.js";
+import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
+
+export type { HybridOptions } from "./hybrid-options.js";
+
 import { newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type { Sent } from "./reservation-clock.js";
 import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
-
-export interface HybridOptions {
-  /** Epoch ms, the limiter's clock: when a reset raises its fence (default `Date.now`). */
-  readonly clock?: (() => number) | undefined;
-  /** The monotonic clock and timers of round trips, leases and resets (default: the runtime's). */
-  readonly scheduler?: Scheduler | undefined;
-  /** At most how far ahead one reservation covers a subject's rate (default: the rest of its window). */
-  readonly reserveMs?: number | undefined;
-  /** Subjects whose reservations are held (default 20,000; a forgotten one strands its units). */
-  readonly maxKeys?: number | undefined;
-  /**
-   * How long held units stay spendable after their reservation was sent, where the store can
-   * reset counters (default 10,000 ms): what a reset waits for before it takes effect. Shorter
-   * leases make resets quicker and cost a busy subject more renewals (about one per three
-   * quarters of a lease in each process).
-   */
-  readonly leaseMs?: number | undefined;
-}
 
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
@@ -96,6 +86,8 @@ export class HybridCounting implements Store {
   readonly #reservations: GenerationalCache<Map<string, Reservation>>;
   /** What a background top-up needs of this layer (refill.ts). */
   readonly #refiller: Refiller;
+  /** The store's region holder, where it has one and resets need no leases (holder.ts). */
+  readonly #holder: HolderLayer | undefined;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
@@ -135,6 +127,11 @@ export class HybridCounting implements Store {
       measured: (sent) => this.#measured(sent),
       sizeFor: (reservation, counter, now) => this.#reservationFor(reservation, counter, now),
     };
+    const holder = this.#leaseMs === 0 ? inner.holder : undefined;
+    this.#holder =
+      holder === undefined
+        ? undefined
+        : holderLayer(this.#refiller, holder, !this.#requestScopedIo);
   }
 
   apply(
@@ -253,7 +250,15 @@ export class HybridCounting implements Store {
       );
     }
     if (missing.length === 0) return false;
-    return this.#reserve(counters, missing, now, progress, states, taken);
+    const holder = this.#holder;
+    if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
+    // The region's holder first (one local write), the lease region only when it is empty.
+    const held = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    await takeChunks(holder, counters, missing, held, now, progress);
+    missing = missing.filter((i, j) => !this.#take(held[j], counters[i], states, taken, i));
+    if (missing.length === 0) return false;
+    const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
   }
 
   /** One store call reserving for every counter in `missing`; admits from what is granted. */
@@ -308,25 +313,11 @@ export class HybridCounting implements Store {
       if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
       if (granted === "own") {
         // Counted in the store for this request alone: admitted, nothing held.
-        const asked = asks[j] as number;
-        const count = Math.min(counter.limit, Math.max(0, state.count - asked + counter.cost));
-        states[i] = {
-          allowed: true,
-          count,
-          remaining: counter.limit - count,
-          resetAt: state.resetAt,
-          retryAfterMs: 0,
-        };
+        states[i] = ownState(counter, asks[j] as number, state);
         return;
       }
       refused = true;
-      states[i] = {
-        allowed: false,
-        count: state.count,
-        remaining: 0,
-        resetAt: state.resetAt,
-        retryAfterMs: Math.max(1, state.retryAfterMs),
-      };
+      states[i] = refusedState(state);
     });
     return refused;
   }
@@ -366,7 +357,8 @@ export class HybridCounting implements Store {
   /** Tops up in the background a busy subject's reservation that is running low (refill.ts). */
   #refillIfLow(reservation: Reservation, counter: CounterSpec, now: number): void {
     if (this.#requestScopedIo) return;
-    refillIfLow(this.#refiller, reservation, counter, now);
+    // With a region holder, a take that leaves it low tops it up (hybrid/holder.ts).
+    if (this.#holder === undefined) refillIfLow(this.#refiller, reservation, counter, now);
   }
 
   #measured(sent: number): void {
@@ -375,12 +367,13 @@ export class HybridCounting implements Store {
   }
 
   #take(
-    reservation: Reservation,
-    counter: CounterSpec,
+    reservation: Reservation | undefined,
+    counter: CounterSpec | undefined,
     states: CounterState[],
     taken: Taken[],
     at: number,
   ): boolean {
+    if (reservation === undefined || counter === undefined) return false;
     const now = this.#scheduler.now();
     return takeHeld(reservation, counter, states, taken, at, now, this.#leaseMs > 0);
   }

@@ -2,7 +2,7 @@
  * What one process holds for one hybrid counter in one window, and how much it reserves next:
  * the sizing that docs/accuracy.md measured (core/hybrid-counting.ts uses it).
  */
-import type { CounterSpec, CounterState, WindowSpec } from "./types.js";
+import type { CounterSpec, CounterState, HolderState, WindowSpec } from "./types.js";
 import { windowAt, windowIndexAt, windowStartOf } from "./windows.js";
 
 /**
@@ -61,6 +61,16 @@ export interface Reservation {
    * request reserves only its own cost, until an answer shows it down.
    */
   fenced: boolean;
+  /**
+   * The region holder as this process last saw it in this window (hybrid/holder.ts), and what
+   * the region took from it in the window before (0 when there was none).
+   */
+  region: HolderState | undefined;
+  previousRegionTaken: number;
+  /** A top-up of the region holder sent by this process is on its way. */
+  topping: boolean;
+  /** This process asked to reserve the next window ahead for the region (once per window). */
+  aheadAsked: boolean;
 }
 
 /** A reservation for the window of `now`, following `previous` (the same counter's last one). */
@@ -88,6 +98,11 @@ export function newReservation(
     leaseEnd: 0,
     windowEndsAt: 0,
     fenced: follows ? previous.fenced : false,
+    region: undefined,
+    previousRegionTaken:
+      follows && previous.region !== undefined ? previous.region.granted - previous.region.left : 0,
+    topping: false,
+    aheadAsked: false,
   };
 }
 
@@ -174,6 +189,9 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.leaseEnd = 0;
   reservation.windowEndsAt = 0;
   reservation.fenced = moved.fenced;
+  reservation.region = undefined;
+  reservation.previousRegionTaken = moved.previousRegionTaken;
+  reservation.aheadAsked = false;
 }
 
 /**

@@ -135,6 +135,57 @@ export interface Store {
   close?(): Promise<void>;
   /** What the limiter and health pages read about the store besides its calls (all optional). */
   readonly traits?: StoreTraits;
+  /**
+   * Hybrid counting's region holder, where the store has one (DynamoDB with its opt-in
+   * `regionHolder`, outside the lease region): units reserved for this region, spent by all
+   * of its processes from its nearest replica (core/hybrid/holder.ts). Optional: without it
+   * each process reserves from the store itself.
+   */
+  readonly holder?: RegionHolder;
+}
+
+/**
+ * A region's holder of reserved units, for each hybrid counter and window: an item in the
+ * region's nearest replica that only this region's processes write, so that replication (last
+ * writer wins) never drops one of its writes. `granted` is what this region reserved in the
+ * store (`apply` of an `observe` counter) and added here; a process takes from what is `left`
+ * with one conditional write, and admits from what it took. Units are never taken more than
+ * once, and never for another window than the one they were granted in: a store with a holder
+ * counts at the caller's stamp, and the window is the stamp's (`now`).
+ */
+export interface RegionHolder {
+  /**
+   * Takes `units` of `counter` in the window of `now`, or what is left when that is less but at
+   * least `counter.cost` (as far as the server returns the item with a failed condition:
+   * DynamoDB does, dynalite does not); nothing when even that is not left (or there is no item).
+   * `claimAhead`: the take also claims reserving the next window ahead for the region, which
+   * only the first such take of the window gets (`HolderState.claimedAhead`).
+   */
+  take(
+    counter: CounterSpec,
+    units: number,
+    now: number,
+    claimAhead: boolean,
+    progress?: StoreCallProgress,
+  ): Promise<HolderState>;
+  /**
+   * Adds `units` the store granted for `counter` in the window of `now`, with the store's count
+   * after that grant (`storeCount`: how much of the limit every region has reserved).
+   */
+  fill(counter: CounterSpec, units: number, storeCount: number, now: number): Promise<HolderState>;
+}
+
+/** A region holder after a call (see `RegionHolder`). */
+export interface HolderState {
+  /** Units this call took (0 for `fill`). */
+  readonly taken: number;
+  /** Units the region was granted in the window, and has not handed to a process yet. */
+  readonly granted: number;
+  readonly left: number;
+  /** The store's count at the holder's last fill, as `fill` was told it (0 before any). */
+  readonly storeCount: number;
+  /** This take was the region's first to claim reserving the next window ahead. */
+  readonly claimedAhead?: boolean;
 }
 
 /** The blocks a `ResetFollower` forgets: the block cache (core/block-cache.ts). */

@@ -12,7 +12,7 @@ import type { ResolvedPolicy } from "../core/model.js";
 import type { RequestDescription } from "../core/types.js";
 import type { Scenario } from "./scenario.js";
 import type { Arrival } from "./traffic.js";
-import type { Mode, World } from "./world.js";
+import { isHybridMode, type Mode, type World } from "./world.js";
 
 interface Instance {
   /** In the order instances were created (`Served.process`). */
@@ -155,10 +155,9 @@ export class Deployment {
     const world = this.#world;
     const counted = world.storeFor(this.#mode, region, this.#policy);
     // Hybrid counting in front of the store, on the simulation's time (as a deployment builds it).
-    const store =
-      this.#mode === "hybrid"
-        ? hybridCounting(counted, { clock: world.clock, scheduler: world.scheduler })
-        : counted;
+    const store = isHybridMode(this.#mode)
+      ? hybridCounting(counted, { clock: world.clock, scheduler: world.scheduler })
+      : counted;
     const engine = new DecisionEngine({
       policy: this.#policy,
       store,

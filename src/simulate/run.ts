@@ -18,7 +18,7 @@ import { costOf } from "./report.js";
 import type { Scenario } from "./scenario.js";
 import { type Arrival, SIMULATED_USERS, scheduleTraffic } from "./traffic.js";
 import { WaitCauses } from "./waits.js";
-import { type Mode, World } from "./world.js";
+import { isHybridMode, type Mode, World } from "./world.js";
 
 /** How long after the last arrival the loop runs on, so calls in flight and refunds land. */
 const SETTLE_MS = 30_000;
@@ -106,13 +106,13 @@ export function simulatedPolicy(policy: ResolvedPolicy): ResolvedPolicy {
 }
 
 /**
- * The policy each mode runs. `hybrid` sets every rule's counting to hybrid; this is the only
+ * The policy each mode runs. `hybrid` (and `hybrid+holder`, which differs in the store) sets every rule's counting to hybrid; this is the only
  * place that does (rules a policy may not make hybrid, token buckets, keep their counting).
  * `two-writes` has no time budget (the design waits for DynamoDB however long it takes) and
  * counts every IPv6 address apart, as its `IP#${ip}` key does.
  */
 export function policyForMode(policy: ResolvedPolicy, mode: Mode): ResolvedPolicy {
-  if (mode === "hybrid") {
+  if (isHybridMode(mode)) {
     return {
       ...policy,
       rules: policy.rules.map(

@@ -70,8 +70,13 @@ const store = z.discriminatedUnion("kind", [
     /**
      * Hybrid counting's reservations in a table of their own in one region (the stack's lease
      * table); default: the table itself, in its first replica (the store's default).
+     * `holders`: the region holders' table of mode `hybrid+holder` (the store's opt-in
+     * `regionHolder`), one of that name in each replica's region, not replicated (default: the
+     * table itself, whose holder items then replicate). Other modes ignore it.
      */
-    lease: z.strictObject({ table: z.string(), region: z.string() }).optional(),
+    lease: z
+      .strictObject({ table: z.string(), region: z.string(), holders: z.string().optional() })
+      .optional(),
   }),
   z.strictObject({
     kind: z.literal("redis"),
@@ -144,7 +149,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   /** A policy file, relative to the scenario. */
   policy: z.string(),
   modes: z
-    .array(z.enum(["two-writes", "exact", "hybrid"]))
+    .array(z.enum(["two-writes", "exact", "hybrid", "hybrid+holder"]))
     .min(1)
     .default(["exact"]),
   /**
@@ -199,7 +204,11 @@ export function parseScenario(input: unknown, baseDir: string, source = "scenari
   return parsed;
 }
 
-export function loadScenario(file: string): Scenario {
+/**
+ * Reads and checks a scenario file. `modes` (the CLI's `--modes`) replaces the file's modes
+ * before the checks, so that a mode the file does not list is checked as if it did.
+ */
+export function loadScenario(file: string, modes?: readonly string[]): Scenario {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -211,6 +220,9 @@ export function loadScenario(file: string): Scenario {
     input = parseYaml(text);
   } catch (error) {
     throw new ScenarioError(`${file} is not YAML: ${(error as Error).message}`);
+  }
+  if (modes !== undefined && typeof input === "object" && input !== null) {
+    input = { ...input, modes };
   }
   return parseScenario(input, dirname(resolve(file)), file);
 }
@@ -239,6 +251,8 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
     if (lease !== undefined) {
       if (lease.table === store.table)
         problems.push("store.lease.table: name a table other than store.table");
+      if (lease.holders === store.table || lease.holders === lease.table)
+        problems.push("store.lease.holders: name a table other than store.table and lease.table");
       for (const region of regions) {
         if (store.rttMs[region]?.[lease.region] === undefined) {
           problems.push(
@@ -265,6 +279,11 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
   if (store.kind !== "dynamodb" && scenario.modes.includes("two-writes")) {
     problems.push(
       `modes: "two-writes" is a DynamoDB design (docs/accuracy.md); it needs store.kind: dynamodb`,
+    );
+  }
+  if (store.kind !== "dynamodb" && scenario.modes.includes("hybrid+holder")) {
+    problems.push(
+      `modes: "hybrid+holder" holds reservations in DynamoDB items per region; it needs store.kind: dynamodb`,
     );
   }
   scenario.traffic.legitimate.forEach((group, i) => {

@@ -20,7 +20,12 @@ import type { Scenario } from "./scenario.js";
 import { TwoWritesStore } from "./two-writes-store.js";
 
 /** The counting modes a scenario compares (docs/accuracy.md, "The modes"). */
-export type Mode = "two-writes" | "exact" | "hybrid";
+export type Mode = "two-writes" | "exact" | "hybrid" | "hybrid+holder";
+
+/** Whether `mode` counts hybrid rules by reservation (with region holders or without). */
+export function isHybridMode(mode: Mode): boolean {
+  return mode === "hybrid" || mode === "hybrid+holder";
+}
 
 const SIM_CREDENTIALS = { accessKeyId: "SIMULATED", secretAccessKey: "simulated" };
 
@@ -57,6 +62,9 @@ export class World {
           ...(store.lease === undefined
             ? []
             : [{ name: store.lease.table, replicas: [store.lease.region] }]),
+          ...(store.lease?.holders === undefined
+            ? []
+            : [{ name: store.lease.holders, replicas: store.replicas, regional: true }]),
         ],
         lagMs: () => (lag.sigma === 0 ? lag.median : random.logNormal(lag.median, lag.sigma)),
         onOperation,
@@ -175,6 +183,13 @@ export class World {
             leaseTable: store.lease.table,
             leaseRoundTripMs: this.baseRoundTrip(region, store.lease.region),
           }),
+      // `hybrid+holder`: the region holders (opt-in), in their own table where one is named.
+      ...(mode === "hybrid+holder"
+        ? {
+            regionHolder: true,
+            ...(store.lease?.holders === undefined ? {} : { holderTable: store.lease.holders }),
+          }
+        : {}),
     });
   }
 

@@ -260,6 +260,17 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
         "dynamodb://limits?region=eu-west-1&regions=us-east-1,eu-west-1&leaseRegion=us-east-1&leaseTable=leases",
       ),
     ).toMatchObject({ leaseRegion: "us-east-1", leaseTable: "leases" });
+    expect(
+      parseDynamodbUrl(
+        "dynamodb://limits?region=eu-west-1&leaseRegion=us-east-1&regionHolder=true&holderTable=holders",
+      ),
+    ).toMatchObject({ regionHolder: true, holderTable: "holders" });
+    expect(parseDynamodbUrl("dynamodb://limits?region=eu-west-1")).not.toHaveProperty(
+      "regionHolder",
+    );
+    expect(() => parseDynamodbUrl("dynamodb://limits?region=eu-west-1&regionHolder=yes")).toThrow(
+      /regionHolder is true or false; got "yes"/,
+    );
     expect(() => parseDynamodbUrl("dynamodb://limits")).toThrow(/region/);
   });
 });

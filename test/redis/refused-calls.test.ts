@@ -140,8 +140,25 @@ describe("the longest windows a policy accepts", () => {
         }
         expect(actions, path).toEqual(["allow", "allow", "block"]);
       }
-      for (const key of await admin.keys("longest:*")) {
-        expect(await admin.pttl(key), key).toBeGreaterThan(30 * 86_400_000);
+      // A fixed window's key lives until its window ends (plus 2 s of grace), however far off that
+      // is: the 366-day window from the epoch, and the calendar year for 12 months. A sliding
+      // window's key outlives its window by one more window.
+      const now = Date.now();
+      const day = 86_400_000;
+      const untilEnd: Record<string, number> = {
+        year: 366 * day - (now % (366 * day)),
+        months: Date.UTC(new Date(now).getUTCFullYear() + 1, 0, 1) - now,
+        weeks: 52 * 7 * day,
+      };
+      const keys = await admin.keys("longest:*");
+      expect(keys.length).toBeGreaterThanOrEqual(3);
+      for (const key of keys) {
+        const name = /\|(year|weeks|months)\|/.exec(key)?.[1];
+        expect(name, key).toBeDefined();
+        const end = untilEnd[name as string] as number;
+        const ttl = await admin.pttl(key);
+        expect(ttl, key).toBeGreaterThan(end - 60_000);
+        if (name !== "weeks") expect(ttl, key).toBeLessThanOrEqual(end + 2_000);
       }
     } finally {
       await store.close();

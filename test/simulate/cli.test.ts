@@ -95,6 +95,15 @@ describe("edgelimit simulate (the command)", () => {
     expect(tooLarge.stderr).toContain(
       'huge.yaml is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  traffic.legitimate: 200,000,010 clients in all',
     );
+    // --modes replaces the scenario's and is checked as the file's would be.
+    const redis = await edgelimit(
+      resolve("examples/scenarios/redis-gateway.yaml"),
+      "--modes",
+      "hybrid,hybrid+holder",
+    );
+    expect(redis.code).toBe(2);
+    expect(redis.stderr).toContain('modes: "hybrid+holder" holds reservations in DynamoDB items');
+    expect((await edgelimit(CI, "--modes", "fast")).stderr).toContain("modes");
     const missing = await edgelimit(join(dir, "none.yaml"));
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("cannot read");

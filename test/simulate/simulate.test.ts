@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { simulate } from "../../src/simulate/run.js";
-import { fixtureScenario, scenarioOf, twoRegions } from "./helpers.js";
+import { loadScenario } from "../../src/simulate/scenario.js";
+import { FIXTURES, fixtureScenario, scenarioOf, twoRegions } from "./helpers.js";
 
 describe("edgelimit simulate", () => {
   it("is deterministic: the same scenario and seed give byte-identical reports, another seed another", async () => {
@@ -29,6 +30,20 @@ describe("edgelimit simulate", () => {
       monotonic.mockRestore();
     }
     expect(report).toBe(expected);
+  }, 60_000);
+
+  it("hybrid+holder (region holders, opt-in): the far region answers from its own replica, the lease region as without holders, nothing beyond the limit", async () => {
+    const scenario = loadScenario(`${FIXTURES}/ci.yaml`, ["hybrid", "hybrid+holder"]);
+    const [hybrid, holder] = (await simulate(scenario)).modes;
+    const far = (mode: typeof hybrid) => mode?.legitimateLatencyMs.byRegion["eu-west-1"];
+    const lease = (mode: typeof hybrid) => mode?.legitimateLatencyMs.byRegion["us-east-1"];
+    // Without holders the far region's typical request waits for us-east-1 (75 ms away).
+    expect(far(hybrid)?.p50).toBeGreaterThan(60);
+    expect(far(holder)?.p50).toBeLessThan(20);
+    // The lease region reserves on the lease item itself, with holders or without.
+    expect(lease(holder)?.p99).toBeLessThanOrEqual((lease(hybrid)?.p99 ?? 0) + 1);
+    expect(holder?.overAdmission.requests).toBe(0);
+    expect(holder?.legitimate.refusedUnderLimit).toBe(0);
   }, 60_000);
 
   it("loses the two-writes design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {

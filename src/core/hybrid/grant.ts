@@ -55,3 +55,26 @@ export function holdGrant(
   if (leaseMs > 0) reservation.leaseEnd = sent.at + leaseMs;
   return true;
 }
+
+/** A grant that covers only the request that asked (`own`): admitted, nothing held. */
+export function ownState(counter: CounterSpec, asked: number, state: CounterState): CounterState {
+  const count = Math.min(counter.limit, Math.max(0, state.count - asked + counter.cost));
+  return {
+    allowed: true,
+    count,
+    remaining: counter.limit - count,
+    resetAt: state.resetAt,
+    retryAfterMs: 0,
+  };
+}
+
+/** A grant that does not cover the request: refused, with the store's count. */
+export function refusedState(state: CounterState): CounterState {
+  return {
+    allowed: false,
+    count: state.count,
+    remaining: 0,
+    resetAt: state.resetAt,
+    retryAfterMs: Math.max(1, state.retryAfterMs),
+  };
+}

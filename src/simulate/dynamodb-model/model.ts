@@ -51,7 +51,12 @@ export interface OperationCost {
 
 export interface TableModelOptions {
   /** Replica regions of each table: `[{ table, replicas }]`; one replica is a single-region table. */
-  readonly tables: readonly { readonly name: string; readonly replicas: readonly string[] }[];
+  readonly tables: readonly {
+    readonly name: string;
+    readonly replicas: readonly string[];
+    /** A table of this name in each replica's region, each its own: nothing replicates. */
+    readonly regional?: boolean;
+  }[];
   /** Replication lag, ms, for one version from `from` to `to` (drawn per version). */
   readonly lagMs: (from: string, to: string) => number;
   readonly onOperation?: (cost: OperationCost) => void;
@@ -73,6 +78,7 @@ class Table {
   constructor(
     readonly name: string,
     readonly replicas: readonly string[],
+    readonly regional: boolean,
   ) {}
 }
 
@@ -84,8 +90,8 @@ export class TableModel {
 
   constructor(options: TableModelOptions) {
     this.#options = options;
-    for (const { name, replicas } of options.tables)
-      this.#tables.set(name, new Table(name, replicas));
+    for (const { name, replicas, regional } of options.tables)
+      this.#tables.set(name, new Table(name, replicas, regional === true));
   }
 
   /** Runs one operation in `replica` at virtual time `now`; throws a `DynamoDbError` as DynamoDB answers. */
@@ -133,7 +139,7 @@ export class TableModel {
     return [...this.#tables.values()].map((table) => ({
       table: table.name,
       items: table.items.size + table.dropped,
-      replicas: table.replicas.length,
+      replicas: table.regional ? 1 : table.replicas.length,
     }));
   }
 
@@ -175,7 +181,7 @@ export class TableModel {
         sk,
         keys: { PK: { S: pk }, SK: { S: sk } },
         copies: new Array(n).fill(undefined),
-        queues: n > 1 ? new Array(n * n).fill(undefined) : undefined,
+        queues: n > 1 && !table.regional ? new Array(n * n).fill(undefined) : undefined,
         added: new Map(),
       };
       table.items.set(id, record);

@@ -42,6 +42,8 @@ function tableShape() {
     leaseTable: "string",
     leaseEndpoint: "string",
     leaseRoundTripMs: "number",
+    regionHolder: "boolean",
+    holderTable: "string",
   } satisfies OptionsShape<DynamoDbTableOptions>;
 }
 

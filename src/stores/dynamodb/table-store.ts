@@ -4,6 +4,7 @@ import { GenerationalCache } from "../../core/generational-cache.js";
 import type {
   CounterSpec,
   CounterState,
+  RegionHolder,
   Store,
   StoreCallProgress,
   StoreStatus,
@@ -22,6 +23,7 @@ import {
 } from "./items.js";
 import type { DynamoDbClient } from "./protocol.js";
 import { Refunds } from "./refunds.js";
+import { DynamoDbRegionHolder } from "./region-holder.js";
 import { countSlidingWindow } from "./sliding-window.js";
 import { takeTokens } from "./token-bucket.js";
 
@@ -79,6 +81,20 @@ export interface DynamoDbTableOptions {
    * reserves (default: `expectedRoundTripMs` when it is this store's region, else 0).
    */
   readonly leaseRoundTripMs?: number;
+  /**
+   * Hybrid counting's region holder (core/hybrid/holder.ts; opt-in, default false): where
+   * reservations go to another region, this region's processes spend reserved units from an
+   * item in the region's own replica, one local write per chunk, instead of each reserving from
+   * the lease region (docs/accuracy.md, "Region holders (opt-in)"). In `leaseRegion` itself
+   * processes keep reserving from the lease item directly: it is as near as a holder would be.
+   */
+  readonly regionHolder?: boolean;
+  /**
+   * The region holders' table, with `regionHolder` (default `table`): a table of this name in
+   * each region, not a global table, saves the replicated writes of the holder items, which
+   * only their own region ever reads.
+   */
+  readonly holderTable?: string;
 }
 
 /**
@@ -122,6 +138,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly expectedRoundTripMs: number;
   readonly leaseRegion: string;
   readonly leaseRoundTripMs: number;
+  readonly holder: RegionHolder | undefined;
   readonly #table: Table;
   /** Where hybrid counters are counted: `#table` itself unless a lease region or table is set. */
   readonly #leases: Table;
@@ -206,6 +223,22 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
         }),
       };
     }
+    if (options.holderTable !== undefined && options.regionHolder !== true) {
+      throw new EdgelimitError(
+        "EL_STORE_OPTION",
+        `${owner}: holderTable names the region holders' table; set regionHolder: true to use them`,
+      );
+    }
+    // In the lease region the lease item is local already: a holder would only add a write.
+    this.holder =
+      options.regionHolder === true && !sameRegion
+        ? new DynamoDbRegionHolder(
+            this.client,
+            options.holderTable ?? this.table,
+            this.#table.ttlGraceSeconds,
+            options.region,
+          )
+        : undefined;
     this.#refunds = new Refunds(this.client, this.table);
     this.#leaseRefunds =
       this.#leases === this.#table

@@ -7,8 +7,9 @@ const DEFAULT_TABLE = "rate-limits";
 
 /**
  * `dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2][&remoteCacheMs=N][&leaseRegion=R]
- * [&leaseTable=T]` (where hybrid counting reserves; see `DynamoDbStoreOptions`), as
- * `edgelimit serve --store` and `edgelimit build lambda-edge --store` take it.
+ * [&leaseTable=T][&regionHolder=true][&holderTable=T]` (where hybrid counting reserves, and its
+ * opt-in region holder; see `DynamoDbStoreOptions`), as `edgelimit serve --store` and
+ * `edgelimit build lambda-edge --store` take it.
  */
 export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
   if (typeof EDGELIMIT_BUNDLE === "undefined")
@@ -44,12 +45,24 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
     ...(remoteCacheMs ? { remoteCacheMs: Number(remoteCacheMs) } : {}),
     ...optional(parsed.searchParams, "leaseRegion"),
     ...optional(parsed.searchParams, "leaseTable"),
+    ...regionHolderOf(url, parsed.searchParams),
+    ...optional(parsed.searchParams, "holderTable"),
   };
+}
+
+function regionHolderOf(url: string, params: URLSearchParams): { regionHolder?: boolean } {
+  const value = params.get("regionHolder");
+  if (value === null) return {};
+  if (value === "true" || value === "false") return { regionHolder: value === "true" };
+  throw new EdgelimitError(
+    "EL_STORE_URL",
+    `${url}: regionHolder is true or false; got ${JSON.stringify(value)}`,
+  );
 }
 
 function optional(
   params: URLSearchParams,
-  name: "leaseRegion" | "leaseTable",
+  name: "leaseRegion" | "leaseTable" | "holderTable",
 ): Partial<Record<typeof name, string>> {
   const value = params.get(name);
   return value ? { [name]: value } : {};

@@ -19,7 +19,7 @@
  * (`window_key`: the declared key, `|w`, span and index; same hash tag, same slot), an integer
  * that the store also increments without the script (fixed-windows.ts), so windows are kept
  * apart and a request stamped late counts in its own window. (`f`, a fixed window in the
- * counter's own key as earlier versions sent it, is still read: tests and the bench call it.)
+ * counter's own key as earlier versions sent it, is still read: tests and the bench use it.)
  *
  * Reply: five integers per counter, in order: allowed (1/0), count, remaining, resetAt (epoch
  * ms), retryAfterMs (-1 stands for "never", the token bucket's answer for a limit of 0); then,
@@ -44,11 +44,10 @@
  * key made, no expiry set, no other algorithm's state dropped): a peek (src/core/peek.ts),
  * rls's `hits_addend: 0`, a hybrid reservation's read of its fence.
  *
- * Lua in Redis computes with the same IEEE doubles as JavaScript; every expression below keeps
- * the operation order of its TypeScript twin so that both give bit-identical results (a test
- * drives both with the same random sequences). The code allocates no table per counter and
- * builds no string but the state it writes and a `w` counter's window key: in Redis, table and
- * string churn cost more than the arithmetic (bench/redis.bench.ts: server time per decision).
+ * Every expression keeps its TypeScript twin's operation order (Lua in Redis computes with the
+ * same doubles), so both give bit-identical results (a test drives both with the same random
+ * sequences). No table per counter, no string but the state written and a `w` window key: in
+ * Redis, that churn costs more than the arithmetic (bench/redis.bench.ts: server time).
  */
 import { CALENDAR_LUA } from "./script-calendar.js";
 
@@ -389,10 +388,7 @@ return apply(KEYS, ARGV)
 /** SHA1 of `APPLY_COUNTERS_LUA`, what `SCRIPT LOAD` returns (a test keeps them in step). */
 export const APPLY_COUNTERS_SHA = "0cdecc18ead396c2b04a4162ae9fab7b59f1e656";
 
-/**
- * The function's name: the script's SHA in it, so that processes of two versions sharing one
- * Redis (a rolling deploy) each call their own code, as they would with `EVALSHA`.
- */
+/** Named with the script's SHA: two versions sharing one Redis each call their own, as EVALSHA. */
 export const APPLY_COUNTERS_FUNCTION = `edgelimit_apply_${APPLY_COUNTERS_SHA.slice(0, 16)}`;
 
 /** The Lua as a Redis 7 function library (`FUNCTION LOAD`), registering `APPLY_COUNTERS_FUNCTION`. */

@@ -262,3 +262,47 @@ class WorkerdStore implements Store {
     return (await response.json()) as CounterState[];
   }
 }
+
+/**
+ * DynamoDB as a deployment over regions uses it for hybrid counting: the "processes" are in two
+ * regions (alternately), reservations go to a lease table in the first, whose processes reserve
+ * there directly, and the second's share a region holder (core/hybrid/holder.ts, opt-in
+ * `regionHolder`) in a holders table, all on one
+ * dynalite. Exact rules count in a table every region shares, as one replica would.
+ */
+export async function dynamodbRegionsTarget(): Promise<Target> {
+  const local = await startDynalite();
+  const opened: DynamoDbStore[] = [];
+  return {
+    name: "dynamodb-regions",
+    canReset: false,
+    async stores(count) {
+      const [table, leases, holders] = [freshName(), freshName(), freshName()];
+      await Promise.all(
+        [table, leases, holders].map((name) => createRateLimitTable(local.client, name)),
+      );
+      const stores = Array.from(
+        { length: count },
+        (_, i) =>
+          new DynamoDbStore({
+            table,
+            region: i % 2 === 0 ? "us-east-1" : "eu-west-1",
+            endpoint: local.endpoint,
+            credentials: TEST_CREDENTIALS,
+            requestTimeoutMs: 5000,
+            leaseRegion: "us-east-1",
+            leaseTable: leases,
+            leaseEndpoint: local.endpoint,
+            regionHolder: true,
+            holderTable: holders,
+          }),
+      );
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await local.close();
+    },
+  };
+}
