@@ -24,7 +24,7 @@ import {
 } from "./core/options.js";
 import { OverrideAdmin } from "./core/override-admin.js";
 import { OverrideWatch } from "./core/override-watch.js";
-import { DEFAULT_OVERRIDE_REFRESH_MS } from "./core/overrides.js";
+import { DEFAULT_OVERRIDE_REFRESH_MS, type Override } from "./core/overrides.js";
 import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
@@ -157,6 +157,15 @@ export class Limiter {
   /** Round trips the block cache saved since start. */
   get blockCacheHits(): number {
     return this.#engine.blockCacheHits;
+  }
+
+  /**
+   * The overrides this limiter holds now (its snapshot of the store's, expired ones included
+   * until the next refresh drops them), or undefined when it reads none. Read in memory: the
+   * dashboard and metrics show it without a store call. The array is the same until it changes.
+   */
+  get heldOverrides(): readonly Override[] | undefined {
+    return this.#engine.step.overrides?.table.all;
   }
 
   /** What `failMode: local` rules counted in this process while the store was failed. */

@@ -8,6 +8,8 @@ export type { ListStats };
 export interface MetricsSources {
   blockCacheHits(): number;
   listStats(): readonly ListStats[];
+  /** The overrides in force the limiter holds; absent where its store keeps none. */
+  readonly overridesActive?: (() => number) | undefined;
 }
 
 /**
@@ -20,7 +22,10 @@ export class GatewayMetrics extends DecisionMetrics {
   readonly #reloads: Counter<"result">;
 
   constructor(policy: ResolvedPolicy, sources: MetricsSources) {
-    super(policy, { blockCacheHits: sources.blockCacheHits });
+    super(policy, {
+      blockCacheHits: sources.blockCacheHits,
+      overridesActive: sources.overridesActive,
+    });
     const registers = [this.registry];
     this.#upstreamErrors = new Counter({
       name: "edgelimit_upstream_errors_total",

@@ -11,6 +11,7 @@ import { listen, urlHost } from "../node-http/listen.js";
 import { writeWebResponse } from "../node-http/web.js";
 import { startAdmin } from "../ops/admin.js";
 import { DecisionBoard } from "../ops/decision-board.js";
+import { OverrideBoard } from "../ops/override-board.js";
 import { summarize } from "../ops/policy-summary.js";
 import type { GatewaySnapshot } from "../ops/snapshot.js";
 import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
@@ -92,6 +93,7 @@ export class Gateway {
   readonly #decisionLog: DecisionLog;
   readonly metrics: GatewayMetrics;
   readonly #board: DecisionBoard;
+  readonly #overrideBoard: OverrideBoard;
   readonly #startedAt: number;
   #policyLoadedAt: number;
   /** Built from the policy (its challenge), so replaced with it on reload. */
@@ -130,9 +132,16 @@ export class Gateway {
       connections: options.upstreamConnections,
     });
     this.#guard = nodeGuard(GUARD_NAME, this.#limiter, options);
+    const overrideBoard = new OverrideBoard(() => this.#limiter.heldOverrides);
+    this.#overrideBoard = overrideBoard;
     this.metrics = new GatewayMetrics(options.policy, {
       blockCacheHits: () => this.#limiter.blockCacheHits,
       listStats: () => this.#lists?.stats() ?? [],
+      // No gauge where the store keeps no overrides: a 0 there would read as "none set".
+      overridesActive:
+        this.#limiter.heldOverrides === undefined
+          ? undefined
+          : () => overrideBoard.active(this.#clock()),
     });
     this.#startedAt = this.#clock();
     this.#policyLoadedAt = this.#startedAt;
@@ -244,6 +253,7 @@ export class Gateway {
       lists: this.#lists?.stats() ?? [],
       policy: summarize(this.#limiter.policy),
       storeHealth: this.#storeHealth.health(),
+      overrides: this.#overrideBoard.figures(now),
     };
   }
 

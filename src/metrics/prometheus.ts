@@ -44,6 +44,8 @@ export interface DecisionMetricsOptions {
   readonly registry?: Registry;
   /** Read at each scrape: store round trips the limiter's block cache saved. */
   readonly blockCacheHits?: () => number;
+  /** Read at each scrape: the operators' overrides in force that the limiter holds. */
+  readonly overridesActive?: () => number;
 }
 
 /**
@@ -131,6 +133,17 @@ export class DecisionMetrics {
         registers,
         collect() {
           this.set(blockCacheHits());
+        },
+      });
+    }
+    const overridesActive = options.overridesActive;
+    if (overridesActive !== undefined) {
+      new Gauge({
+        name: "edgelimit_overrides_active",
+        help: "Operators' overrides in force (held and not expired) in this process's snapshot of the store's.",
+        registers,
+        collect() {
+          this.set(overridesActive());
         },
       });
     }

@@ -6,7 +6,8 @@ import type { GatewaySnapshot } from "./snapshot.js";
  * drawn as every chart of the project is (charts/uplot.ts), with uPlot from node_modules (see
  * admin.ts); nothing is fetched from outside the admin port. Every
  * value from the gateway is written with textContent, never as HTML: offender keys contain
- * whatever a client put in its token's subject.
+ * whatever a client put in its token's subject, and an override's subject and note whatever an
+ * operator typed.
  */
 export function dashboardPage(first: GatewaySnapshot): string {
   return `<!doctype html>
@@ -56,6 +57,9 @@ export function dashboardPage(first: GatewaySnapshot): string {
 <table><thead><tr><th>subject</th><th>refusals</th><th>may over-count by</th></tr></thead><tbody id="offenders"></tbody></table>
 <h2>Allow and deny lists</h2>
 <table><thead><tr><th>list</th><th>kind</th><th>entries</th><th>last refresh</th><th>errors</th></tr></thead><tbody id="lists"></tbody></table>
+<h2>Overrides in force</h2>
+<div class="meta" id="overrides-meta"></div>
+<table><thead><tr><th>subject</th><th>applies to</th><th>effect</th><th>expires</th><th>note</th><th>set</th></tr></thead><tbody id="overrides"></tbody></table>
 <h2>Active policy</h2>
 <div class="meta" id="policy-meta"></div>
 <table><thead><tr><th>rule</th><th>who</th><th>path</th><th>key</th><th>limit</th><th>algorithm</th><th>over limit</th><th>store down</th><th>shadow refusals</th></tr></thead><tbody id="rules"></tbody></table>
@@ -90,6 +94,33 @@ ${CHART_SCRIPT}
         tr.appendChild(td);
       });
       body.appendChild(tr);
+    });
+  }
+
+  // "in 12 min": against the server's clock (the snapshot's now), as the limiter expires them.
+  function expiry(until, now) {
+    if (until === undefined) return "never";
+    var minutes = Math.max(1, Math.ceil((until - now) / 60000));
+    var left = minutes < 120 ? minutes + " min" : minutes < 2880 ? Math.round(minutes / 60) + " h"
+      : Math.round(minutes / 1440) + " d";
+    return new Date(until).toISOString() + " (in " + left + ")";
+  }
+
+  function effect(o) {
+    if (o.effect === "limit") return "limit " + o.limit;
+    return o.effect + (o.reason ? ": " + o.reason : "");
+  }
+
+  function overrides(figures, now) {
+    text("overrides-meta", !figures.kept
+      ? "this server's store keeps no overrides (docs/overrides.md)"
+      : figures.active === 0 ? "none in force"
+      : figures.active + " in force" + (figures.active > figures.shown.length
+        ? "; the " + figures.shown.length + " expiring first are shown" : "") +
+        " (this server's copy, refreshed in the background)");
+    rows("overrides", figures.shown, function (o) {
+      return [[o.subject], [o.scope === "all" ? "all rules" : o.scope.replace(":", " ")], [effect(o)],
+        [expiry(o.until, now)], [o.note || ""], [new Date(o.setAt).toISOString()]];
     });
   }
 
@@ -147,6 +178,7 @@ ${CHART_SCRIPT}
         [l.lastRefreshAt ? new Date(l.lastRefreshAt).toISOString() : "never"],
         [l.errors + (l.lastError ? " (" + l.lastError + ")" : ""), true]];
     });
+    overrides(snapshot.overrides, snapshot.now);
     var policy = snapshot.policy;
     text("policy-meta", "client address: " + policy.clientAddress + "; decision budget " + policy.budgetMs +
       " ms; fail closed on " + (policy.failClosedPaths.join(", ") || "nothing") +

@@ -2,6 +2,7 @@ import type { Action } from "../core/types.js";
 import type { ListStats } from "../lists/refreshing.js";
 import type { DecisionFigures } from "./decision-stats.js";
 import type { HeavyHitter } from "./heavy-hitters.js";
+import type { OverrideFigures } from "./override-board.js";
 import type { PolicySummary } from "./policy-summary.js";
 import type { SecondSample } from "./rate-series.js";
 import type { StoreHealth } from "./store-health.js";
@@ -26,4 +27,6 @@ export interface GatewaySnapshot {
   /** The store's health, as `/healthz` reports it. */
   readonly storeHealth: StoreHealth;
   readonly decisions: DecisionFigures;
+  /** The operators' overrides this server holds (docs/overrides.md), from its own snapshot. */
+  readonly overrides: OverrideFigures;
 }

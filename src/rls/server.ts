@@ -14,6 +14,7 @@ import { drainAndClose } from "../node-http/drain.js";
 import { urlHost } from "../node-http/listen.js";
 import { type AdminSource, startAdmin } from "../ops/admin.js";
 import { DecisionBoard } from "../ops/decision-board.js";
+import { OverrideBoard } from "../ops/override-board.js";
 import { type PolicySummary, summarize } from "../ops/policy-summary.js";
 import type { GatewaySnapshot } from "../ops/snapshot.js";
 import { type StoreHealth, StoreHealthTracker } from "../ops/store-health.js";
@@ -70,6 +71,8 @@ export class RlsServer implements AdminSource {
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
   readonly #board = new DecisionBoard({});
+  /** Its policy's limiter counts through the service's step, which reads no overrides yet. */
+  readonly #overrides = new OverrideBoard(() => this.service.limiter?.heldOverrides);
   readonly #startedAt: number;
   #loadedAt: number;
   #challenge: ChallengeHandler | undefined;
@@ -233,6 +236,7 @@ export class RlsServer implements AdminSource {
       lists: [],
       policy: this.#summary(),
       storeHealth: this.#storeHealth.health(),
+      overrides: this.#overrides.figures(now),
     };
   }
 

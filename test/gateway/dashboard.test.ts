@@ -4,7 +4,9 @@ import { join } from "node:path";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/server.js";
-import { parsePolicy } from "../../src/policy/load.js";
+import { createLimiter } from "../../src/limiter.js";
+import { loadPolicy, parsePolicy } from "../../src/policy/load.js";
+import { memoryStore } from "../../src/stores/memory.js";
 import { launchChromium } from "../support/chromium.js";
 import { signToken } from "../support/jwt.js";
 import { withinOneWindow } from "../support/windows.js";
@@ -74,6 +76,7 @@ describe("the live dashboard", () => {
     expect(await page.textContent("#store-state")).toBe("ok");
     expect(await page.textContent("#total-failed-open")).toBe("0");
     expect(await page.textContent("#total-failed-local")).toBe("0");
+    expect(await page.textContent("#overrides-meta")).toBe("none in force");
     // The rules' "store down" column: the example policy counts locally.
     expect(await page.textContent("#rules")).toContain("local");
     await page.waitForFunction(
@@ -118,6 +121,52 @@ describe("the live dashboard", () => {
     expect(await page.evaluate(() => (window as { injected?: number }).injected)).toBeUndefined();
     expect(pageErrors).toEqual([]);
     await page.close();
+  }, 60_000);
+
+  it("lists the overrides the gateway holds, soonest to expire first, an operator's markup as text", async () => {
+    const store = memoryStore();
+    // Another instance on the same store sets them; the gateway reads them as it starts.
+    const admin = createLimiter({
+      policy: loadPolicy("examples/policies/cloudfront.yaml"),
+      store,
+      env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
+    });
+    const subject = "user:</script><script>window.injected = 1</script>";
+    const until = Date.now() + 30 * 60_000;
+    await admin.overrides.set({ subject: "user:u_partner", plan: "pro", limit: 5000 });
+    await admin.overrides.set({ subject, block: "leaked", until, note: "<b>ana</b> #7" });
+    admin.close();
+    const held = testGateway(origin.url, { store });
+    const started = await held.start();
+    const page = await (browser as BrowserContext).newPage();
+    const pageErrors: string[] = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    try {
+      await page.goto(started.adminUrl as string);
+      await page.waitForSelector("#overrides tr:nth-child(2)");
+      const cells = await page.$$eval("#overrides tr", (rows) =>
+        rows.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)),
+      );
+      expect(cells).toEqual([
+        [
+          subject,
+          "all rules",
+          "block: leaked",
+          `${new Date(until).toISOString()} (in 30 min)`,
+          "<b>ana</b> #7",
+          expect.any(String),
+        ],
+        ["user:u_partner", "plan pro", "limit 5000", "never", "", expect.any(String)],
+      ]);
+      expect(await page.textContent("#overrides-meta")).toContain("2 in force");
+      // Read-only: nothing on the page edits them.
+      expect(await page.$$("input, button, form, select, textarea")).toEqual([]);
+      expect(await page.evaluate(() => (window as { injected?: number }).injected)).toBeUndefined();
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await page.close();
+      await held.close();
+    }
   }, 60_000);
 
   it("shows what a shadow rule would have refused, in all and on the rule's row", async () => {

@@ -37,7 +37,7 @@ const dir = mkdtempSync(join(tmpdir(), "edgelimit-overrides-"));
 const policyFile = join(dir, "policy.yaml");
 writeFileSync(policyFile, POLICY);
 let redis: Awaited<ReturnType<typeof startRedis>>;
-const gateways: { base: string; served: ServeProcess }[] = [];
+const gateways: { base: string; admin: string; served: ServeProcess }[] = [];
 
 function cli(args: string[]) {
   const result = spawnSync(
@@ -46,6 +46,12 @@ function cli(args: string[]) {
     { encoding: "utf8" },
   );
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** The `edgelimit_overrides_active` gauge on a gateway's /metrics. */
+async function activeGauge(admin: string): Promise<string | undefined> {
+  const metrics = await (await fetch(`${admin}/metrics`)).text();
+  return /^edgelimit_overrides_active (\d+)$/m.exec(metrics)?.[1];
 }
 
 async function status(base: string, user: string): Promise<number> {
@@ -68,13 +74,18 @@ beforeAll(async () => {
   redis = await startRedis();
   for (let i = 0; i < 2; i++) {
     const port = await closedPort();
+    const adminPort = await closedPort();
     const served = spawnServe({
       policy: policyFile,
       port,
-      adminPort: await closedPort(),
+      adminPort,
       args: ["--store", redis.server.url],
     });
-    gateways.push({ base: `http://127.0.0.1:${port}`, served });
+    gateways.push({
+      base: `http://127.0.0.1:${port}`,
+      admin: `http://127.0.0.1:${adminPort}`,
+      served,
+    });
   }
   for (const { base } of gateways) {
     await within(async () => (await status(base, "warmup").catch(() => 0)) === 200, "a gateway");
@@ -112,12 +123,29 @@ describe("overrides across processes on one redis-server", () => {
     for (const { base } of [a, b]) {
       await within(async () => (await status(base, "u_raise")) === 200, "the raised limit");
     }
+    // The admin listener shows what the gateway holds, from memory: the snapshot and the gauge.
+    const snapshot = (await (await fetch(`${b.admin}/api/snapshot`)).json()) as {
+      overrides: { kept: boolean; active: number; shown: Record<string, unknown>[] };
+    };
+    expect(snapshot.overrides).toMatchObject({ kept: true, active: 1 });
+    expect(snapshot.overrides.shown).toEqual([
+      expect.objectContaining({
+        subject: "user:u_raise",
+        scope: "all",
+        effect: "limit",
+        limit: 1000,
+        until: Date.parse(until),
+        note: "contract 42",
+      }),
+    ]);
+    expect(await activeGauge(b.admin)).toBe("1");
     const listed = cli(["list", "--store", redis.server.url, "--log", "5"]);
     expect(listed.stdout).toContain("user:u_raise all limit 1000");
     expect(listed.stdout).toContain("set user:u_raise all (contract 42)");
     // Expiry needs no refresh: each instance stops applying it at `until`.
     await within(async () => (await status(a.base, "u_raise")) === 429, "the expiry on a");
     expect(await status(b.base, "u_raise")).toBe(429);
+    expect(await activeGauge(b.admin)).toBe("0");
   }, 40_000);
 
   it("block through the library refuses at once where it was set and within the bound elsewhere; remove lifts it", async () => {
@@ -132,10 +160,13 @@ describe("overrides across processes on one redis-server", () => {
       expect([refused.status, refused.reason]).toEqual([403, "override-block"]);
       const [, b] = gateways as [(typeof gateways)[0], (typeof gateways)[0]];
       await within(async () => (await status(b.base, "u_leak")) === 403, "the block on b");
+      // The first test's override, expired, is not counted (the store may still hold it).
+      expect(await activeGauge(b.admin)).toBe("1");
       await limiter.overrides.remove({ subject: "user:u_leak" });
       // Counted again (b's polls counted too, while b did not know of the block yet).
       expect((await limiter.check(request)).reason).not.toBe("override-block");
       await within(async () => (await status(b.base, "u_leak")) !== 403, "the removal on b");
+      expect(await activeGauge(b.admin)).toBe("0");
     } finally {
       limiter.close();
       await store.close?.();

@@ -207,7 +207,11 @@ describe("the admin listener (127.0.0.1)", () => {
     const snapshot = (await (await fetch(`${rls.adminUrl}api/snapshot`)).json()) as {
       policy: { rules: { id: string }[] };
       totals: Record<string, number>;
+      overrides: unknown;
     };
+    // Its counting step reads no overrides yet: the dashboard says so, /metrics has no gauge.
+    expect(snapshot.overrides).toEqual({ kept: false, active: 0, shown: [] });
+    expect(metrics).not.toContain("edgelimit_overrides_active");
     expect(snapshot.policy.rules.map((rule) => rule.id)).toContain("small.client");
     expect(snapshot.policy.rules.map((rule) => rule.id)).toContain("anonymous.global");
     expect(snapshot.totals.block).toBeGreaterThan(0);
