@@ -120,8 +120,14 @@ describe("overrides across processes on one redis-server", () => {
     ]);
     expect(set.stderr).toBe("");
     expect(set.code).toBe(0);
+    // The raised limit, not a new window (the policy's 600 s may turn meanwhile), admits these:
+    // the answer names the override's limit.
     for (const { base } of [a, b]) {
-      await within(async () => (await status(base, "u_raise")) === 200, "the raised limit");
+      await within(async () => {
+        const response = await fetch(`${base}/api/x`, { headers: { "x-user": "u_raise" } });
+        await response.arrayBuffer();
+        return response.status === 200 && response.headers.get("x-ratelimit-limit") === "1000";
+      }, "the raised limit");
     }
     // The admin listener shows what the gateway holds, from memory: the snapshot and the gauge.
     const snapshot = (await (await fetch(`${b.admin}/api/snapshot`)).json()) as {
