@@ -53,7 +53,7 @@ import {
   startServer,
   stopServers,
 } from "./support/processes.js";
-import { CONFIG, HYBRID_CONFIG } from "./support/rls-calls.js";
+import { CONFIG, HYBRID_CONFIG, POPULATION } from "./support/rls-calls.js";
 import { hasWrk, pathPart } from "./support/rls-path.js";
 import { callsOf, commandTimes, referencePattern, usecOf } from "./support/rls-redis-time.js";
 
@@ -206,36 +206,55 @@ async function checkPart(load: GrpcLoad): Promise<void> {
   );
 }
 
-/** Our commands' server time against the reference's pattern, for the same decisions. */
-async function redisPart(redis: Redis, redisRls: Server, load: GrpcLoad): Promise<void> {
-  const decisions = 20_000;
+/** The commands `rls` sent to Redis for `decisions` calls at saturation, from INFO commandstats. */
+async function commandsFor(redis: Redis, rls: Server, load: GrpcLoad, decisions: number) {
   await redis.config("RESETSTAT");
   const run = await load.run({
     kind: "saturate",
-    port: redisRls.port,
-    pid: redisRls.pid,
+    port: rls.port,
+    pid: rls.pid,
     seconds: 120,
     inFlight: IN_FLIGHT,
     total: decisions,
   });
   if (run.failed > 0) throw new Error(`${run.failed} gRPC calls failed`);
-  const ours = await commandTimes(redis);
+  const times = await commandTimes(redis);
+  // Every command the service sent: fixed windows as INCRBY and PEXPIRE, other algorithms and
+  // hybrid reservations as a call of the Redis 7 function (FCALL) or of the script, TIME samples.
+  const sent = [...times.keys()].filter((name) => name !== "config" && name !== "info");
+  return { times, sent, calls: sent.reduce((sum, name) => sum + (times.get(name)?.calls ?? 0), 0) };
+}
+
+/** Our commands' server time against the reference's pattern, for the same decisions. */
+async function redisPart(
+  redis: Redis,
+  redisRls: Server,
+  hybridRls: Server,
+  load: GrpcLoad,
+): Promise<void> {
+  const decisions = 20_000;
+  const ours = await commandsFor(redis, redisRls, load, decisions);
+  // The same calls again, counted hybrid: the clients' second and later calls in the window.
+  const hybrid = await commandsFor(redis, hybridRls, load, decisions);
   await redis.config("RESETSTAT");
   await referencePattern(redis, decisions, IN_FLIGHT);
   const reference = await commandTimes(redis);
-  // Every command the service sent: fixed windows as INCRBY and PEXPIRE, other algorithms as
-  // a call of the Redis 7 function (FCALL) or of the script, the store's TIME samples.
-  const sent = [...ours.keys()].filter((name) => name !== "config" && name !== "info");
-  const oursPer = usecOf(ours, sent) / decisions;
+  const oursPer = usecOf(ours.times, ours.sent) / decisions;
+  const hybridPer = usecOf(hybrid.times, hybrid.sent) / decisions;
   const referencePer = usecOf(reference, ["incrby", "expire"]) / decisions;
   out(
-    `3. Redis server time per decision (INFO commandstats, ${decisions} decisions of two descriptors):`,
+    `3. Redis server time per decision (INFO commandstats, ${decisions} decisions of two descriptors, ${POPULATION} clients):`,
   );
-  out(`   edgelimit rls  ${fixed(oursPer, 2)} µs (${callsOf(ours, sent)})`);
+  out(`   edgelimit rls  ${fixed(oursPer, 2)} µs (${callsOf(ours.times, ours.sent)})`);
+  out(
+    `   rls, hybrid    ${fixed(hybridPer, 2)} µs, ${fixed(hybrid.calls / decisions, 3)} commands per decision (${callsOf(hybrid.times, hybrid.sent)})`,
+  );
   out(
     `   reference      ${fixed(referencePer, 2)} µs (${callsOf(reference, ["incrby", "expire"])}: INCRBY + EXPIRE per descriptor, pipelined)`,
   );
-  out(`   ratio          ${fixed(oursPer / referencePer, 2)}x the reference's`);
+  out(
+    `   ratio          ${fixed(oursPer / referencePer, 2)}x the reference's (hybrid ${fixed(hybridPer / referencePer, 2)}x)`,
+  );
 }
 
 const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
@@ -278,6 +297,7 @@ async function main(): Promise<void> {
     cases.splice(3, 0, { name: "before memory", server: await startRls(config, before) });
   }
   const redisCase = cases.find((one) => one.name === "rls redis") as Case;
+  const hybridCase = cases.find((one) => one.name === "rls redis hybrid") as Case;
   const load = await startGrpcLoad();
   try {
     out(
@@ -287,26 +307,28 @@ async function main(): Promise<void> {
     );
     if (PARTS.has(1)) await saturationPart(cases, load);
     if (PARTS.has(2)) await fixedRatePart(cases, load);
-    if (PARTS.has(3)) await redisPart(redis, redisCase.server, load);
+    if (PARTS.has(3)) await redisPart(redis, redisCase.server, hybridCase.server, load);
     if (PARTS.has(5)) await checkPart(load);
-  } finally {
     load.close();
+    if (PARTS.has(4)) {
+      if (hasWrk()) {
+        await pathPart(dir, {
+          rounds: ROUNDS,
+          seconds: SECONDS,
+          env: { ...process.env, ...SECRETS },
+          out,
+        });
+      } else out("4. skipped: wrk is not installed");
+    }
+    out(
+      `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; load average at the end ${loadAverage()}`,
+    );
+  } finally {
+    // Also when a part throws: no redis-server is left running.
+    load.close();
+    redis.disconnect();
+    await redisServer.cleanup();
   }
-  if (PARTS.has(4)) {
-    if (hasWrk()) {
-      await pathPart(dir, {
-        rounds: ROUNDS,
-        seconds: SECONDS,
-        env: { ...process.env, ...SECRETS },
-        out,
-      });
-    } else out("4. skipped: wrk is not installed");
-  }
-  out(
-    `machine: ${cpus().length} cpus, ${cpus()[0]?.model ?? "?"}, node ${process.version}; load average at the end ${loadAverage()}`,
-  );
-  redis.disconnect();
-  await redisServer.cleanup();
 }
 
 main()

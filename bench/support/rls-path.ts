@@ -51,7 +51,15 @@ function wrk(
   const before = cpu();
   const output = execFileSync(
     "wrk",
-    ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, `http://127.0.0.1:${port}`],
+    // wrk takes whole seconds only (it refuses "1.5s").
+    [
+      "-t1",
+      `-c${CONNECTIONS}`,
+      `-d${Math.max(1, Math.round(seconds))}s`,
+      "-s",
+      script,
+      `http://127.0.0.1:${port}`,
+    ],
     { encoding: "utf8" },
   );
   const used = cpu() - before;
