@@ -34,14 +34,7 @@ export class MemoryOverrides implements OverrideSource {
       if (this.#held.size >= max) throw full(max);
     }
     this.#held.set(field, override);
-    this.#changed({
-      at: override.setAt,
-      action: "set",
-      subject: override.subject,
-      scope: override.scope,
-      override,
-      ...(override.note === undefined ? {} : { note: override.note }),
-    });
+    this.#changed(setChange(override));
   }
 
   async delete(subject: string, scope: string, change: OverrideChange): Promise<boolean> {
@@ -68,6 +61,18 @@ export function heldOverrides(): () => MemoryOverrides {
   return () => {
     held ??= new MemoryOverrides();
     return held;
+  };
+}
+
+/** The log's entry for setting `override` (the memory and Redis stores log the same). */
+export function setChange(override: Override): OverrideChange {
+  return {
+    at: override.setAt,
+    action: "set",
+    subject: override.subject,
+    scope: override.scope,
+    override,
+    ...(override.note === undefined ? {} : { note: override.note }),
   };
 }
 

@@ -14,7 +14,7 @@ import {
   type OverrideChange,
   type OverrideSource,
 } from "../../core/overrides.js";
-import { fieldOf, full } from "../memory-overrides.js";
+import { fieldOf, full, setChange } from "../memory-overrides.js";
 import type { RedisClient } from "./client.js";
 
 /** The two keys under a store's prefix: they cannot be a counter's (`{subject}|…`). */
@@ -86,14 +86,7 @@ export class RedisOverrides implements OverrideSource {
 
   async put(override: Override, now: number, max: number): Promise<void> {
     const field = fieldOf(override.subject, override.scope);
-    const change: OverrideChange = {
-      at: override.setAt,
-      action: "set",
-      subject: override.subject,
-      scope: override.scope,
-      override,
-      ...(override.note === undefined ? {} : { note: override.note }),
-    };
+    const change = setChange(override);
     const changed = await this.#change(field, JSON.stringify(override), now, max, change);
     if (changed === -1) throw full(max);
   }
