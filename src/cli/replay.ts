@@ -65,6 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     const result = await replayLogs({
       policy: values.policy,
       compare: values.compare,
+      overrides: values.overrides,
       inputs: positionals,
       format: values.format,
       fields,
@@ -103,6 +104,7 @@ function parse(argv: string[]) {
     options: {
       policy: { type: "string" },
       compare: { type: "string" },
+      overrides: { type: "string" },
       format: { type: "string" },
       field: { type: "string", multiple: true },
       "user-field": { type: "string" },

@@ -91,6 +91,8 @@ the name. Several logs are merged by time.
 Options:
   --policy FILE            the policy to replay (required)
   --compare FILE           a second policy, replayed over the same traffic, side by side
+  --overrides FILE         operators' overrides in force over the log (YAML or JSON, a list of
+                           what edgelimit override set takes; docs/overrides.md)
 ${REPLAY_FORMAT_LINE}  --field NAME=PATH        json: where a field is (ip, time, method, path, query, userAgent,
                            status), dotted for nested objects; repeat for each
   --user-field NAME        the log's field holding a verified user id (a CloudFront column, a

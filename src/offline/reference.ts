@@ -1,6 +1,8 @@
 import type { Decision } from "../core/decision.js";
 import { DecisionEngine } from "../core/engine.js";
 import type { ResolvedPolicy } from "../core/model.js";
+import { OverrideWatch } from "../core/override-watch.js";
+import type { Override } from "../core/overrides.js";
 import type { RequestDescription } from "../core/types.js";
 import { type MemoryStore, memoryStore } from "../stores/memory.js";
 
@@ -17,14 +19,21 @@ export class ReferenceEngine {
   readonly #engine: DecisionEngine;
   #now = 0;
 
-  constructor(policy: ResolvedPolicy) {
+  /** `overrides`: held from the start (replay --overrides), never refreshed: nothing else sets any. */
+  constructor(policy: ResolvedPolicy, overrides: readonly Override[] = []) {
     this.policy = policy;
     this.store = memoryStore();
+    let watch: OverrideWatch | undefined;
+    if (overrides.length > 0) {
+      watch = new OverrideWatch(this.store.overrides(), { refreshMs: 0, onChange: () => {} });
+      for (const override of overrides) watch.applyLocal(override);
+    }
     this.#engine = new DecisionEngine({
       policy,
       store: this.store,
       clock: () => this.#now,
       blockCache: false,
+      overrideWatch: watch,
     });
   }
 

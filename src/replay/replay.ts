@@ -3,6 +3,7 @@ import { MalformedLines, SampledLines, type SeenLines } from "./errors-seen.js";
 import { detectFormat, type FormatOptions, formatNamed } from "./formats/index.js";
 import { expandInputs } from "./glob.js";
 import { MergedSources, OrderedSource } from "./order.js";
+import { readOverridesFile } from "./overrides-file.js";
 import { openSource } from "./reader.js";
 import { buildReport, type ReplayReport } from "./report.js";
 import { PolicyReplay } from "./runner.js";
@@ -12,6 +13,8 @@ export interface ReplayOptions {
   readonly policy: string;
   /** A second policy replayed over the same traffic, side by side. */
   readonly compare?: string | undefined;
+  /** Operators' overrides in force over the whole log, for each policy (overrides-file.ts). */
+  readonly overrides?: string | undefined;
   /** Files, patterns or `-` (stdin). */
   readonly inputs: readonly string[];
   readonly format?: string | undefined;
@@ -52,10 +55,12 @@ export const DEFAULT_REFUSE_AT_MOST = 0.001;
 /** Reads the logs once, in time order, and drives each policy's limiter over them. */
 export async function replayLogs(options: ReplayOptions): Promise<ReplayResult> {
   const withUsers = options.userField !== undefined;
-  const replays = [new PolicyReplay(options.policy, loadPolicy(options.policy), withUsers)];
-  if (options.compare !== undefined) {
-    replays.push(new PolicyReplay(options.compare, loadPolicy(options.compare), withUsers));
-  }
+  const file = options.overrides;
+  const overrides = file === undefined ? [] : readOverridesFile(file);
+  const replayOf = (policyFile: string) =>
+    new PolicyReplay(policyFile, loadPolicy(policyFile), withUsers, overrides, file);
+  const replays = [replayOf(options.policy)];
+  if (options.compare !== undefined) replays.push(replayOf(options.compare));
   const reorderMs = options.reorderMs ?? DEFAULT_REORDER_MS;
   const seen: SeenLines = {
     malformed: new MalformedLines(options.maxErrors),

@@ -1,9 +1,11 @@
 import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy } from "../core/model.js";
+import type { OverrideInput } from "../core/overrides.js";
 import type { RequestDescription } from "../core/types.js";
 import { offlinePolicy } from "../offline/policy.js";
 import { ReferenceEngine } from "../offline/reference.js";
 import type { MemoryStore } from "../stores/memory.js";
+import { checkedOverrides } from "./overrides-file.js";
 import type { LogRecord } from "./record.js";
 import { Tally } from "./tally.js";
 
@@ -23,10 +25,20 @@ export class PolicyReplay {
   readonly tally: Tally;
   readonly #reference: ReferenceEngine;
 
-  constructor(file: string, policy: ResolvedPolicy, withUsers: boolean) {
+  /** `overrides`: read from `--overrides FILE` (`overridesFile`), checked here against `policy`. */
+  constructor(
+    file: string,
+    policy: ResolvedPolicy,
+    withUsers: boolean,
+    overrides: readonly OverrideInput[] = [],
+    overridesFile = "",
+  ) {
     this.file = file;
     this.policy = offlinePolicy(policy, withUsers ? USERS : undefined);
-    this.#reference = new ReferenceEngine(this.policy);
+    this.#reference = new ReferenceEngine(
+      this.policy,
+      checkedOverrides(overridesFile, overrides, this.policy),
+    );
     this.tally = new Tally(this.policy.rules);
   }
 

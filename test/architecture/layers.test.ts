@@ -112,6 +112,7 @@ const ALLOWED: Record<string, readonly string[]> = {
     "offline",
     "charts",
     "html",
+    "package:yaml",
     "package:node:fs",
     "package:node:path",
     "package:node:stream",
