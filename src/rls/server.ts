@@ -71,7 +71,7 @@ export class RlsServer implements AdminSource {
   readonly #clock: () => number;
   readonly #storeHealth: StoreHealthTracker;
   readonly #board = new DecisionBoard({});
-  /** Its policy's limiter counts through the service's step, which reads no overrides yet. */
+  /** Its policy's limiter counts through the service's step, which holds the store's overrides. */
   readonly #overrides = new OverrideBoard(() => this.service.limiter?.heldOverrides);
   readonly #startedAt: number;
   #loadedAt: number;
@@ -217,6 +217,7 @@ export class RlsServer implements AdminSource {
   async #close(graceMs: number): Promise<void> {
     this.#stopping = true;
     await Promise.all([this.#grpc?.close(graceMs), this.#http?.close(graceMs)]);
+    this.service.close();
     if (this.#admin !== undefined) await drainAndClose(this.#admin, undefined, 0);
   }
 

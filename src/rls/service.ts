@@ -9,6 +9,8 @@ import { CountingStep } from "../core/count-step.js";
 import type { EngineCompanions } from "../core/engine.js";
 import type { LocalCountingStatus } from "../core/local-fallback.js";
 import type { ResolvedPolicy } from "../core/model.js";
+import { OverrideWatch } from "../core/override-watch.js";
+import { DEFAULT_OVERRIDE_REFRESH_MS } from "../core/overrides.js";
 import type { RequestDescription, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
 import { Limiter } from "../limiter.js";
@@ -73,10 +75,22 @@ export class RateLimitService {
     // The configuration's counters take the policy's budget when there is one.
     this.#basePolicy = options.policy ?? definePolicy({ version: 1 });
     const onStoreError = options.onStoreError;
+    // Operators' overrides, where the store keeps them (docs/overrides.md): read in the
+    // background, applied to the policy's rules (a configuration's descriptors have no subject
+    // an override can name). A change may end a block the block cache holds.
+    const overrides =
+      options.store.overrides === undefined
+        ? undefined
+        : new OverrideWatch(options.store.overrides(), {
+            refreshMs: DEFAULT_OVERRIDE_REFRESH_MS,
+            onChange: () => this.#step.forgetBlocks(),
+          });
     this.#step = new CountingStep({
       store: options.store,
       onStoreError: onStoreError === undefined ? undefined : (error) => onStoreError(error),
+      overrides,
     });
+    void overrides?.start();
     this.#configOptions = {
       globalShadow: options.globalShadow ?? false,
       limitHeaders: options.limitHeaders,
@@ -144,6 +158,11 @@ export class RateLimitService {
   /** The policy's limiter (challenge pages resolve their client with it). */
   get limiter(): Limiter | undefined {
     return this.#limiter;
+  }
+
+  /** Stops reading overrides in the background; the store stays open. */
+  close(): void {
+    this.#step.close();
   }
 
   /** Swaps the configuration; counters live in the store and are kept. */

@@ -209,8 +209,9 @@ describe("the admin listener (127.0.0.1)", () => {
       totals: Record<string, number>;
       overrides: unknown;
     };
-    // Its counting step reads no overrides yet: the dashboard says so, /metrics has no gauge.
-    expect(snapshot.overrides).toEqual({ kept: false, active: 0, shown: [] });
+    // Its policy's rules take the store's overrides (memory here: none set); the dashboard
+    // lists them, and /metrics has no gauge of them (docs/overrides.md).
+    expect(snapshot.overrides).toEqual({ kept: true, active: 0, shown: [] });
     expect(metrics).not.toContain("edgelimit_overrides_active");
     expect(snapshot.policy.rules.map((rule) => rule.id)).toContain("small.client");
     expect(snapshot.policy.rules.map((rule) => rule.id)).toContain("anonymous.global");
