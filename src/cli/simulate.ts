@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { uplotFiles } from "../charts/uplot.js";
+import { readOverridesFile } from "../offline/overrides-file.js";
 import { progressReporter } from "../offline/progress.js";
 import { describeSimulation } from "../simulate/progress.js";
 import { formatHtml } from "../simulate/report-html.js";
@@ -33,7 +34,14 @@ export async function run(argv: string[]): Promise<number> {
     const scenario = loadScenario(positionals[0] as string, modes);
     // Before the run: a missing optional package fails at once, not after minutes.
     const files = values.html === undefined ? undefined : uplotFiles("simulate --html");
-    const report = await simulate(scenario, { seed, onProgress: progress?.update });
+    const overridesFile = values.overrides;
+    const report = await simulate(scenario, {
+      seed,
+      onProgress: progress?.update,
+      ...(overridesFile === undefined
+        ? {}
+        : { overrides: readOverridesFile(overridesFile), overridesFile }),
+    });
     progress?.done();
     const text = formatText(report, scenario.busyAbove);
     if (values.html !== undefined)
@@ -58,6 +66,7 @@ function parse(argv: string[]) {
       html: { type: "string" },
       seed: { type: "string" },
       modes: { type: "string" },
+      overrides: { type: "string" },
       "no-progress": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },

@@ -125,6 +125,8 @@ modeled networks, replicas and instances (see docs/accuracy.md; examples/scenari
   --seed N               the random seed (default: the scenario's); same seed, same output
   --modes A,B            the modes to run instead of the scenario's (hybrid+holder: hybrid
                          counting with region holders, the DynamoDB store's opt-in regionHolder)
+  --overrides FILE       operators' overrides in force from the start, on every instance (YAML
+                         or JSON, a list of what edgelimit override set takes; docs/overrides.md)
   --no-progress          no progress line on stderr (shown only when stderr is a terminal)
   -h, --help             this text
 `;

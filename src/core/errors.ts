@@ -56,6 +56,8 @@ export type ErrorCode =
   | "EL_OVERRIDE_FULL"
   /** Overrides on a store that keeps none. */
   | "EL_OVERRIDE_STORE"
+  /** An overrides file (`replay` or `simulate --overrides`) that cannot be read as a list of them. */
+  | "EL_OVERRIDE_FILE"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 

@@ -5,6 +5,7 @@ import { OverrideWatch } from "../core/override-watch.js";
 import type { Override } from "../core/overrides.js";
 import type { RequestDescription } from "../core/types.js";
 import { type MemoryStore, memoryStore } from "../stores/memory.js";
+import { MemoryOverrides } from "../stores/memory-overrides.js";
 
 /**
  * The real decision engine on a memory store, on a virtual clock: each request is decided at
@@ -23,17 +24,12 @@ export class ReferenceEngine {
   constructor(policy: ResolvedPolicy, overrides: readonly Override[] = []) {
     this.policy = policy;
     this.store = memoryStore();
-    let watch: OverrideWatch | undefined;
-    if (overrides.length > 0) {
-      watch = new OverrideWatch(this.store.overrides(), { refreshMs: 0, onChange: () => {} });
-      for (const override of overrides) watch.applyLocal(override);
-    }
     this.#engine = new DecisionEngine({
       policy,
       store: this.store,
       clock: () => this.#now,
       blockCache: false,
-      overrideWatch: watch,
+      overrideWatch: heldOverrides(overrides),
     });
   }
 
@@ -42,4 +38,15 @@ export class ReferenceEngine {
     this.#now = at;
     return this.#engine.decide(request);
   }
+}
+
+/**
+ * Overrides held by an engine from the start and never refreshed (replay and simulate
+ * `--overrides`: nothing else sets any); undefined for none.
+ */
+export function heldOverrides(overrides: readonly Override[]): OverrideWatch | undefined {
+  if (overrides.length === 0) return undefined;
+  const watch = new OverrideWatch(new MemoryOverrides(), { refreshMs: 0, onChange: () => {} });
+  for (const override of overrides) watch.applyLocal(override);
+  return watch;
 }

@@ -1,9 +1,9 @@
+import { readOverridesFile } from "../offline/overrides-file.js";
 import { loadPolicy } from "../policy/load.js";
 import { MalformedLines, SampledLines, type SeenLines } from "./errors-seen.js";
 import { detectFormat, type FormatOptions, formatNamed } from "./formats/index.js";
 import { expandInputs } from "./glob.js";
 import { MergedSources, OrderedSource } from "./order.js";
-import { readOverridesFile } from "./overrides-file.js";
 import { openSource } from "./reader.js";
 import { buildReport, type ReplayReport } from "./report.js";
 import { PolicyReplay } from "./runner.js";

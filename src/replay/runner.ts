@@ -2,10 +2,10 @@ import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import type { OverrideInput } from "../core/overrides.js";
 import type { RequestDescription } from "../core/types.js";
+import { checkedOverrides } from "../offline/overrides-file.js";
 import { offlinePolicy } from "../offline/policy.js";
 import { ReferenceEngine } from "../offline/reference.js";
 import type { MemoryStore } from "../stores/memory.js";
-import { checkedOverrides } from "./overrides-file.js";
 import type { LogRecord } from "./record.js";
 import { Tally } from "./tally.js";
 

@@ -9,7 +9,9 @@ import type { Decision } from "../core/decision.js";
 import { DecisionEngine } from "../core/engine.js";
 import { hybridCounting } from "../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../core/model.js";
+import type { Override } from "../core/overrides.js";
 import type { RequestDescription } from "../core/types.js";
+import { heldOverrides } from "../offline/reference.js";
 import type { Scenario } from "./scenario.js";
 import type { Arrival } from "./traffic.js";
 import { isHybridMode, type Mode, type World } from "./world.js";
@@ -48,18 +50,23 @@ export class Deployment {
   readonly #recycled = new Map<string, number>();
   instancesCreated = 0;
 
+  readonly #overrides: readonly Override[];
+
+  /** `overrides`: held by every instance from its start (`simulate --overrides`). */
   constructor(
     world: World,
     scenario: Scenario,
     mode: Mode,
     policy: ResolvedPolicy,
     served: (served: Served) => void,
+    overrides: readonly Override[] = [],
   ) {
     this.#world = world;
     this.#scenario = scenario;
     this.#mode = mode;
     this.#policy = policy;
     this.#served = served;
+    this.#overrides = overrides;
   }
 
   handle(arrival: Arrival): void {
@@ -164,6 +171,7 @@ export class Deployment {
       clock: world.clock,
       scheduler: world.scheduler,
       onStoreError: undefined,
+      overrideWatch: heldOverrides(this.#overrides),
       // The two-writes design has no block cache: blocked clients keep writing.
       ...(this.#mode === "two-writes" ? { blockCache: false as const } : {}),
     });

@@ -6,6 +6,8 @@
  */
 import type { Decision } from "../core/decision.js";
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
+import type { Override, OverrideInput } from "../core/overrides.js";
+import { checkedOverrides } from "../offline/overrides-file.js";
 import { offlinePolicy } from "../offline/policy.js";
 import { ReferenceEngine } from "../offline/reference.js";
 import { loadPolicy } from "../policy/load.js";
@@ -32,6 +34,13 @@ export interface SimulateOptions {
   readonly drainEach?: "instant" | "event";
   /** Told how far the run is, now and then (a progress display; it reads no simulation state). */
   readonly onProgress?: (progress: SimulationProgress) => void;
+  /**
+   * Operators' overrides in force from the start, on every instance and the reference
+   * (`--overrides FILE`, offline/overrides-file.ts), checked against the scenario's policy;
+   * `overridesFile` names them in errors.
+   */
+  readonly overrides?: readonly OverrideInput[];
+  readonly overridesFile?: string;
 }
 
 export interface SimulationProgress {
@@ -65,6 +74,11 @@ export async function simulate(
 ): Promise<SimulationReport> {
   const seed = options.seed ?? scenario.seed;
   const policy = simulatedPolicy(loadPolicy(scenario.policyPath));
+  const overrides = checkedOverrides(
+    options.overridesFile ?? "overrides",
+    options.overrides ?? [],
+    policy,
+  );
   const modes: ModeReport[] = [];
   const failModes = scenario.failModes ?? [undefined];
   const runs = scenario.modes.flatMap((mode) => failModes.map((failMode) => ({ mode, failMode })));
@@ -81,7 +95,7 @@ export async function simulate(
               simulatedMs,
               totalMs: scenario.duration + SETTLE_MS,
             });
-    modes.push(await runMode(scenario, seed, mode, policy, options, progress, failMode));
+    modes.push(await runMode(scenario, seed, mode, policy, overrides, options, progress, failMode));
   }
   return {
     scenario: scenario.name,
@@ -153,6 +167,7 @@ async function runMode(
   seed: number,
   mode: Mode,
   base: ResolvedPolicy,
+  overrides: readonly Override[],
   options: SimulateOptions,
   progress: ((simulatedMs: number) => void) | undefined,
   failMode: "local" | "open" | undefined,
@@ -165,25 +180,32 @@ async function runMode(
   );
   const policy = policyForFailMode(policyForMode(base, mode), failMode);
   accounting = new Accounting(base, scenario.reportWindow, scenario.busyAbove, () => loop.now);
-  const reference = new ReferenceEngine(base);
+  const reference = new ReferenceEngine(base, overrides);
   const verdicts = new Map<Arrival, ReturnType<ReferenceEngine["decide"]>>();
   const tally = accounting;
   const waits = new WaitCauses(scenario.reportWindow, (region) =>
     world.baseRoundTrip(region, world.nearestReplica(region)),
   );
-  const deployment = new Deployment(world, scenario, mode, policy, (served) => {
-    const referenceDecision = verdicts.get(served.arrival);
-    verdicts.delete(served.arrival);
-    if (referenceDecision === undefined || referenceDecision instanceof Promise) return;
-    const epochAt = world.clock() - served.decisionMs;
-    tally.served(served, epochAt, referenceDecision.action === "allow", referenceDecision);
-    if (served.arrival.legitimate) {
-      const { decision } = served;
-      const keys = decision.rules.map((rule) => `${rule.id}\u0000${decision.subject}`);
-      waits.legitimate(served.arrival.region, served.process, keys, epochAt, served.decisionMs);
-    }
-    options.onDecision?.(mode, served.arrival, served.decision, epochAt);
-  });
+  const deployment = new Deployment(
+    world,
+    scenario,
+    mode,
+    policy,
+    (served) => {
+      const referenceDecision = verdicts.get(served.arrival);
+      verdicts.delete(served.arrival);
+      if (referenceDecision === undefined || referenceDecision instanceof Promise) return;
+      const epochAt = world.clock() - served.decisionMs;
+      tally.served(served, epochAt, referenceDecision.action === "allow", referenceDecision);
+      if (served.arrival.legitimate) {
+        const { decision } = served;
+        const keys = decision.rules.map((rule) => `${rule.id}\u0000${decision.subject}`);
+        waits.legitimate(served.arrival.region, served.process, keys, epochAt, served.decisionMs);
+      }
+      options.onDecision?.(mode, served.arrival, served.decision, epochAt);
+    },
+    overrides,
+  );
   scheduleTraffic(scenario, loop, random.fork("traffic"), (arrival) => {
     verdicts.set(arrival, reference.decide(arrival.request, world.clock()));
     deployment.handle(arrival);

@@ -104,7 +104,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   /** The one way the project draws charts, for reports and the dashboard. */
   charts: ["core", "package:node:fs", "package:node:module"],
   /** What replay and simulate share: the policy rewrite, the reference engine, report pieces. */
-  offline: ["core", "stores", "charts", "html"],
+  offline: ["core", "stores", "charts", "html", "package:yaml", "package:node:fs"],
   replay: [
     "core",
     "policy",
@@ -112,7 +112,6 @@ const ALLOWED: Record<string, readonly string[]> = {
     "offline",
     "charts",
     "html",
-    "package:yaml",
     "package:node:fs",
     "package:node:path",
     "package:node:stream",

@@ -1,11 +1,11 @@
 /**
- * `edgelimit replay --overrides FILE`: operators' overrides (docs/overrides.md) applied to the
- * replayed traffic, so that a replay answers "what would this log have met with these
- * overrides in force". The file is YAML or JSON: a list of what `edgelimit override set` and
+ * `edgelimit replay --overrides FILE` and `edgelimit simulate --overrides FILE`: operators'
+ * overrides (docs/overrides.md) in force over replayed or simulated traffic, so that either
+ * answers "what would this traffic have met with these overrides". The file is YAML or JSON: a list of what `edgelimit override set` and
  * `limiter.overrides.set` take (`subject`, one of `limit`, `block` or `allow`, optionally
  * `rule` or `plan`, `until`, `note`), or `{ overrides: [...] }`. Each is checked against the
- * replayed policy as a store would check it; `until` is compared with the log's own times, so
- * an override that ended during the log applies up to its end.
+ * policy as a store would check it; `until` is compared with the traffic's own times (a log's,
+ * the simulation's), so an override that ended during it applies up to its end.
  */
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
@@ -17,24 +17,23 @@ import {
   type Override,
   type OverrideInput,
 } from "../core/overrides.js";
-import { ReplayError } from "./errors.js";
 
-/** The file's entries, unchecked; throws a `ReplayError` for a file that is not a list of them. */
+/** The file's entries, unchecked; throws `EL_OVERRIDE_FILE` for a file that is not a list of them. */
 export function readOverridesFile(file: string): readonly OverrideInput[] {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new ReplayError("EL_REPLAY_ARGUMENT", `--overrides ${file}: cannot read it (${reason})`);
+    throw new EdgelimitError("EL_OVERRIDE_FILE", `--overrides ${file}: cannot read it (${reason})`);
   }
   let parsed: unknown;
   try {
     parsed = parse(text);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new ReplayError(
-      "EL_REPLAY_ARGUMENT",
+    throw new EdgelimitError(
+      "EL_OVERRIDE_FILE",
       `--overrides ${file}: not YAML or JSON (${reason})`,
     );
   }
@@ -43,14 +42,14 @@ export function readOverridesFile(file: string): readonly OverrideInput[] {
       ? (parsed as { overrides?: unknown }).overrides
       : parsed;
   if (!Array.isArray(list) || list.some((entry) => entry === null || typeof entry !== "object")) {
-    throw new ReplayError(
-      "EL_REPLAY_ARGUMENT",
+    throw new EdgelimitError(
+      "EL_OVERRIDE_FILE",
       `--overrides ${file}: expected a list of overrides (or overrides: [...]), each like { subject: "ip:203.0.113.7", limit: 500 }`,
     );
   }
   if (list.length > MAX_OVERRIDES) {
-    throw new ReplayError(
-      "EL_REPLAY_ARGUMENT",
+    throw new EdgelimitError(
+      "EL_OVERRIDE_FILE",
       `--overrides ${file}: ${list.length} overrides; a store holds at most ${MAX_OVERRIDES}`,
     );
   }
