@@ -21,6 +21,7 @@ import {
   scriptStoreSettings,
   scriptStoreShape,
 } from "../redis/options.js";
+import { RedisOverrides } from "../redis/overrides.js";
 import { lostScript, refusesCall } from "../redis/refusal.js";
 import {
   APPEND_RESETS_LUA,
@@ -41,6 +42,7 @@ import {
   RedisRestClient,
   restConnectionShape,
 } from "./client.js";
+import { restCommands } from "./overrides.js";
 
 /**
  * The endpoint and its token, and the options of `edgelimit/redis` (`ScriptStoreOptions`). A
@@ -89,6 +91,11 @@ export class RedisRestStore implements Store {
   #warm = false;
   /** HTTP requests sent since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
+  /**
+   * Overrides beside the counters (redis-rest/overrides.ts), as the Redis store keeps them; not
+   * on Workers, where a limiter cannot read them in the background between requests.
+   */
+  readonly overrides: (() => RedisOverrides) | undefined;
 
   constructor(options: RedisRestStoreOptions) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
@@ -102,6 +109,9 @@ export class RedisRestStore implements Store {
       requestScopedIo ? 1 : undefined,
     );
     this.prefix = prefix;
+    this.overrides = requestScopedIo
+      ? undefined
+      : () => new RedisOverrides(restCommands(this.client), this.prefix, "redis-rest");
     this.#serverClock = serverClock;
     this.#timeoutMs = timeoutMs;
     // Each call bounds itself (`#call`, which aborts the request), the probe's PING too.

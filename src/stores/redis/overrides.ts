@@ -17,6 +17,27 @@ import {
 import { fieldOf, full, setChange } from "../memory-overrides.js";
 import type { RedisClient } from "./client.js";
 
+/**
+ * The four commands overrides need, whatever carries them: ioredis (Redis, Cluster) or Redis
+ * over HTTP (stores/redis-rest/overrides.ts).
+ */
+export interface OverrideCommands {
+  hmget(key: string, fields: readonly string[]): Promise<readonly (string | null)[]>;
+  hgetall(key: string): Promise<Readonly<Record<string, string>>>;
+  lrange(key: string, start: number, stop: number): Promise<readonly string[]>;
+  eval(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+}
+
+/** The commands on an ioredis client. */
+export function ioredisCommands(client: RedisClient): OverrideCommands {
+  return {
+    hmget: (key, fields) => client.hmget(key, ...fields),
+    hgetall: (key) => client.hgetall(key),
+    lrange: (key, start, stop) => client.lrange(key, start, stop),
+    eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
+  };
+}
+
 /** The two keys under a store's prefix: they cannot be a counter's (`{subject}|…`). */
 export function overrideKeys(prefix: string): [string, string] {
   return [`${prefix}{overrides}`, `${prefix}{overrides}log`];
@@ -58,18 +79,19 @@ return 1
 `;
 
 export class RedisOverrides implements OverrideSource {
-  readonly name = "redis";
-  readonly #client: RedisClient;
+  readonly name: string;
+  readonly #client: OverrideCommands;
   readonly #hash: string;
   readonly #log: string;
 
-  constructor(client: RedisClient, prefix: string) {
+  constructor(client: OverrideCommands, prefix: string, name = "redis") {
     this.#client = client;
+    this.name = name;
     [this.#hash, this.#log] = overrideKeys(prefix);
   }
 
   async version(): Promise<string> {
-    const [version, epoch] = await this.#client.hmget(this.#hash, "version", "epoch");
+    const [version, epoch] = await this.#client.hmget(this.#hash, ["version", "epoch"]);
     return `${epoch ?? "none"}/${version ?? "0"}`;
   }
 
@@ -117,16 +139,16 @@ export class RedisOverrides implements OverrideSource {
     const epoch = `${now}.${Math.random().toString(36).slice(2)}`;
     const reply = await this.#client.eval(
       CHANGE_LUA,
-      2,
-      this.#hash,
-      this.#log,
-      field,
-      value,
-      String(now),
-      String(max),
-      JSON.stringify(change),
-      String(OVERRIDE_LOG_SIZE),
-      epoch,
+      [this.#hash, this.#log],
+      [
+        field,
+        value,
+        String(now),
+        String(max),
+        JSON.stringify(change),
+        String(OVERRIDE_LOG_SIZE),
+        epoch,
+      ],
     );
     if (typeof reply !== "number") {
       throw new EdgelimitError(

@@ -26,7 +26,7 @@ import { applyBySubject } from "./cluster.js";
 import { decodeReply, encodeRequest, redisKeyOf } from "./encoding.js";
 import { onlyFixedWindows, resetKeysOf } from "./fixed-windows.js";
 import { scriptStoreSettings } from "./options.js";
-import { RedisOverrides } from "./overrides.js";
+import { ioredisCommands, RedisOverrides } from "./overrides.js";
 import { refusesCall } from "./refusal.js";
 import { resetLogKeys } from "./reset-log.js";
 import { appendResetLog, readResetLog } from "./reset-log-calls.js";
@@ -339,7 +339,8 @@ export class RedisStore implements Store {
   }
 
   /** Overrides beside the counters, for every process on this Redis (overrides.ts). */
-  readonly overrides = (): RedisOverrides => new RedisOverrides(this.client, this.prefix);
+  readonly overrides = (): RedisOverrides =>
+    new RedisOverrides(ioredisCommands(this.client), this.prefix);
 
   async close(): Promise<void> {
     this.client.off("ready", this.#onReady);
