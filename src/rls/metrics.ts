@@ -18,8 +18,13 @@ export class RlsMetrics extends DecisionMetrics {
   readonly #callChildren = new Map<string, Map<string | number, CallLeaf>>();
   readonly #reloads: Counter<"source" | "result">;
 
-  constructor(policy: ResolvedPolicy, blockCacheHits: () => number) {
-    super(policy, { blockCacheHits });
+  /** `overridesActive`: where the policy reads overrides (the gauge is absent otherwise). */
+  constructor(
+    policy: ResolvedPolicy,
+    blockCacheHits: () => number,
+    overridesActive?: () => number,
+  ) {
+    super(policy, { blockCacheHits, overridesActive });
     const registers = [this.registry];
     this.#calls = new Counter({
       name: "edgelimit_rls_calls_total",

@@ -110,7 +110,15 @@ export class RlsServer implements AdminSource {
       onStoreError: (error) => this.#storeHealth.failed(error),
       requestLimits: options.requestLimits,
     });
-    this.metrics = new RlsMetrics(this.service.basePolicy, () => this.service.blockCacheHits);
+    // The overrides gauge where the policy's rules read them (a `--policy` on a store that
+    // keeps them): a 0 elsewhere would read as "none set".
+    this.metrics = new RlsMetrics(
+      this.service.basePolicy,
+      () => this.service.blockCacheHits,
+      this.service.limiter?.heldOverrides === undefined
+        ? undefined
+        : () => this.#overrides.active(this.#clock()),
+    );
     this.#startedAt = this.#clock();
     this.#loadedAt = this.#startedAt;
   }

@@ -101,6 +101,8 @@ describe("overrides in edgelimit rls", () => {
       overrides: { kept: boolean; active: number };
     };
     expect(snapshot.overrides).toMatchObject({ kept: true, active: 2 });
+    const metrics = await (await fetch(`${rls.adminUrl}metrics`)).text();
+    expect(metrics).toMatch(/^edgelimit_overrides_active 2$/m);
     // Removed: the plan's limit again for the one, the other counted from where it stands.
     expect(override(["remove", `ip:${blocked}`]).code).toBe(0);
     await within(async () => (await check(blocked)).status !== 403, "the removal");
