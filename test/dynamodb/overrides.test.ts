@@ -17,8 +17,10 @@ import {
   DynamoDbOverrides,
   OVERRIDE_SHARDS,
   OVERRIDES_PK,
+  shardOf,
 } from "../../src/stores/dynamodb/overrides.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
+import { fieldOf } from "../../src/stores/memory-overrides.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -192,6 +194,37 @@ describe("the DynamoDB override source", () => {
     // Once u_2 has expired, it is pruned to make room.
     await source.put(limitOf("user:u_3", 3), NOW + 1000, 2);
     expect((await source.list()).map((o) => o.subject).sort()).toEqual(["user:u_1", "user:u_3"]);
+  });
+
+  it("refuses an override whose shard item would pass the item size bound (EL_OVERRIDE_FULL), storing nothing", async () => {
+    // DynamoDB's bound is 400 KB; this dynalite's, 2 KB: three notes of 500 fill a shard.
+    const small = await startDynalite("us-east-1", { maxItemSizeKb: 2 });
+    try {
+      await createRateLimitTable(small.client, "small");
+      const source = new DynamoDbOverrides(small.client, "small");
+      const note = "n".repeat(500);
+      const shard = shardOf(fieldOf("user:u_0", "all"));
+      const same = Array.from({ length: 2000 }, (_, i) => `user:u_${i}`).filter(
+        (subject) => shardOf(fieldOf(subject, "all")) === shard,
+      );
+      let stored = 0;
+      let refused: unknown;
+      for (const subject of same.slice(0, 5)) {
+        try {
+          await source.put(limitOf(subject, 1, { note }), NOW, 100);
+          stored++;
+        } catch (error) {
+          refused = error;
+          break;
+        }
+      }
+      expect(stored).toBeGreaterThan(0);
+      expect(refused).toMatchObject({ code: "EL_OVERRIDE_FULL" });
+      expect(await source.list()).toHaveLength(stored);
+      expect(await source.changes(10)).toHaveLength(stored);
+    } finally {
+      await small.close();
+    }
   });
 
   it("reads as changed at each refresh for settleMs after a change (Global Tables replicate items in no set order)", async () => {

@@ -10,8 +10,9 @@
  * - `SK` `shard#00`…`shard#31`: the overrides, one string attribute per subject and scope
  *   (`<subject> <scope>`, which holds a space, so never `PK` or `SK`) holding its JSON, in the
  *   shard of a hash of that name. Sharded because an item holds at most 400 KB: 32 items hold
- *   10,000 overrides of up to ~1.2 KB each (a typical one is ~200 bytes). A write that would
- *   pass an item's size is refused as `EL_OVERRIDE_FULL`. `list` is one `BatchGetItem`.
+ *   10,000 overrides of up to ~1.2 KB each (a typical one takes 160 bytes, a 500-character
+ *   subject, note and reason ~2.2 KB). A write that would pass an item's size is refused as
+ *   `EL_OVERRIDE_FULL`. `list` is one `BatchGetItem`.
  * - `SK` `log#0000`…`log#0999`: the change log, a ring of OVERRIDE_LOG_SIZE small items (slot
  *   `seq` modulo the size), so no item grows with it; `changes` is one `Query`.
  *
