@@ -141,7 +141,10 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly leaseRegion: string;
   readonly leaseRoundTripMs: number;
   readonly holder: RegionHolder | undefined;
-  /** Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles. */
+  /**
+   * Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles nor on
+   * Workers (`requestScopedIo`), where a limiter cannot read them between requests.
+   */
   readonly overrides: (() => OverrideSource) | undefined;
   readonly #table: Table;
   /** Where hybrid counters are counted: `#table` itself unless a lease region or table is set. */
@@ -244,7 +247,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
           )
         : undefined;
     this.overrides =
-      typeof EDGELIMIT_BUNDLE === "undefined"
+      typeof EDGELIMIT_BUNDLE === "undefined" && !requestScopedIo
         ? () =>
             new DynamoDbOverrides(this.client, this.table, {
               settleMs: regions.length > 0 ? GLOBAL_TABLES_SETTLE_MS : 0,
