@@ -54,9 +54,9 @@ export interface LimiterOptions
    */
   readonly tokens?: (policy: ResolvedPolicy) => TokenVerifier | undefined;
   /**
-   * Operators' overrides, read from the store (memory, Redis) in the background every
-   * `refreshMs` (default 5 s: how long a change made elsewhere takes to apply here); never on a
-   * request's path. `false`: none are read. See docs/overrides.md.
+   * Operators' overrides, read from the store (memory, Redis, Redis over HTTP, DynamoDB) in the
+   * background every `refreshMs` (default 5 s: how long a change made elsewhere takes to apply
+   * here); never on a request's path. `false`: none are read. See docs/overrides.md.
    */
   readonly overrides?: false | { readonly refreshMs?: number } | undefined;
 }
@@ -137,7 +137,7 @@ export class Limiter {
     if (this.#overrides !== undefined) return this.#overrides;
     throw new EdgelimitError(
       "EL_OVERRIDE_STORE",
-      `the ${this.store.name} store keeps no overrides here; the memory and Redis stores do (and only with the overrides option not false)`,
+      `the ${this.store.name} store keeps no overrides here; the memory, Redis, Redis-over-HTTP and DynamoDB stores do (and only with the overrides option not false)`,
     );
   }
 

@@ -41,7 +41,7 @@ export async function run(argv: string[]): Promise<number> {
     if (source === undefined) {
       throw new EdgelimitError(
         "EL_OVERRIDE_STORE",
-        `the ${store.name} store keeps no overrides yet; use memory, redis://, redis+cluster:// or redis+https://`,
+        `the ${store.name} store keeps no overrides yet; use memory, redis://, redis+cluster://, redis+https:// or dynamodb://`,
       );
     }
     const admin = new OverrideAdmin(source, () => policy as ResolvedPolicy, Date.now);

@@ -58,7 +58,7 @@ export default {
       limiter: createLimiter({ policy: definePolicy(${JSON.stringify(POLICY)}), store }),
     });
     if (new URL(request.url).pathname === "/store") {
-      return Response.json({ name: store.name, requestScopedIo: store.traits.requestScopedIo, status: store.status() });
+      return Response.json({ name: store.name, requestScopedIo: store.traits.requestScopedIo, overrides: store.overrides !== undefined, status: store.status() });
     }
     return handler(request, env);
   },
@@ -129,11 +129,12 @@ describe("edgelimit/dynamodb-fetch in workerd", () => {
     expect(storeBytes).toBeLessThan(32 * 1024);
   });
 
-  it("knows it runs on workerd, where a call belongs to the request that made it", async () => {
+  it("knows it runs on workerd, where a call belongs to the request that made it (and keeps no overrides: nothing reads them between requests)", async () => {
     const response = await (runtimes[0] as Miniflare).dispatchFetch("https://example.test/store");
     expect(await response.json()).toMatchObject({
       name: "dynamodb-fetch",
       requestScopedIo: true,
+      overrides: false,
       status: { state: "ok" },
     });
   });

@@ -30,10 +30,16 @@ export interface LocalDynamo {
   close(): Promise<void>;
 }
 
-/** A dynalite server (in-memory DynamoDB protocol) on a free loopback port. */
-export async function startDynalite(region = "us-east-1"): Promise<LocalDynamo> {
+/**
+ * A dynalite server (in-memory DynamoDB protocol) on a free loopback port; `maxItemSizeKb`
+ * lowers DynamoDB's 400 KB item bound (to reach it in a test).
+ */
+export async function startDynalite(
+  region = "us-east-1",
+  options: { readonly maxItemSizeKb?: number } = {},
+): Promise<LocalDynamo> {
   const dynalite = require("dynalite") as (options: object) => Server;
-  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0, ...options });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   const endpoint = `http://127.0.0.1:${port}`;

@@ -33,6 +33,8 @@ export async function burstFleet(options: {
       store: hybridCounting(store),
       clock: () => now,
       onStoreError: () => {},
+      // Counting only: no background reads of the store's overrides among the calls measured.
+      overrides: false,
     }),
   );
   let sent = 0;

@@ -1,6 +1,7 @@
 import { ALGORITHMS } from "../../core/algorithms/index.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
+import type { OverrideSource } from "../../core/overrides.js";
 import type {
   CounterSpec,
   CounterState,
@@ -21,6 +22,7 @@ import {
   type WindowedOutcome,
   windowKeyAt,
 } from "./items.js";
+import { DynamoDbOverrides, GLOBAL_TABLES_SETTLE_MS } from "./overrides.js";
 import type { DynamoDbClient } from "./protocol.js";
 import { Refunds } from "./refunds.js";
 import { DynamoDbRegionHolder } from "./region-holder.js";
@@ -139,6 +141,11 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly leaseRegion: string;
   readonly leaseRoundTripMs: number;
   readonly holder: RegionHolder | undefined;
+  /**
+   * Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles nor on
+   * Workers (`requestScopedIo`), where a limiter cannot read them between requests.
+   */
+  readonly overrides: (() => OverrideSource) | undefined;
   readonly #table: Table;
   /** Where hybrid counters are counted: `#table` itself unless a lease region or table is set. */
   readonly #leases: Table;
@@ -238,6 +245,13 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
             this.#table.ttlGraceSeconds,
             options.region,
           )
+        : undefined;
+    this.overrides =
+      typeof EDGELIMIT_BUNDLE === "undefined" && !requestScopedIo
+        ? () =>
+            new DynamoDbOverrides(this.client, this.table, {
+              settleMs: regions.length > 0 ? GLOBAL_TABLES_SETTLE_MS : 0,
+            })
         : undefined;
     this.#refunds = new Refunds(this.client, this.table);
     this.#leaseRefunds =
