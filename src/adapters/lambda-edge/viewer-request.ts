@@ -111,6 +111,9 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
     denylists: options.denylists,
     env: options.env,
     readFile: options.readFile,
+    // Lambda@Edge reads no overrides, built or not (docs/overrides.md): a frozen instance
+    // cannot refresh them between requests, and its bundle's size is bounded.
+    overrides: false,
     onDecision:
       record === undefined && onDecision === undefined
         ? undefined
