@@ -68,7 +68,13 @@ describe("overrides on Global Tables (two dynalite regions, last writer wins per
           globalRegions: REGIONS,
         });
         stores.push(store);
-        const limiter = createLimiter({ policy, store, onStoreError: false });
+        // A short refresh: the bound here is the replication's, plus the refresh.
+        const limiter = createLimiter({
+          policy,
+          store,
+          onStoreError: false,
+          overrides: { refreshMs: 500 },
+        });
         limiters.push(limiter);
         return limiter;
       }) as [Limiter, Limiter];

@@ -274,7 +274,9 @@ describe("two limiters on one DynamoDB table", () => {
 
   it("block through one limiter refuses at once there and within the bound on the other; remove lifts it", async () => {
     const table = await freshTable();
-    const [a, b] = [limiterOn(storeOn(table)), limiterOn(storeOn(table))];
+    // A short refresh: how a change travels, not the default bound (the CLI test above waits
+    // for that).
+    const [a, b] = [limiterOn(storeOn(table), 500), limiterOn(storeOn(table), 500)];
     expect((await b.check(request("u_leak"))).action).toBe("allow");
     await a.overrides.set({ subject: "user:u_leak", block: "key leaked", note: "ops" });
     const refused = await a.check(request("u_leak"));

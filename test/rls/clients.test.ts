@@ -86,7 +86,7 @@ describe("calling rls as docs/proxies.md shows", () => {
 
   it("exits 2 from the gRPC client once the limit is spent", async () => {
     // Four node processes, each loading @grpc/grpc-js and protobufjs: seconds on a busy machine.
-    await withinOneWindow(60_000, 30_000);
+    await withinOneWindow(60_000, 15_000);
     const client = "examples/rls/grpc-client.mjs";
     const args = ["edgelimit", "remote_address=203.0.113.99,path=/api/export,method=GET"];
     const codes: number[] = [];

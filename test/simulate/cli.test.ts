@@ -58,13 +58,13 @@ describe("edgelimit simulate (the command)", () => {
   }, 60_000);
 
   it("shows its progress on a terminal, on stderr, and clears it before the report", () => {
-    // The CI scenario over 5 minutes: long enough, on a quiet machine too, for the first line,
+    // The CI scenario over 3 minutes: long enough, on a quiet machine too, for the first line,
     // which comes half a second after the start.
     const longer = join(dir, "longer.yaml");
     writeFileSync(
       longer,
       readFileSync(CI, "utf8")
-        .replace("duration: 90s", "duration: 5m")
+        .replace("duration: 90s", "duration: 3m")
         .replace("policy: ../../../", `policy: ${resolve(".")}/`),
     );
     const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", longer];
@@ -72,7 +72,7 @@ describe("edgelimit simulate (the command)", () => {
     expect(code).toBe(0);
     // At most twice a second: how many lines appear depends on the machine's pace.
     expect(output).toMatch(
-      /\rsimulating (two-writes|exact|hybrid) \(mode [123] of 3\): \d+:\d\d of 5:30 simulated, ETA \d+ s/,
+      /\rsimulating (two-writes|exact|hybrid) \(mode [123] of 3\): \d+:\d\d of 3:30 simulated, ETA \d+ s/,
     );
     expect(output).toContain("\r\u001b[Kedgelimit simulate: ci (seed 7)");
     expect(onTerminal([...command, "--no-progress"]).output).not.toContain("simulating");
