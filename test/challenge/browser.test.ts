@@ -108,7 +108,7 @@ describe("challenge end to end in Chromium through edgelimit serve", () => {
 
   it("challenges past the limit, lets the page solve it, returns to the URI, and binds the pass to the IP", async () => {
     // The gateway counts on the real clock, per minute: the page must load in the same window.
-    await withinOneWindow(60_000, 30_000);
+    await withinOneWindow(60_000, 20_000);
     // The browser connects from 127.0.0.1 without X-Forwarded-For: its client IP is 127.0.0.1.
     for (let i = 0; i < LIMIT; i++) expect((await get("/warmup")).status).toBe(200);
 

@@ -69,7 +69,7 @@ describe("hybrid counting on the Durable Object, in workerd", () => {
   it("admits no more than the limit with a fraction of the object's calls", async () => {
     const [exactRuntime, hybridRuntime] = [await start("exact"), await start("hybrid")];
     // Both runs in one 60 s window.
-    await withinOneWindow(60_000, 20_000);
+    await withinOneWindow(60_000, 12_000);
     const exact = await send(exactRuntime, "203.0.113.60");
     const hybrid = await send(hybridRuntime, "203.0.113.61");
     expect(exact.admitted).toBe(200);

@@ -73,7 +73,7 @@ describe("exact quotas on the Durable Object, in workerd", () => {
       "test/cloudflare/fixtures/inspectable-worker.ts",
     );
     runtime = await startRuntime(script, objects, "InspectableCounter");
-    await withinOneWindow(60_000, 25_000);
+    await withinOneWindow(60_000, 18_000);
   }, 60_000);
 
   afterAll(async () => {
