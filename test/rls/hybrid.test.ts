@@ -171,7 +171,10 @@ describe("counting: hybrid in two rls processes on one redis-server", () => {
       const codes = await codesOf(clients, request, 2000, 20);
       const commands = countingCommandsSince(await commandCalls(redis.server.port), before);
       expect(codes.every((code) => code === "OK")).toBe(true);
-      expect(commands / codes.length).toBeLessThan(0.05);
+      // About 0.01 on a quiet machine (20 commands for 2,000 calls); a slowed machine spreads
+      // the calls over more time, and a subject this busy reserves 2 s ahead (it is on its way
+      // to its limit), so more reservations: 0.09 in one CI run. Exact costs 1 to 4 a call.
+      expect(commands / codes.length).toBeLessThan(0.15);
     },
   );
 });
