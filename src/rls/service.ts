@@ -76,8 +76,9 @@ export class RateLimitService {
     this.#basePolicy = options.policy ?? definePolicy({ version: 1 });
     const onStoreError = options.onStoreError;
     // Operators' overrides, where the store keeps them (docs/overrides.md): read in the
-    // background, applied to the policy's rules (a configuration's descriptors have no subject
-    // an override can name). A change may end a block the block cache holds.
+    // background once there is a policy (#usePolicy), applied to its rules; a configuration's
+    // descriptors have no subject an override can name, so without a policy nothing is read.
+    // A change may end a block the block cache holds.
     const overrides =
       options.store.overrides === undefined
         ? undefined
@@ -90,7 +91,6 @@ export class RateLimitService {
       onStoreError: onStoreError === undefined ? undefined : (error) => onStoreError(error),
       overrides,
     });
-    void overrides?.start();
     this.#configOptions = {
       globalShadow: options.globalShadow ?? false,
       limitHeaders: options.limitHeaders,
@@ -179,6 +179,8 @@ export class RateLimitService {
   }
 
   #usePolicy(policy: ResolvedPolicy, companions: EngineCompanions | undefined): void {
+    // Once, at the first policy (start() reads the source the first time only).
+    void this.#step.overrides?.start();
     if (this.#limiter !== undefined) {
       this.#limiter.reload(policy, companions);
       return;

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { MemoryStore } from "../../src/index.js";
+import { definePolicy } from "../../src/policy/load.js";
 import type { RlsAnswer } from "../../src/rls/answer.js";
 import { loadRlsConfig } from "../../src/rls/config-files.js";
 import { CODE, type RateLimitRequest } from "../../src/rls/messages.js";
@@ -103,5 +104,40 @@ describe("the rate limit service on a driven clock", () => {
       { key: "ratelimit-remaining", value: "0" },
       { key: "ratelimit-reset", value: "50" },
     ]);
+  });
+});
+
+describe("the service's overrides", () => {
+  /** A memory store whose overrides source counts its version reads. */
+  function counting(): { store: MemoryStore; reads: () => number } {
+    const store = new MemoryStore();
+    const source = store.overrides();
+    let reads = 0;
+    const version = source.version.bind(source);
+    source.version = () => {
+      reads++;
+      return version();
+    };
+    return { store, reads: () => reads };
+  }
+
+  it("are read only once there is a policy: a configuration's descriptors take none", async () => {
+    const { config } = loadRlsConfig(file, { mergeDomains: false, globalShadow: false });
+    const configOnly = counting();
+    const bare = new RateLimitService({ store: configOnly.store, config });
+    const withPolicy = counting();
+    const both = new RateLimitService({
+      store: withPolicy.store,
+      config,
+      policy: definePolicy({ version: 1, tiers: { anonymous: { global: 10 } } }),
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(configOnly.reads()).toBe(0);
+      expect(withPolicy.reads()).toBe(1);
+    } finally {
+      bare.close();
+      both.close();
+    }
   });
 });
