@@ -17,6 +17,7 @@ import {
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { fieldOf } from "../../src/stores/memory-overrides.js";
 import { Replicator } from "../support/replicator.js";
+import { within } from "../support/within.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -24,7 +25,6 @@ import {
   TEST_CREDENTIALS,
 } from "./harness.js";
 
-const BOUND_MS = 15_000;
 const REGIONS = ["us-east-1", "eu-west-1"];
 let us: LocalDynamo;
 let eu: LocalDynamo;
@@ -40,14 +40,6 @@ afterAll(async () => {
   for (const store of stores) await store.close();
   await Promise.all([us, eu].map((server) => server?.close()));
 });
-
-async function within(check: () => Promise<boolean>, what: string): Promise<void> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > BOUND_MS) throw new Error(`${what}: not within ${BOUND_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe("overrides on Global Tables (two dynalite regions, last writer wins per item)", () => {
   it("a block set in one region refuses there at once and in the other within the refresh and the lag; remove lifts it", async () => {

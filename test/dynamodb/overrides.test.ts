@@ -21,6 +21,7 @@ import {
 } from "../../src/stores/dynamodb/overrides.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { fieldOf } from "../../src/stores/memory-overrides.js";
+import { within } from "../support/within.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -42,7 +43,6 @@ tiers:
     global: { limit: 3, window: 600s }
 overrides: { maxLimit: 1000 }
 `;
-const BOUND_MS = 15_000;
 const NOW = Date.now();
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-ddb-overrides-"));
@@ -87,15 +87,6 @@ function limitOf(subject: string, limit: number, extra: Partial<Override> = {}):
 
 function request(user: string) {
   return { ip: "203.0.113.9", path: "/api/x", headers: { "x-user": user } };
-}
-
-/** Polls until `check` holds, within BOUND_MS. */
-async function within(check: () => Promise<boolean>, what: string): Promise<void> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > BOUND_MS) throw new Error(`${what}: not within ${BOUND_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** The CLI in a child process (asynchronously: dynalite answers from this one). */

@@ -11,6 +11,7 @@ import { RedisStore } from "../../src/stores/redis.js";
 import { redisRestStore } from "../../src/stores/redis-rest.js";
 import { startRedis } from "../redis/redis-server.js";
 import { type RedisRestBridge, startRedisRestBridge } from "../support/redis-rest-bridge.js";
+import { within } from "../support/within.js";
 
 let stopRedis: () => Promise<void>;
 let redisUrl: string;
@@ -38,14 +39,6 @@ const policy = definePolicy(policyInput);
 
 const rest = (prefix: string) => redisRestStore({ url: bridge.url, token: bridge.token, prefix });
 
-async function within(holds: () => Promise<boolean>): Promise<void> {
-  const started = Date.now();
-  while (!(await holds())) {
-    if (Date.now() - started > 10_000) throw new Error("not within 10 s");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe("overrides in Redis over HTTP", () => {
   it("are shared by limiters on the store, and read what ioredis wrote, in the same keys", async () => {
     const prefix = "rest-ov-a:";
@@ -59,13 +52,23 @@ describe("overrides in Redis over HTTP", () => {
       expect((await b.check(request)).action).toBe("block");
       await a.overrides.set({ subject: "ip:198.51.100.71", limit: 5, note: "ticket 9" });
       expect((await a.check(request)).action).toBe("allow");
-      await within(async () => (await b.check(request)).action === "allow");
+      await within(
+        async () => (await b.check(request)).action === "allow",
+        "the limit on b",
+        10_000,
+        20,
+      );
       expect(await b.overrides.list()).toEqual([
         expect.objectContaining({ subject: "ip:198.51.100.71", effect: "limit", limit: 5 }),
       ]);
       // Set through ioredis, read over HTTP; the log holds both changes, oldest first.
       await viaRedis.overrides.set({ subject: "ip:198.51.100.72", block: "abuse" });
-      await within(async () => (await b.check({ ip: "198.51.100.72", path: "/" })).status === 403);
+      await within(
+        async () => (await b.check({ ip: "198.51.100.72", path: "/" })).status === 403,
+        "the block on b",
+        10_000,
+        20,
+      );
       expect((await b.overrides.changes()).map((change) => change.subject)).toEqual([
         "ip:198.51.100.71",
         "ip:198.51.100.72",
@@ -73,6 +76,9 @@ describe("overrides in Redis over HTTP", () => {
       expect(await b.overrides.remove({ subject: "ip:198.51.100.72" })).toBe(true);
       await within(
         async () => (await viaRedis.check({ ip: "198.51.100.72", path: "/" })).status !== 403,
+        "the removal via ioredis",
+        10_000,
+        20,
       );
     } finally {
       for (const limiter of [a, b, viaRedis]) limiter.close();

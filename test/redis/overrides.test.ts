@@ -17,6 +17,7 @@ import { storeFromUrl } from "../../src/stores/from-url.js";
 import { RedisStore } from "../../src/stores/redis.js";
 import { closedPort } from "../gateway/helpers.js";
 import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { within } from "../support/within.js";
 import { startRedis } from "./redis-server.js";
 
 const POLICY = `
@@ -31,7 +32,6 @@ tiers:
     global: { limit: 3, window: 600s }
 overrides: { maxLimit: 1000 }
 `;
-const BOUND_MS = 15_000;
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-overrides-"));
 const policyFile = join(dir, "policy.yaml");
@@ -58,16 +58,6 @@ async function status(base: string, user: string): Promise<number> {
   const response = await fetch(`${base}/api/x`, { headers: { "x-user": user } });
   await response.arrayBuffer();
   return response.status;
-}
-
-/** Polls until `check` holds, within BOUND_MS; resolves the time it took. */
-async function within(check: () => Promise<boolean>, what: string): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > BOUND_MS) throw new Error(`${what}: not within ${BOUND_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return Date.now() - started;
 }
 
 beforeAll(async () => {

@@ -12,9 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis } from "../redis/redis-server.js";
+import { within } from "../support/within.js";
 import { type RlsProcess, startRls } from "./harness.js";
 
-const BOUND_MS = 15_000;
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-rls-overrides-"));
 const policyFile = join(dir, "policy.yaml");
 writeFileSync(
@@ -73,14 +73,6 @@ function override(args: string[]) {
     { encoding: "utf8" },
   );
   return { code: result.status, stderr: result.stderr };
-}
-
-async function within(holds: () => Promise<boolean>, what: string): Promise<void> {
-  const started = Date.now();
-  while (!(await holds())) {
-    if (Date.now() - started > BOUND_MS) throw new Error(`${what}: not within ${BOUND_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 describe("overrides in edgelimit rls", () => {
