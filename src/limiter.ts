@@ -23,7 +23,7 @@ import {
   STORE,
 } from "./core/options.js";
 import { OverrideAdmin } from "./core/override-admin.js";
-import { OverrideWatch } from "./core/override-watch.js";
+import { OverrideWatch, type RefreshOnRequest } from "./core/override-watch.js";
 import { DEFAULT_OVERRIDE_REFRESH_MS, type Override } from "./core/overrides.js";
 import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
@@ -56,9 +56,14 @@ export interface LimiterOptions
   /**
    * Operators' overrides, read from the store (memory, Redis, Redis over HTTP, DynamoDB) in the
    * background every `refreshMs` (default 5 s: how long a change made elsewhere takes to apply
-   * here); never on a request's path. `false`: none are read. See docs/overrides.md.
+   * here); never on a request's path. `false`: none are read. `onRequest`: refreshed by the
+   * requests that find the snapshot `refreshMs` old, not by a timer, for runtimes that run
+   * nothing between requests (override-watch.ts). See docs/overrides.md.
    */
-  readonly overrides?: false | { readonly refreshMs?: number } | undefined;
+  readonly overrides?:
+    | false
+    | { readonly refreshMs?: number; readonly onRequest?: RefreshOnRequest | undefined }
+    | undefined;
 }
 
 function limiterShape() {
@@ -77,7 +82,13 @@ function limiterShape() {
     denylists: "array",
     env: "object",
     readFile: "function",
-    overrides: [false, fields({ refreshMs: "number" })],
+    overrides: [
+      false,
+      fields({
+        refreshMs: "number",
+        onRequest: fields({ firstWaitMs: required("number"), background: "function" }),
+      }),
+    ],
   } satisfies OptionsShape<LimiterOptions>;
 }
 
@@ -290,8 +301,19 @@ function overrideWatch(
     );
   }
   // A new limit or an allow may end a block the block cache still holds.
+  const onRequest = options.overrides?.onRequest;
+  if (
+    onRequest !== undefined &&
+    (!Number.isSafeInteger(onRequest.firstWaitMs) || onRequest.firstWaitMs < 0)
+  ) {
+    throw new EdgelimitError(
+      "EL_BAD_OPTION",
+      `createLimiter: overrides.onRequest.firstWaitMs ${onRequest.firstWaitMs} is not a whole number of milliseconds of 0 or more`,
+    );
+  }
   return new OverrideWatch(options.store.overrides(), {
     refreshMs,
+    onRequest,
     onChange: () => engine().step.forgetBlocks(),
   });
 }

@@ -9,6 +9,16 @@
  *
  * The timer is unref'd (it never keeps a process alive) and stops on `close`; the snapshot
  * holds at most `MAX_OVERRIDES` overrides, as the source does.
+ *
+ * Where a runtime runs nothing between requests (Lambda@Edge freezes an instance, a Worker's
+ * isolate runs only for a request), a timer would fire late, on the request after a pause, with
+ * the snapshot of before it. There `onRequest` replaces the timer: each request asks for the
+ * snapshot with `tableAt(now)`, and a request that finds it older than `refreshMs` starts a
+ * refresh beside itself (handed to `background`, a Worker's `waitUntil`), never waited for; the
+ * first read, begun by `start`, is waited for by the first requests (`firstRead`), at most
+ * `firstWaitMs`. So a change applies within `refreshMs` plus a round trip on an instance that
+ * keeps answering, and the first request after a pause longer than that is decided on the
+ * snapshot held before it.
  */
 
 import { NO_OVERRIDES, OverrideTable } from "./override-table.js";
@@ -18,6 +28,15 @@ export interface OverrideWatchOptions {
   readonly refreshMs: number;
   /** Called when the snapshot changed (the step forgets blocks a new limit may have ended). */
   readonly onChange: () => void;
+  /** Refresh on requests, not on a timer (runtimes that run nothing between requests). */
+  readonly onRequest?: RefreshOnRequest | undefined;
+}
+
+export interface RefreshOnRequest {
+  /** Longest a request waits for the first read (then it goes on without overrides). */
+  readonly firstWaitMs: number;
+  /** Keeps a refresh begun by a request alive after its answer (a Worker's `waitUntil`). */
+  readonly background?: ((work: Promise<void>) => void) | undefined;
 }
 
 export class OverrideWatch {
@@ -30,6 +49,13 @@ export class OverrideWatch {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #first: Promise<void> | undefined;
+  /** `onRequest`: the first read, while requests still wait for it. */
+  #waitFirst: Promise<void> | undefined;
+  /** `onRequest`: when the refresh in flight (or the last one) began, on the requests' clock. */
+  #refreshedAt = Number.NEGATIVE_INFINITY;
+  /** `onRequest`: the first read has settled; the next request stamps its time as the last refresh's. */
+  #stampNext = false;
+  #refreshing = false;
 
   constructor(source: OverrideSource, options: OverrideWatchOptions) {
     this.source = source;
@@ -41,10 +67,68 @@ export class OverrideWatch {
     return this.#table;
   }
 
-  /** Reads the source now and then every `refreshMs`; resolves after the first read. */
+  /**
+   * The overrides held at `now`; with `onRequest`, starts a refresh when the last began
+   * `refreshMs` ago or more (and none is in flight, unless that one began as long ago: a
+   * Worker may cancel work left after its answer).
+   */
+  tableAt(now: number): OverrideTable {
+    const onRequest = this.#options.onRequest;
+    if (onRequest === undefined || this.#closed) return this.#table;
+    if (this.#stampNext) {
+      this.#stampNext = false;
+      this.#refreshedAt = now;
+    }
+    const age = now - this.#refreshedAt;
+    if (
+      age >= this.#options.refreshMs &&
+      (!this.#refreshing || age >= 2 * this.#options.refreshMs)
+    ) {
+      this.#refreshedAt = now;
+      this.#refreshing = true;
+      const work = this.refresh().finally(() => {
+        this.#refreshing = false;
+      });
+      onRequest.background?.(work);
+    }
+    return this.#table;
+  }
+
+  /**
+   * With `onRequest`, until the first read has settled (or `firstWaitMs` passed): what a
+   * request waits for before it counts. Otherwise undefined.
+   */
+  firstRead(): Promise<void> | undefined {
+    return this.#waitFirst;
+  }
+
+  /**
+   * Reads the source now and then every `refreshMs` (with `onRequest`, when requests find the
+   * snapshot that old); resolves after the first read.
+   */
   start(): Promise<void> {
-    this.#first ??= this.#tick();
-    return this.#first;
+    if (this.#first !== undefined) return this.#first;
+    const onRequest = this.#options.onRequest;
+    if (onRequest === undefined) {
+      this.#first = this.#tick();
+      return this.#first;
+    }
+    this.#refreshedAt = Number.POSITIVE_INFINITY; // no request starts another before this one
+    const first = this.refresh().finally(() => {
+      this.#stampNext = true;
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, onRequest.firstWaitMs);
+      (timer as { unref?: () => void }).unref?.();
+    });
+    this.#waitFirst = Promise.race([first, waited]).finally(() => {
+      clearTimeout(timer);
+      this.#waitFirst = undefined;
+    });
+    onRequest.background?.(first);
+    this.#first = first;
+    return first;
   }
 
   /** Reads the source now (when its version changed). Never rejects. */
