@@ -7,11 +7,12 @@ interface Queued extends ScriptRequest {
 }
 
 /**
- * Requests that reach a single-node store in the same tick, sent as one script call (up to
- * `maxBatch`): the script applies them one after the other, each atomically, in arrival order.
- * Nothing waits for a batch to fill; the queue is flushed by `defer`, once the current tick's
- * work is done (`process.nextTick` in Node; `queueMicrotask` in a runtime without it). `send`
- * takes the batch's keys and arguments (each request's in turn).
+ * Requests that reach a single-node store in the same turn of the event loop, sent as one
+ * script call (up to `maxBatch`): the script applies them one after the other, each atomically,
+ * in arrival order. Nothing waits for a batch to fill; the queue is flushed by `defer`, once the
+ * turn's I/O callbacks are done (`setImmediate` in Node, see blind-counting.ts for why;
+ * `queueMicrotask` in a runtime without it). `send` takes the batch's keys and arguments (each
+ * request's in turn).
  */
 export class TickBatch {
   readonly #maxBatch: number;

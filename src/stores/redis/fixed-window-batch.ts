@@ -21,7 +21,7 @@ export interface FixedWindowBatchOptions {
   readonly pipeline: () => Pipeline;
   /** Sends a pipeline (the store bounds it by its call timeout: one timer per pipeline). */
   readonly exec: (pipeline: Pipeline) => Promise<Replies>;
-  /** Runs once the current tick's work is done (`process.nextTick`): flushes the requests. */
+  /** Runs once this turn's I/O callbacks are done (`setImmediate`): flushes the requests. */
   readonly defer: (flush: () => void) => void;
   /** Runs after the next tick's I/O callbacks (`setImmediate`): flushes lone follow-ups. */
   readonly later: (flush: () => void) => void;
@@ -32,10 +32,10 @@ export interface FixedWindowBatchOptions {
 }
 
 /**
- * Fixed-window requests that reach a single-node store in the same tick, sent as one pipeline
- * (up to `maxBatch` requests): one write, one read, as the script's batch (batch.ts). Each
- * request's commands are its own; nothing waits for a batch to fill (`defer` flushes the queue
- * once the current tick's work is done).
+ * Fixed-window requests that reach a single-node store in the same turn of the event loop, sent
+ * as one pipeline (up to `maxBatch` requests): one write, one read, as the script's batch
+ * (batch.ts). Each request's commands are its own; nothing waits for a batch to fill (`defer`
+ * flushes the queue once the turn's I/O callbacks are done).
  *
  * Follow-ups (a new key's expiry, a refused request's give-back) ride at the head of the next
  * pipeline of requests, or go on their own once the tick after has run (`later`) if no request
