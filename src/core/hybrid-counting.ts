@@ -50,7 +50,7 @@ import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
-import { fenceRead, raiseFences } from "./hybrid/fence.js";
+import { FENCE_MARGIN_MS, fencesFor, RecentResets, raiseFences } from "./hybrid/fence.js";
 import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
 import { type HolderLayer, holderLayer, reserveForRegion, takeChunks } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
@@ -84,6 +84,8 @@ export class HybridCounting implements Store {
   #roundTripMs = INITIAL_ROUND_TRIP_MS;
   /** By counter key, then by rule (`specOf`): a pass holder's band is a rule of its own. */
   readonly #reservations: GenerationalCache<Map<string, Reservation>>;
+  /** Counters this process reset, while their fences may be up. */
+  readonly #resets = new RecentResets();
   /** What a background top-up needs of this layer (refill.ts). */
   readonly #refiller: Refiller;
   /** The store's region holder, where it has one and resets need no leases (holder.ts). */
@@ -162,7 +164,9 @@ export class HybridCounting implements Store {
     await raiseFences(inner, counters, this.#leaseMs, this.#clock(), this.#scheduler);
     await inner.reset(counters, now);
     // What this process reserved during the fence was spent by the requests that asked for it.
+    // Its next reservations read the fence until it is down, and hold nothing until then.
     this.#forget(counters);
+    this.#resets.add(counters, this.#clock() + this.#leaseMs + FENCE_MARGIN_MS);
   }
 
   async close(): Promise<void> {
@@ -279,7 +283,12 @@ export class HybridCounting implements Store {
       cost: asks[j] as number,
       mode: "observe" as const,
     }));
-    const call = this.#inner.apply(this.#withFences(asked), now, progress);
+    const { fenced, fences } = fencesFor(asked, missing, counters, reservations, this.#leaseMs);
+    const call = this.#inner.apply(
+      fences.length === 0 ? asked : [...asked, ...fences],
+      now,
+      progress,
+    );
     const sent: Sent = { at: this.#scheduler.now() };
     const landed = call.then(
       () => this.#measured(sent.at),
@@ -297,6 +306,7 @@ export class HybridCounting implements Store {
       }
     }
     let refused = false;
+    let fenceAt = asked.length;
     missing.forEach((i, j) => {
       const counter = counters[i] as CounterSpec;
       const reservation = reservations[j] as Reservation;
@@ -306,7 +316,7 @@ export class HybridCounting implements Store {
         counter,
         asks[j] as number,
         state,
-        answers[asked.length + j],
+        fenced[j] === true ? answers[fenceAt++] : undefined,
         sent,
         this.#leaseMs,
       );
@@ -320,12 +330,6 @@ export class HybridCounting implements Store {
       states[i] = refusedState(state);
     });
     return refused;
-  }
-
-  /** Reservations with, where leases apply, a read of each one's fence (cost 0) after them. */
-  #withFences(asked: readonly CounterSpec[]): readonly CounterSpec[] {
-    if (this.#leaseMs === 0) return asked;
-    return [...asked, ...asked.map((counter) => fenceRead(counter, this.#leaseMs))];
   }
 
   /**
@@ -343,6 +347,7 @@ export class HybridCounting implements Store {
     const reservation = rules.get(spec);
     if (reservation !== undefined && now < reservation.end) return reservation;
     const next = newReservation(reservation, counter.window, now);
+    if (reservation === undefined && this.#resets.fenced(counter.key, now)) next.fenced = true;
     rules.set(spec, next);
     return next;
   }

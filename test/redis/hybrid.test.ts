@@ -1,4 +1,7 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hybridCounting } from "../../src/core/hybrid-counting.js";
+import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { type RedisStore, redisStoreFromUrl } from "../../src/stores/redis.js";
 import { burstFleet, readCounter } from "../support/hybrid-fleet.js";
@@ -87,5 +90,37 @@ describe("hybrid counting on a real redis-server", () => {
     expect(hybrid.admitted).toBeLessThanOrEqual(3000);
     expect(hybrid.admitted).toBeGreaterThan(2900);
     expect(hybrid.perRequest).toBeLessThan(0.05);
+  });
+
+  it("a subject's first request in a window reserves only its own cost: a blind INCRBY, no script and no fence read", async () => {
+    const store = redisStoreFromUrl(server.url);
+    await store.ready();
+    const admin = new Redis({ port: server.port, host: "127.0.0.1" });
+    try {
+      const limiter = createLimiter({
+        policy: definePolicy({
+          tiers: { anonymous: { global: { limit: 100, window: "1h", counting: "hybrid" } } },
+        }),
+        store: hybridCounting(store),
+        overrides: false,
+      });
+      // Warm: the store samples the server's clock on its first call.
+      await limiter.check({ ip: "192.0.2.200", path: "/" });
+      await admin.config("RESETSTAT");
+      const subjects = 50;
+      for (let i = 0; i < subjects; i++) {
+        const verdict = await limiter.check({ ip: `192.0.2.${i}`, path: "/" });
+        expect(verdict.action).toBe("allow");
+      }
+      const info = await admin.info("commandstats");
+      const calls = (name: string) =>
+        Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, "m").exec(info)?.[1] ?? 0);
+      expect(calls("incrby")).toBe(subjects);
+      expect(calls("fcall") + calls("evalsha") + calls("eval")).toBe(0);
+      expect(calls("get")).toBe(0);
+    } finally {
+      admin.disconnect();
+      await store.close();
+    }
   });
 });
