@@ -57,6 +57,8 @@ new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
   tableName,
   replicaRegions,
   leaseTableName,
+  // The build decides (on for a policy with an `overrides:` section); the role follows it.
+  readsOverrides: built.some((fn) => fn.overrides),
   budgetMs: policy.budgetMs,
   originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
 });
