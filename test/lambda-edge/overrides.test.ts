@@ -260,7 +260,7 @@ describe("overrides in the Lambda@Edge viewer-request bundle", () => {
       50,
     );
     // A raise that ends: once past its `until`, by the instance's clock, the plan's limit is back.
-    const until = Date.now() + 2_500;
+    const until = Date.now() + 4_000;
     await source.put(limitOf("user:u_raise", 1000, { until }), Date.now(), 100);
     await within(
       async () => (await outcome(handler, "u_raise")) === "forwarded 1000",
