@@ -5,7 +5,9 @@
  * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
  * than the policy's budget. A policy with `counting: hybrid` rules on a global table gets a
  * single-region table for their reservations (`-c leaseTable=NAME`, default
- * `rate-limit-leases`; `-c leaseTable=` puts them in the global table).
+ * `rate-limit-leases`; `-c leaseTable=` puts them in the global table). A policy with an
+ * `overrides:` section builds a viewer-request function that reads operators' overrides, and
+ * its role may then run BatchGetItem too.
  * EDGELIMIT_JWT_SECRET and EDGELIMIT_CHALLENGE_SECRET must be set: Lambda@Edge has no environment
  * variables, so the secrets are bundled at build time (see docs/aws.md for the Secrets Manager
  * alternative). A policy that challenges without challenge.secret is refused.
@@ -57,6 +59,8 @@ new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
   tableName,
   replicaRegions,
   leaseTableName,
+  // The build decides (on for a policy with an `overrides:` section); the role follows it.
+  readsOverrides: built.some((fn) => fn.overrides),
   budgetMs: policy.budgetMs,
   originDomain: (app.node.tryGetContext("origin") as string | undefined) ?? "origin.example.com",
 });

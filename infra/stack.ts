@@ -30,6 +30,9 @@ const DEFAULT_BUDGET_MS = 50;
 /** The only item operations the store issues (UpdateItem always; GetItem and Query for sliding windows, token buckets and the per-region sums). */
 export const STORE_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"] as const;
 
+/** What reading operators' overrides adds: the shards' `BatchGetItem` (the version is a `GetItem`). */
+export const OVERRIDE_ACTIONS = ["dynamodb:BatchGetItem"] as const;
+
 export interface RateLimitFunctionsProps {
   /** Zips built by `edgelimit build lambda-edge`. */
   readonly viewerRequestZip: string;
@@ -39,13 +42,18 @@ export interface RateLimitFunctionsProps {
   readonly tableRegions: readonly string[];
   /** The hybrid counting reservations' own table, in us-east-1 only (see `leaseTable`). */
   readonly leaseTable?: TableV2 | undefined;
+  /**
+   * Whether the viewer-request bundle reads operators' overrides (`BuiltFunction.overrides`):
+   * its role may then also run `BatchGetItem`, on the rate-limit table and its replicas only.
+   */
+  readonly readsOverrides?: boolean;
 }
 
 /**
  * The two Lambda@Edge functions (always created in us-east-1, as CloudFront requires) and the
  * least privilege they need: the viewer-request function may run only the store's item
- * operations, only on the rate-limit table and its replicas; the viewer-response function
- * touches no AWS service at all.
+ * operations, only on the rate-limit table and its replicas (and, when it reads overrides,
+ * `BatchGetItem` on the same); the viewer-response function touches no AWS service at all.
  */
 export class RateLimitFunctions extends Construct {
   readonly viewerRequest: cloudfront.experimental.EdgeFunction;
@@ -71,22 +79,29 @@ export class RateLimitFunctions extends Construct {
       description: "edgelimit viewer-response: adds the rate-limit headers",
     });
     const stack = Stack.of(this);
+    const tableArns = props.tableRegions.map((region) =>
+      stack.formatArn({
+        service: "dynamodb",
+        region,
+        resource: "table",
+        resourceName: props.table.tableName,
+      }),
+    );
     this.viewerRequest.addToRolePolicy(
       new PolicyStatement({
         actions: [...STORE_ACTIONS],
         resources: [
-          ...props.tableRegions.map((region) =>
-            stack.formatArn({
-              service: "dynamodb",
-              region,
-              resource: "table",
-              resourceName: props.table.tableName,
-            }),
-          ),
+          ...tableArns,
           ...(props.leaseTable === undefined ? [] : [props.leaseTable.tableArn]),
         ],
       }),
     );
+    // Overrides live in the rate-limit table only, never in the lease table.
+    if (props.readsOverrides === true) {
+      this.viewerRequest.addToRolePolicy(
+        new PolicyStatement({ actions: [...OVERRIDE_ACTIONS], resources: tableArns }),
+      );
+    }
   }
 
   /** The associations for a behavior of an existing distribution. */
@@ -124,6 +139,12 @@ export interface EdgeRateLimitStackProps extends StackProps {
    * Default: none, the reservations go to the global table's us-east-1 items.
    */
   readonly leaseTableName?: string;
+  /**
+   * Whether the viewer-request bundle reads operators' overrides (`edgelimit build` decides:
+   * `BuiltFunction.overrides`, `overrides` in its manifest.json): grants `BatchGetItem` too.
+   * Without it a bundle that reads them is refused its first read, and applies none.
+   */
+  readonly readsOverrides?: boolean;
   /** The origin the new distribution fronts. Omit `originDomain` and use `functions.edgeLambdas()` to attach to an existing one. */
   readonly originDomain?: string;
 }
@@ -173,6 +194,7 @@ export class EdgeRateLimitStack extends Stack {
       viewerResponseZip: props.viewerResponseZip,
       table: this.table,
       tableRegions: ["us-east-1", ...replicaRegions],
+      readsOverrides: props.readsOverrides,
     });
     this.distribution =
       props.originDomain === undefined

@@ -23,7 +23,11 @@ import {
   STORE,
 } from "./core/options.js";
 import { OverrideAdmin } from "./core/override-admin.js";
-import { OverrideWatch, type RefreshOnRequest } from "./core/override-watch.js";
+import {
+  OverrideWatch,
+  type OverrideWatchOptions,
+  type RefreshOnRequest,
+} from "./core/override-watch.js";
 import { DEFAULT_OVERRIDE_REFRESH_MS, type Override } from "./core/overrides.js";
 import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
@@ -58,11 +62,18 @@ export interface LimiterOptions
    * background every `refreshMs` (default 5 s: how long a change made elsewhere takes to apply
    * here); never on a request's path. `false`: none are read. `onRequest`: refreshed by the
    * requests that find the snapshot `refreshMs` old, not by a timer, for runtimes that run
-   * nothing between requests (override-watch.ts). See docs/overrides.md.
+   * nothing between requests (override-watch.ts). `watch`: makes the watch from these options
+   * (default: one over the store's `overrides()`); the Lambda@Edge bundle passes its own, from a
+   * file of its own, so that the file every cold start loads carries none of that code
+   * (adapters/lambda-edge/overrides.ts). See docs/overrides.md.
    */
   readonly overrides?:
     | false
-    | { readonly refreshMs?: number; readonly onRequest?: RefreshOnRequest | undefined }
+    | {
+        readonly refreshMs?: number;
+        readonly onRequest?: RefreshOnRequest | undefined;
+        readonly watch?: ((options: OverrideWatchOptions) => OverrideWatch) | undefined;
+      }
     | undefined;
 }
 
@@ -87,6 +98,7 @@ function limiterShape() {
       fields({
         refreshMs: "number",
         onRequest: fields({ firstWaitMs: required("number"), background: "function" }),
+        watch: "function",
       }),
     ],
   } satisfies OptionsShape<LimiterOptions>;
@@ -115,13 +127,10 @@ export class Limiter {
       checkOptions("createLimiter", options, limiterShape());
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
-    // The Lambda@Edge bundles carry no overrides yet: their stores keep none, and the
-    // viewer-request file's size is bounded (docs/aws.md). A Worker bundles them unused
-    // (docs/cloudflare.md, "What the bundle holds").
-    const watch =
-      typeof EDGELIMIT_BUNDLE === "undefined" && step === undefined
-        ? overrideWatch(options, () => this.#engine)
-        : undefined;
+    // In the Lambda@Edge bundles the watch comes only from `overrides.watch` (their stores keep
+    // none, and the viewer-request file's size is bounded: docs/aws.md). A Worker bundles them
+    // unused (docs/cloudflare.md, "What the bundle holds").
+    const watch = step === undefined ? overrideWatch(options, () => this.#engine) : undefined;
     this.#engine = new DecisionEngine(
       {
         ...options,
@@ -133,8 +142,10 @@ export class Limiter {
     );
     this.#responder = new Responder(options.policy);
     const held = this.#engine.step.overrides;
-    if (typeof EDGELIMIT_BUNDLE === "undefined" && held !== undefined) {
-      this.#overrides = new OverrideAdmin(held.source, () => this.policy, this.#clock, held);
+    if (held !== undefined) {
+      if (typeof EDGELIMIT_BUNDLE === "undefined")
+        this.#overrides = new OverrideAdmin(held.source, () => this.policy, this.#clock, held);
+      // Now, not at the first request: a Lambda@Edge cold start's init overlaps the first read.
       void held.start();
     }
   }
@@ -292,16 +303,36 @@ function overrideWatch(
   options: LimiterOptions,
   engine: () => DecisionEngine,
 ): OverrideWatch | undefined {
-  if (options.overrides === false || options.store.overrides === undefined) return undefined;
+  if (options.overrides === false) return undefined;
+  const make = options.overrides?.watch ?? ownWatch(options.store);
+  if (make === undefined) return undefined;
   const refreshMs = options.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS;
+  const onRequest = options.overrides?.onRequest;
+  // A bundle's options are written by `edgelimit build`, checked there.
+  if (typeof EDGELIMIT_BUNDLE === "undefined") checkWatchOptions(refreshMs, onRequest);
+  return make({
+    refreshMs,
+    onRequest,
+    // A new limit or an allow may end a block the block cache still holds.
+    onChange: () => engine().step.forgetBlocks(),
+  });
+}
+
+/** A watch over the store's own overrides; none in a bundle (its code stays out of it). */
+function ownWatch(store: Store): ((options: OverrideWatchOptions) => OverrideWatch) | undefined {
+  const source = store.overrides;
+  return typeof EDGELIMIT_BUNDLE === "undefined" && source !== undefined
+    ? (watchOptions) => new OverrideWatch(source.call(store), watchOptions)
+    : undefined;
+}
+
+function checkWatchOptions(refreshMs: number, onRequest: RefreshOnRequest | undefined): void {
   if (!Number.isSafeInteger(refreshMs) || refreshMs < 10) {
     throw new EdgelimitError(
       "EL_BAD_OPTION",
       `createLimiter: overrides.refreshMs ${refreshMs} is not a whole number of milliseconds of 10 or more`,
     );
   }
-  // A new limit or an allow may end a block the block cache still holds.
-  const onRequest = options.overrides?.onRequest;
   if (
     onRequest !== undefined &&
     (!Number.isSafeInteger(onRequest.firstWaitMs) || onRequest.firstWaitMs < 0)
@@ -311,11 +342,6 @@ function overrideWatch(
       `createLimiter: overrides.onRequest.firstWaitMs ${onRequest.firstWaitMs} is not a whole number of milliseconds of 0 or more`,
     );
   }
-  return new OverrideWatch(options.store.overrides(), {
-    refreshMs,
-    onRequest,
-    onChange: () => engine().step.forgetBlocks(),
-  });
 }
 
 export function createLimiter(options: LimiterOptions): Limiter {

@@ -12,6 +12,7 @@ import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { dynamodbStoreShape } from "../stores/dynamodb/options.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
+import { overridesSettings } from "./build-overrides.js";
 import { parsedOrExit, writeEdgelimitError } from "./errors.js";
 import { BUILD_USAGE } from "./usage.js";
 
@@ -22,6 +23,14 @@ export interface LambdaEdgeBuildOptions {
   /** Secrets named `{ env: NAME }` in the policy are read from here at build time. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly minify?: boolean;
+  /**
+   * Whether the viewer-request function reads operators' overrides from the table (docs/
+   * overrides.md, "Lambda@Edge"), and how often (`refreshMs`, default 5 s) and how long a new
+   * instance's first requests wait for the first read (`firstWaitMs`, default the policy's
+   * budget plus two round trips to the replica). Default: on when the policy has an
+   * `overrides:` section, off otherwise.
+   */
+  readonly overrides?: boolean | { readonly refreshMs?: number; readonly firstWaitMs?: number };
 }
 
 export interface BuiltFunction {
@@ -39,6 +48,8 @@ export interface BuiltFunction {
   readonly zippedBytes: number;
   /** The file names in the zip, the entry first. */
   readonly files: readonly string[];
+  /** Whether it reads operators' overrides (its role then needs `BatchGetItem` too). */
+  readonly overrides: boolean;
 }
 
 function parseBuildArgs(argv: string[]) {
@@ -50,6 +61,8 @@ function parseBuildArgs(argv: string[]) {
       store: { type: "string" },
       out: { type: "string" },
       "no-minify": { type: "boolean", default: false },
+      overrides: { type: "boolean" },
+      "no-overrides": { type: "boolean" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -70,6 +83,10 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   try {
+    if (values.overrides && values["no-overrides"]) {
+      process.stderr.write("edgelimit build: --overrides and --no-overrides: give one\n");
+      return 2;
+    }
     const policy = loadPolicy(values.policy);
     const store = parseDynamodbUrl(values.store);
     for (const warning of edgeWarnings(policy, store))
@@ -79,10 +96,12 @@ export async function run(argv: string[]): Promise<number> {
       store,
       outDir: values.out,
       minify: !values["no-minify"],
+      ...(values.overrides ? { overrides: true } : {}),
+      ...(values["no-overrides"] ? { overrides: false } : {}),
     });
     for (const fn of built) {
       process.stdout.write(
-        `${fn.name}: ${fn.zip} (${fn.minifiedBytes} bytes minified loaded at cold start, ${fn.totalBytes} in ${fn.files.length} files, ${fn.zippedBytes} bytes zipped)\n`,
+        `${fn.name}: ${fn.zip} (${fn.minifiedBytes} bytes minified loaded at cold start, ${fn.totalBytes} in ${fn.files.length} files, ${fn.zippedBytes} bytes zipped${fn.overrides ? "; reads overrides" : ""})\n`,
       );
     }
     return 0;
@@ -111,6 +130,7 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
   const usesLists = (policy.lists ?? []).length > 0;
   const challenging = challenges(policy);
   const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
+  const overrides = overridesSettings(options, policy);
   const entries: Record<BuiltFunction["name"], string> = {
     "viewer-request": [
       `import { createViewerRequestHandler } from ${JSON.stringify(sources.adapter("viewer-request"))};`,
@@ -129,7 +149,12 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       challenging
         ? `const challenge = lazyChallenge(policy, () => import(${JSON.stringify(sources.challenge)}).then((module) => module.createChallenge(policy, { env: {} })));`
         : "",
-      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenging ? ", challenge" : ""} });`,
+      // Overrides are a file of their own, required at init only when on: the first read
+      // starts as the handler is made, so a cold start's init overlaps it.
+      overrides === undefined
+        ? ""
+        : `import { edgeOverrides } from ${JSON.stringify(OVERRIDES_FILE)};\nconst overrides = edgeOverrides(counted, { policy, ...${JSON.stringify(overrides)} });`,
+      `export const handler = createViewerRequestHandler({ policy, store, env: {}${usesLists ? ", allowlists: lists.allow, denylists: lists.deny" : ""}${challenging ? ", challenge" : ""}${overrides === undefined ? "" : ", overrides"} });`,
     ].join("\n"),
     "viewer-response": [
       `import { createViewerResponseHandler } from ${JSON.stringify(sources.adapter("viewer-response"))};`,
@@ -175,6 +200,12 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
         if (source === sources.challenge && !challenging) continue;
         outputs.push({ name: file.slice(2), data: await bundle(source) });
       }
+      if (overrides !== undefined) {
+        outputs.push({
+          name: OVERRIDES_FILE.slice(2),
+          data: await bundle(sources.adapter("overrides")),
+        });
+      }
     }
     const dir = join(outDir, name);
     rmSync(dir, { recursive: true, force: true });
@@ -191,16 +222,19 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       totalBytes: outputs.reduce((sum, file) => sum + file.data.length, 0),
       zippedBytes: zipped.length,
       files: outputs.map((file) => file.name),
+      overrides: name === "viewer-request" && overrides !== undefined,
     });
   }
   writeFileSync(
     join(outDir, "manifest.json"),
-    `${JSON.stringify({ store: { ...options.store, credentials: undefined }, functions: built.map(({ name, minifiedBytes, totalBytes, zippedBytes, files }) => ({ name, file: `${name}.zip`, handler: "index.handler", minifiedBytes, totalBytes, zippedBytes, files })) }, null, 2)}\n`,
+    `${JSON.stringify({ store: { ...options.store, credentials: undefined }, functions: built.map(({ name, minifiedBytes, totalBytes, zippedBytes, files, overrides: reads }) => ({ name, file: `${name}.zip`, handler: "index.handler", minifiedBytes, totalBytes, zippedBytes, files, overrides: reads })) }, null, 2)}\n`,
   );
   return built;
 }
 
 const ENTRY_PREFIX = "edgelimit-entry:";
+/** The viewer-request's overrides (adapters/lambda-edge/overrides.ts), next to `index.js`. */
+const OVERRIDES_FILE = "./overrides.js";
 
 /** Serves the generated entry modules to esbuild, resolved from the source root. */
 function entryPlugin(entries: Record<string, string>, root: string): Plugin {
@@ -210,6 +244,11 @@ function entryPlugin(entries: Record<string, string>, root: string): Plugin {
       build.onResolve({ filter: /^edgelimit-entry:/ }, (args) => ({
         path: args.path.slice(ENTRY_PREFIX.length),
         namespace: "edgelimit-entry",
+      }));
+      // Required from the entry, not bundled into it: a file of its own in the zip.
+      build.onResolve({ filter: /^\.\/overrides\.js$/, namespace: "edgelimit-entry" }, () => ({
+        path: OVERRIDES_FILE,
+        external: true,
       }));
       build.onLoad({ filter: /.*/, namespace: "edgelimit-entry" }, (args) => ({
         contents: entries[args.path],

@@ -74,6 +74,9 @@ origin response). The policy's { env: NAME } secrets are read now and baked into
   --store URL            dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2]
   --out DIR              where to write the zips
   --no-minify            keep the bundle readable
+  --overrides            read operators' overrides (edgelimit override) at the edge; the
+                         default for a policy with an overrides: section
+  --no-overrides         read none, whatever the policy says
   -h, --help             this text
 `;
 

@@ -200,6 +200,8 @@ const ALLOWED: Record<string, readonly string[]> = {
 const EXCEPTIONS: Record<string, readonly string[]> = {
   // A Lambda@Edge bundle is built for the DynamoDB store: its settings are that store's options.
   "adapters/lambda-edge/bundled.ts": ["stores"],
+  // Its overrides are that store's too: the items `edgelimit override --store dynamodb://` writes.
+  "adapters/lambda-edge/overrides.ts": ["stores"],
   // The Cloudflare store lives beside its Worker adapter; its Durable Object calls go through
   // the remote-store kit (a call timeout and a breaker per object) as every remote store's do.
   "adapters/cloudflare/store.ts": ["stores"],

@@ -36,6 +36,7 @@ function stackWith(props: {
   replicaRegions?: readonly string[];
   budgetMs?: number;
   leaseTableName?: string;
+  readsOverrides?: boolean;
 }) {
   const app = new App({ outdir: join(work, `cdk.out.${stacks++}`) });
   return new EdgeRateLimitStack(app, "EdgelimitRateLimit", {
@@ -122,6 +123,32 @@ describe("the CDK stack synthesises offline", () => {
     expect(dynamo[0]?.Resource).toHaveLength(8);
     // The viewer-response function's role has no DynamoDB access at all.
     expect(policies).toHaveLength(1);
+  });
+});
+
+describe("a viewer-request bundle that reads operators' overrides", () => {
+  it("may also run BatchGetItem, on the rate-limit table and its replicas only (not the lease table)", () => {
+    const stack = Template.fromStack(
+      stackWith({ readsOverrides: true, leaseTableName: "rate-limit-leases" }),
+    );
+    const statements = Object.values(stack.findResources("AWS::IAM::Policy")).flatMap(
+      (policy) =>
+        policy.Properties.PolicyDocument.Statement as { Action: unknown; Resource: unknown[] }[],
+    );
+    const batch = statements.filter((statement) =>
+      JSON.stringify(statement.Action).includes("BatchGetItem"),
+    );
+    expect(batch).toHaveLength(1);
+    expect(batch[0]?.Action).toBe("dynamodb:BatchGetItem");
+    expect(batch[0]?.Resource).toHaveLength(8);
+    const resources = JSON.stringify(batch[0]?.Resource);
+    for (const region of tableRegions) expect(resources).toContain(`:dynamodb:${region}:`);
+    expect(resources).not.toContain("LeaseTable");
+    // Nothing else is added: the version's GetItem is one of the store's operations already.
+    expect(statements.map((statement) => statement.Action)).toEqual([
+      ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+      "dynamodb:BatchGetItem",
+    ]);
   });
 });
 

@@ -11,6 +11,11 @@ export {
 } from "./events.js";
 export { type EmfOptions, emfRecorder } from "./metrics.js";
 export {
+  type EdgeOverridesOptions,
+  type EdgeOverridesStore,
+  edgeOverrides,
+} from "./overrides.js";
+export {
   createViewerRequestHandler,
   type ViewerRequestHandler,
   type ViewerRequestOptions,

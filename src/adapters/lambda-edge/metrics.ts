@@ -1,5 +1,6 @@
 import type { ResolvedPolicy } from "../../core/model.js";
 import { checkArgument, checkOptions, type OptionsShape, POLICY } from "../../core/options.js";
+import type { Reason } from "../../core/types.js";
 import type { Verdict } from "../../http/respond.js";
 
 export interface EmfOptions {
@@ -15,13 +16,16 @@ export const EMF_OPTIONS = {
   write: "function",
 } satisfies OptionsShape<EmfOptions>;
 
-const METRIC_BY_OUTCOME: Record<string, string> = {
+/** Every reason's metric: a reason added to the core without one here does not compile. */
+const METRIC_BY_OUTCOME: Record<Reason, string> = {
   "within-limit": "Allowed",
   allowlisted: "Allowed",
   "no-rule": "Allowed",
   "over-limit": "Blocked",
   "blocked-cached": "Blocked",
   denylisted: "Blocked",
+  "override-block": "Blocked",
+  "override-allow": "Allowed",
   "challenge-band": "Challenged",
   "store-failed-open": "FailedOpen",
   "store-failed-closed": "FailedClosed",
@@ -46,7 +50,7 @@ export function emfRecorder(
   const prefixByRule = new Map<string, string>();
   for (const rule of policy.rules) prefixByRule.set(rule.id, rule.pathPrefix ?? "global");
   return (verdict) => {
-    const metric = METRIC_BY_OUTCOME[verdict.reason] ?? "Allowed";
+    const metric = METRIC_BY_OUTCOME[verdict.reason];
     let path = "global";
     for (const outcome of verdict.outcomes) {
       const prefix = prefixByRule.get(outcome.ruleId);

@@ -17,7 +17,12 @@ import {
 } from "../../http/guard.js";
 import { GUARD_OPTIONS } from "../../http/guard-options.js";
 import type { Verdict } from "../../http/respond.js";
-import { type AddressList, createLimiter, type Limiter } from "../../limiter.js";
+import {
+  type AddressList,
+  createLimiter,
+  type Limiter,
+  type LimiterOptions,
+} from "../../limiter.js";
 import {
   type CloudFrontHeaders,
   type CloudFrontRequest,
@@ -49,6 +54,13 @@ export interface ViewerRequestOptions
   /** CloudWatch EMF lines per decision (default on); `false` turns them off. */
   readonly metrics?: false | EmfOptions;
   readonly onDecision?: (verdict: Verdict, request: RequestDescription) => void;
+  /**
+   * Operators' overrides (docs/overrides.md): `edgeOverrides(store, { policy })` reads them from
+   * the DynamoDB table, refreshed by requests (a frozen instance runs no timer). Default
+   * `false`: none are read; `edgelimit build` turns them on for a policy with an `overrides:`
+   * section.
+   */
+  readonly overrides?: LimiterOptions["overrides"];
 }
 
 /**
@@ -76,6 +88,7 @@ function viewerRequestShape() {
     denylists: "array",
     metrics: [false, fields(EMF_OPTIONS)],
     onDecision: "function",
+    overrides: [false, "object"],
     env: "object",
     readFile: "function",
   } satisfies OptionsShape<ViewerRequestOptions>;
@@ -111,9 +124,8 @@ export function createViewerRequestHandler(options: ViewerRequestOptions): Viewe
     denylists: options.denylists,
     env: options.env,
     readFile: options.readFile,
-    // Lambda@Edge reads no overrides, built or not (docs/overrides.md): a frozen instance
-    // cannot refresh them between requests, and its bundle's size is bounded.
-    overrides: false,
+    // None unless asked for: each instance's reads cost DynamoDB requests (docs/overrides.md).
+    overrides: options.overrides ?? false,
     onDecision:
       record === undefined && onDecision === undefined
         ? undefined

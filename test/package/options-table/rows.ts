@@ -226,6 +226,21 @@ export const ROWS: readonly Row[] = [
   },
   {
     entry: "edgelimit/lambda-edge",
+    exports: ["edgeOverrides"],
+    name: "edgeOverrides",
+    call: (options) =>
+      m("edgelimit/lambda-edge").edgeOverrides(
+        { client: {}, table: "rate-limits", expectedRoundTripMs: 0 },
+        options,
+      ),
+    code: "EL_BAD_OPTION",
+    valid: { policy },
+    misspelt: ["refreshMs", "refreshMS"],
+    required: "policy",
+    wrongKind: ["globalTables", "yes", "true or false"],
+  },
+  {
+    entry: "edgelimit/lambda-edge",
     exports: ["bundledStoreOptions"],
     name: "bundledStoreOptions",
     call: (options) => m("edgelimit/lambda-edge").bundledStoreOptions(options, "us-east-1"),
