@@ -68,6 +68,7 @@ async function send(worker: "a" | "b", path: string, init: RequestInit & { ip?: 
 }
 
 const api = (worker: "a" | "b", ip: string) => send(worker, "/api/items", { ip });
+const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** A's admin route, as an operator's script would call it. */
 function admin(method: string, body?: unknown, token: string | null = TOKEN) {
@@ -189,8 +190,14 @@ describe("overrides on Workers, kept in the Durable Object {overrides}", () => {
     expect(removed).toMatchObject({ code: 0, out: "removed\n" });
     // Lifted: counted as before (the requests B admitted before it heard of the block count).
     await within(async () => (await api("b", ip)).status !== 403, "lifted on B", BOUND_MS);
-    const log = JSON.parse((await admin("GET", undefined)).body);
-    expect(log.overrides.some((o: { subject: string }) => o.subject === `ip:${ip}`)).toBe(false);
+    const listed = JSON.parse((await send("a", `${ROUTE}?log=1000`, { headers: auth })).body);
+    expect(listed.overrides.some((o: { subject: string }) => o.subject === `ip:${ip}`)).toBe(false);
+    // The object's change log has both, with their notes.
+    const mine = listed.changes.filter((c: { subject: string }) => c.subject === `ip:${ip}`);
+    expect(mine.map((c: { action: string; note?: string }) => [c.action, c.note])).toEqual([
+      ["set", "ops"],
+      ["remove", "resolved"],
+    ]);
   });
 
   it("a limit override on a binding rule is counted exactly in a Durable Object, at the override's limit", async () => {
