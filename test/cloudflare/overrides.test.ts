@@ -236,6 +236,29 @@ describe("overrides on Workers, kept in the Durable Object {overrides}", () => {
     expect((await api("b", ip)).status).toBe(200);
   });
 
+  it("an overrides object that stops answering delays no request; the isolates keep their copy", async () => {
+    const ip = "198.51.100.6";
+    const set = await admin("POST", { subject: `ip:${ip}`, block: true });
+    expect(set.status, set.body).toBe(200);
+    await within(async () => (await api("b", ip)).status === 403, "blocked on B", BOUND_MS);
+    expect((await send("a", "/__silence")).status).toBe(200);
+    try {
+      // Several refreshes' worth of requests: each begins or finds a read that never answers.
+      const started = Date.now();
+      while (Date.now() - started < 4 * REFRESH_MS) {
+        for (const worker of ["a", "b"] as const) {
+          const at = Date.now();
+          const blocked = await api(worker, ip);
+          // A request that waited for the read would take its 3 s timeout.
+          expect([blocked.status, Date.now() - at < 1_500]).toEqual([403, true]);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await send("a", "/__speak");
+    }
+  });
+
   it("requests read nothing of the overrides object: about one small read per refresh per isolate", async () => {
     const before = await calls();
     const started = Date.now();

@@ -13,6 +13,12 @@ import type { DurableObjectNamespaceLike } from "./bindings.js";
 import { OVERRIDES_OBJECT, OVERRIDES_PATH, type OverridesRead } from "./override-object.js";
 
 const OBJECT_ORIGIN = "https://edgelimit-overrides";
+/**
+ * A call still unanswered after this long has failed: a refresh then settles (the watch keeps
+ * its copy and a later request tries again), so no refresh waits on a stuck object for ever and
+ * the refreshes an isolate holds in flight stay a few.
+ */
+const CALL_TIMEOUT_MS = 3_000;
 
 export class DurableObjectOverrides implements OverrideSource {
   readonly name = "durable-object";
@@ -58,6 +64,27 @@ export class DurableObjectOverrides implements OverrideSource {
   }
 
   async #call(path: string, body: unknown): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new EdgelimitError(
+              "EL_STORE_TIMEOUT",
+              `cloudflare: the overrides object did not answer within ${CALL_TIMEOUT_MS} ms`,
+            ),
+          ),
+        CALL_TIMEOUT_MS,
+      );
+    });
+    try {
+      return await Promise.race([this.#answer(path, body), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #answer(path: string, body: unknown): Promise<unknown> {
     const stub = this.#objects.get(this.#objects.idFromName(OVERRIDES_OBJECT));
     const response = await stub.fetch(OBJECT_ORIGIN + OVERRIDES_PATH + path, {
       method: "POST",
