@@ -220,6 +220,11 @@ describe("overrides on Workers, kept in the Durable Object {overrides}", () => {
     const byCli = await cli(["set", subject, "--block"], "not-the-token-at-all");
     expect(byCli.code).toBe(1);
     expect(byCli.out).toContain("EL_OVERRIDE_ADMIN");
+    const noToken = await cli(["list"], "");
+    expect([noToken.code, noToken.out]).toEqual([
+      1,
+      expect.stringContaining("EDGELIMIT_ADMIN_TOKEN"),
+    ]);
 
     const bad: [unknown, string][] = [
       [{ subject, rule: "nope", limit: 10 }, "EL_OVERRIDE_RULE"],
