@@ -128,8 +128,8 @@ export class Limiter {
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
     // In the Lambda@Edge bundles the watch comes only from `overrides.watch` (their stores keep
-    // none, and the viewer-request file's size is bounded: docs/aws.md). A Worker bundles them
-    // unused (docs/cloudflare.md, "What the bundle holds").
+    // none, and the viewer-request file's size is bounded: docs/aws.md). A Worker's build
+    // defines no EDGELIMIT_BUNDLE: its limiter reads them on requests (adapters/cloudflare).
     const watch = step === undefined ? overrideWatch(options, () => this.#engine) : undefined;
     this.#engine = new DecisionEngine(
       {
@@ -159,7 +159,7 @@ export class Limiter {
     if (this.#overrides !== undefined) return this.#overrides;
     throw new EdgelimitError(
       "EL_OVERRIDE_STORE",
-      `the ${this.store.name} store keeps no overrides here; the memory, Redis, Redis-over-HTTP and DynamoDB stores do (and only with the overrides option not false)`,
+      `the ${this.store.name} store keeps no overrides here; the memory, Redis, Redis-over-HTTP, DynamoDB and Cloudflare stores do (and only with the overrides option not false)`,
     );
   }
 

@@ -2,17 +2,21 @@
  * `edgelimit override set|list|remove`: operators' overrides in a store, from a shell
  * (docs/overrides.md). The same checks as `limiter.overrides` (core/override-admin.ts): `set`
  * reads the policy to know its rules and its `overrides` bounds; nothing is stored on a mistake.
+ * A Worker's overrides live in a Durable Object that only the Worker reaches: there `--store
+ * cloudflare+https://HOST/PATH` names the Worker's override route, which checks against the
+ * policy it runs (the token from `EDGELIMIT_ADMIN_TOKEN`, never from the arguments).
  */
 import { parseArgs } from "node:util";
 import { parseDurationMs } from "../core/duration.js";
 import { EdgelimitError } from "../core/errors.js";
 import type { ResolvedPolicy } from "../core/model.js";
 import { OverrideAdmin } from "../core/override-admin.js";
-import type { Override, OverrideInput } from "../core/overrides.js";
+import { checkOverride, type Override, type OverrideInput } from "../core/overrides.js";
 import { loadPolicy } from "../policy/load.js";
 import { storeFromUrl } from "../stores/from-url.js";
 import { parsedOrExit, usageError, writeEdgelimitError } from "./errors.js";
 import { OVERRIDE_USAGE } from "./usage.js";
+import { ADMIN_TOKEN_VARIABLE, isWorkerRoute, WorkerOverrideAdmin } from "./worker-overrides.js";
 
 const fail = (message: string): number => usageError("override", OVERRIDE_USAGE, message);
 
@@ -27,24 +31,35 @@ export async function run(argv: string[]): Promise<number> {
   if (extra.length > 0) return fail(`unexpected ${extra.join(" ")}`);
   if (action !== "list" && subject === undefined) return fail(`${action} needs a SUBJECT`);
   if (values.store === undefined) return fail("--store URL is required");
-  if (action === "set" && values.policy === undefined) return fail("set needs --policy FILE");
+  const worker = isWorkerRoute(values.store);
+  // A Worker checks against the policy it runs; elsewhere the policy is read here.
+  if (action === "set" && values.policy === undefined && !worker) {
+    return fail("set needs --policy FILE");
+  }
   const unreachable: string[] = [];
   let store: Awaited<ReturnType<typeof storeFromUrl>> | undefined;
   try {
     const policy: ResolvedPolicy | undefined =
       values.policy === undefined ? undefined : loadPolicy(values.policy);
-    store = await storeFromUrl(values.store, { onUnreachable: (cause) => unreachable.push(cause) });
-    if (unreachable.length > 0) {
-      throw new EdgelimitError("EL_STORE_FAILED", `the store is unreachable: ${unreachable[0]}`);
+    let admin: Pick<OverrideAdmin, "set" | "list" | "remove" | "changes">;
+    if (worker) {
+      admin = new WorkerOverrideAdmin(values.store, process.env[ADMIN_TOKEN_VARIABLE]);
+    } else {
+      store = await storeFromUrl(values.store, {
+        onUnreachable: (cause) => unreachable.push(cause),
+      });
+      if (unreachable.length > 0) {
+        throw new EdgelimitError("EL_STORE_FAILED", `the store is unreachable: ${unreachable[0]}`);
+      }
+      const source = store.overrides?.();
+      if (source === undefined) {
+        throw new EdgelimitError(
+          "EL_OVERRIDE_STORE",
+          `the ${store.name} store keeps no overrides yet; use memory, redis://, redis+cluster://, redis+https://, dynamodb:// or a Worker's route, cloudflare+https://HOST/PATH`,
+        );
+      }
+      admin = new OverrideAdmin(source, () => policy as ResolvedPolicy, Date.now);
     }
-    const source = store.overrides?.();
-    if (source === undefined) {
-      throw new EdgelimitError(
-        "EL_OVERRIDE_STORE",
-        `the ${store.name} store keeps no overrides yet; use memory, redis://, redis+cluster://, redis+https:// or dynamodb://`,
-      );
-    }
-    const admin = new OverrideAdmin(source, () => policy as ResolvedPolicy, Date.now);
     const target = { subject: subject as string, rule: values.rule, plan: values.plan };
     if (action === "set") {
       const input: OverrideInput = {
@@ -55,6 +70,8 @@ export async function run(argv: string[]): Promise<number> {
         until: values.until === undefined ? undefined : untilOf(values.until),
         note: values.note,
       };
+      // With a Worker, a policy given here is checked first too: a mistake never leaves the machine.
+      if (worker && policy !== undefined) checkOverride(input, policy, Date.now());
       const override = await admin.set(input);
       process.stdout.write(
         values.json ? `${JSON.stringify(override)}\n` : `set ${line(override)}\n`,

@@ -144,8 +144,12 @@ Every change is logged with its time and note.
   set SUBJECT            store an override (replaces the one of its subject and scope)
   list                   print the overrides in force
   remove SUBJECT         remove the override of the subject and scope
-  --store URL            redis://HOST:PORT | redis+cluster://H:P,H:P (the limiters' store)
-  --policy FILE          the policy the limiters run (set: its rules and overrides bounds)
+  --store URL            redis://HOST:PORT | redis+cluster://H:P,H:P | redis+https://HOST |
+                         dynamodb://TABLE?region=R (the limiters' store), or a Worker's
+                         override route: cloudflare+https://HOST/PATH (token in
+                         EDGELIMIT_ADMIN_TOKEN)
+  --policy FILE          the policy the limiters run (set: its rules and overrides bounds;
+                         optional with a Worker, which checks against its own)
   --rule ID              one rule (default: all rules)
   --plan NAME            the rules of one plan
   --limit N              set: this limit instead of the rule's (same window, same count)
@@ -169,6 +173,8 @@ export const ENVIRONMENT = `Environment:
   AWS_REGION             read by the Lambda@Edge bundle that build writes (Lambda sets it)
   EDGELIMIT_REDIS_REST_TOKEN
                          the token for serve --store redis+https://HOST when the URL has none
+  EDGELIMIT_ADMIN_TOKEN  the bearer token for override --store cloudflare+https://HOST/PATH
+                         (the Worker's secret of that name)
   RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, REDIS_URL, REDIS_TYPE,
   REDIS_AUTH, REDIS_TLS, PORT, GRPC_PORT, HOST, GRPC_HOST, SHADOW_MODE,
   MERGE_DOMAIN_CONFIG, LIMIT_RESPONSE_HEADERS_ENABLED

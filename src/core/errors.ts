@@ -58,6 +58,8 @@ export type ErrorCode =
   | "EL_OVERRIDE_STORE"
   /** An overrides file (`replay` or `simulate --overrides`) that cannot be read as a list of them. */
   | "EL_OVERRIDE_FILE"
+  /** A Worker's override route that refused the call: no token, a wrong one, or no secret set. */
+  | "EL_OVERRIDE_ADMIN"
   | "EL_STORE_TIMEOUT"
   | "EL_STORE_FAILED";
 

@@ -129,7 +129,7 @@ export interface Store {
   followResets?(cache: ForgetsBlocks, scheduler: Scheduler): ResetFollower;
   /**
    * Where this store keeps operators' overrides (core/overrides.ts), beside the counters: the
-   * memory, Redis (over HTTP too) and DynamoDB stores do. A limiter reads it in the
+   * memory, Redis (over HTTP too), DynamoDB and Cloudflare (a Durable Object) stores do. A limiter reads it in the
    * background, never on a request's path.
    */
   overrides?(): OverrideSource;

@@ -205,6 +205,9 @@ const EXCEPTIONS: Record<string, readonly string[]> = {
   // The Cloudflare store lives beside its Worker adapter; its Durable Object calls go through
   // the remote-store kit (a call timeout and a breaker per object) as every remote store's do.
   "adapters/cloudflare/store.ts": ["stores"],
+  // The overrides object keeps them as every store does: the same field per subject and scope,
+  // the same log entry, the same EL_OVERRIDE_FULL (stores/memory-overrides.ts).
+  "adapters/cloudflare/override-object.ts": ["stores"],
 };
 
 /** The CLI is the top floor: it may import every layer, so it has no row. */

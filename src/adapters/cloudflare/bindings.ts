@@ -24,7 +24,7 @@ export interface DurableObjectNamespaceLike {
 
 export interface DurableObjectStorageLike {
   get<T>(key: string): Promise<T | undefined>;
-  list<T>(): Promise<Map<string, T>>;
+  list<T>(options?: { prefix?: string }): Promise<Map<string, T>>;
   put<T>(entries: Record<string, T>): Promise<void>;
   delete(keys: string[]): Promise<number>;
   deleteAll(): Promise<void>;

@@ -14,6 +14,19 @@ export function approximateRules(policy: { readonly rules: readonly ResolvedRule
   return policy.rules.filter((rule) => backendOf(rule) === "approximate").map((rule) => rule.id);
 }
 
+/**
+ * The limit each approximate rule's binding holds, by rule id, for
+ * `CloudflareStoreOptions.bindingLimits`: the rule's own (wrangler.toml must say the same).
+ */
+export function bindingLimits(policy: {
+  readonly rules: readonly ResolvedRule[];
+}): Record<string, number> {
+  const limits: Record<string, number> = {};
+  for (const rule of policy.rules)
+    if (backendOf(rule) === "approximate") limits[rule.id] = rule.limit;
+  return limits;
+}
+
 /** The binding name for an approximate rule: by rule id first, then by namespace. */
 export function bindingNameFor(
   ruleId: string,

@@ -2,6 +2,7 @@ import { ALGORITHMS, applyCounters } from "../../core/algorithms/index.js";
 import type { CounterSpec, CounterState } from "../../core/types.js";
 import { LATE_GRACE_MS, windowAt, windowLengthMs } from "../../core/windows.js";
 import type { DurableObjectStateLike, WorkerEnv } from "./bindings.js";
+import { isOverridesKey, OVERRIDES_PATH, OverrideLedger } from "./override-object.js";
 
 /** What the Worker sends to a counter object: the counters of one request that live in it. */
 export interface CounterObjectRequest {
@@ -39,18 +40,27 @@ export class EdgelimitCounter {
   readonly #storage: DurableObjectStateLike["storage"];
   readonly #counters = new Map<string, StoredCounter>();
   #alarmAt: number | undefined;
+  /** Made by the first call to `/overrides/…`: only the `{overrides}` object gets one. */
+  #overrides: OverrideLedger | undefined;
 
   constructor(state: DurableObjectStateLike, _env?: WorkerEnv) {
     this.#storage = state.storage;
     void state.blockConcurrencyWhile(async () => {
       const stored = await this.#storage.list<StoredCounter>();
-      for (const [key, counter] of stored) this.#counters.set(key, counter);
+      for (const [key, counter] of stored) {
+        if (!isOverridesKey(key)) this.#counters.set(key, counter);
+      }
       this.#alarmAt = (await this.#storage.getAlarm()) ?? undefined;
     });
   }
 
   async fetch(request: Request): Promise<Response> {
     const { pathname } = new URL(request.url);
+    if (pathname.startsWith(OVERRIDES_PATH)) {
+      // The operators' overrides (override-object.ts): the object named `{overrides}` holds them.
+      this.#overrides ??= new OverrideLedger(this.#storage);
+      return this.#overrides.handle(request, pathname.slice(OVERRIDES_PATH.length));
+    }
     if (request.method !== "POST" || (pathname !== APPLY_PATH && pathname !== REFUND_PATH)) {
       return new Response("not found", { status: 404 });
     }

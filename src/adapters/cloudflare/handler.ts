@@ -4,6 +4,7 @@ import { EdgelimitError } from "../../core/errors.js";
 import { hybridCounting } from "../../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../../core/model.js";
 import { checkOptions, fields, type OptionsShape, POLICY, required } from "../../core/options.js";
+import type { OverrideAdmin } from "../../core/override-admin.js";
 import type { Peek } from "../../core/peek.js";
 import type { ChallengeHandler } from "../../core/types.js";
 import { checkGuardOptions } from "../../http/guard.js";
@@ -20,10 +21,19 @@ import {
   withHeaders,
 } from "../web.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
-import { approximateRules, checkCloudflarePolicy } from "./check.js";
+import { approximateRules, bindingLimits, checkCloudflarePolicy } from "./check.js";
+import {
+  answerOverrideRoute,
+  isOverrideRoute,
+  type OverrideRouteOptions,
+} from "./override-route.js";
 import { CloudflareStore } from "./store.js";
 
 export const DEFAULT_COUNTER_BINDING = "EDGELIMIT_COUNTER";
+/** How old an isolate's copy of the overrides may grow before a request refreshes it. */
+export const WORKER_OVERRIDE_REFRESH_MS = 5_000;
+/** Longest a new isolate's first requests wait for its first read of the overrides. */
+export const WORKER_OVERRIDE_FIRST_WAIT_MS = 500;
 
 /**
  * `skip`, `cost`, `user` and `onRefused` are `edgelimit/fetch`'s, with the Worker's `env` as
@@ -58,6 +68,21 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
   readonly challenge?:
     | false
     | ((policy: ResolvedPolicy, env: WorkerEnv) => ChallengeHandler | undefined);
+  /**
+   * Operators' overrides, kept in the Durable Object `{overrides}` of the counter binding
+   * (docs/overrides.md). Each isolate holds a copy; a request that finds it `refreshMs` old
+   * (default 5 s) refreshes it beside itself (`ctx.waitUntil`), and a new isolate's first
+   * requests wait for its first read at most `firstWaitMs` (default 500 ms). `admin` turns on
+   * the route `edgelimit override` talks to (off by default; docs/cloudflare.md). `false`: none
+   * are read.
+   */
+  readonly overrides?:
+    | false
+    | {
+        readonly refreshMs?: number;
+        readonly firstWaitMs?: number;
+        readonly admin?: OverrideRouteOptions;
+      };
 }
 
 function cloudflareShape() {
@@ -71,6 +96,14 @@ function cloudflareShape() {
     onDecision: "function",
     blockCache: [false, fields({ maxKeys: "number" })],
     challenge: [false, "function"],
+    overrides: [
+      false,
+      fields({
+        refreshMs: "number",
+        firstWaitMs: "number",
+        admin: fields({ path: "string", secret: "string" }),
+      }),
+    ],
   } satisfies OptionsShape<CloudflareLimiterOptions>;
 }
 
@@ -84,6 +117,8 @@ function checkCloudflareOptions(name: string, options: unknown, origin = false):
 interface Prepared {
   readonly limiter: Limiter;
   readonly guard: WebGuard<WorkerEnv>;
+  /** Refreshes of the overrides begun by requests and not yet settled (at most a few). */
+  readonly refreshing: Set<Promise<void>>;
 }
 
 /** The handler's name in the messages of options it refuses. */
@@ -107,14 +142,37 @@ export class CloudflareLimiter {
     }
   }
 
-  /** The verdict for a Worker request. The client address is `CF-Connecting-IP` (see the policy). */
-  async check(request: Request, env: WorkerEnv): Promise<Verdict> {
-    return this.#prepare(env).limiter.check(describeRequest(request, undefined));
+  /**
+   * The verdict for a Worker request. The client address is `CF-Connecting-IP` (see the policy).
+   * `ctx`: the request's, so that a refresh of the overrides it begins outlives its answer.
+   */
+  async check(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Verdict> {
+    const prepared = this.#prepare(env);
+    try {
+      return await prepared.limiter.check(describeRequest(request, undefined));
+    } finally {
+      keepRefreshing(prepared, ctx);
+    }
   }
 
   /** `limiter.peek` for a Worker request: each matched rule's numbers, counting nothing. */
-  async peek(request: Request, env: WorkerEnv): Promise<Peek> {
-    return this.#prepare(env).limiter.peek(describeRequest(request, undefined));
+  async peek(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Peek> {
+    const prepared = this.#prepare(env);
+    try {
+      return await prepared.limiter.peek(describeRequest(request, undefined));
+    } finally {
+      keepRefreshing(prepared, ctx);
+    }
+  }
+
+  /**
+   * The operators' overrides in the Durable Object `{overrides}`, with the same admin as
+   * `limiter.overrides` elsewhere: `set`, `list`, `remove`, `changes`. A change applies at once
+   * in this isolate, in the others within their refresh. Throws `EL_OVERRIDE_STORE` with
+   * `overrides: false`.
+   */
+  overrides(env: WorkerEnv): OverrideAdmin {
+    return this.#prepare(env).limiter.overrides;
   }
 
   /**
@@ -126,8 +184,23 @@ export class CloudflareLimiter {
     request: Request,
     env: WorkerEnv,
     next: (request: Request) => Response | Promise<Response>,
+    ctx?: ExecutionContextLike,
   ): Promise<Response> {
-    const action = await this.#prepare(env).guard.run(request, env);
+    const prepared = this.#prepare(env);
+    const route = this.#options.overrides === false ? undefined : this.#options.overrides?.admin;
+    if (route !== undefined && isOverrideRoute(request, route)) {
+      try {
+        return await answerOverrideRoute(request, env, route, () => prepared.limiter.overrides);
+      } finally {
+        keepRefreshing(prepared, ctx);
+      }
+    }
+    let action: Awaited<ReturnType<WebGuard<WorkerEnv>["run"]>>;
+    try {
+      action = await prepared.guard.run(request, env);
+    } finally {
+      keepRefreshing(prepared, ctx);
+    }
     if (action.kind !== "forward") return answerOf(action) as Response;
     const upstream = await next(forwardRequest(request, action));
     return withHeaders(upstream, action.respond);
@@ -146,11 +219,14 @@ export class CloudflareLimiter {
       ratelimits: options.ratelimits,
       counter: options.counter ?? DEFAULT_COUNTER_BINDING,
       approximate: approximateRules(policy),
+      bindingLimits: bindingLimits(policy),
     });
     // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting).
     const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
     const store = hybrid ? hybridCounting(counted) : counted;
+    const refreshing = new Set<Promise<void>>();
     const limiter = createLimiter({
+      overrides: overridesOf(options, refreshing),
       policy,
       store,
       env: stringsOf(env),
@@ -163,10 +239,41 @@ export class CloudflareLimiter {
     const guard = webGuard<WorkerEnv>(GUARD_NAME, limiter, { ...options, challenge }, (request) =>
       describeRequest(request, undefined),
     );
-    const prepared = { limiter, guard };
+    const prepared = { limiter, guard, refreshing };
     this.#prepared.set(env, prepared);
     return prepared;
   }
+}
+
+/**
+ * The limiter's `overrides` option: refreshed by requests (an isolate runs nothing between
+ * them), each refresh kept in `refreshing` until a request hands it to its `waitUntil`.
+ */
+function overridesOf(
+  options: CloudflareLimiterOptions,
+  refreshing: Set<Promise<void>>,
+): LimiterOptions["overrides"] {
+  if (options.overrides === false) return false;
+  return {
+    refreshMs: options.overrides?.refreshMs ?? WORKER_OVERRIDE_REFRESH_MS,
+    onRequest: {
+      firstWaitMs: options.overrides?.firstWaitMs ?? WORKER_OVERRIDE_FIRST_WAIT_MS,
+      background: (work) => {
+        refreshing.add(work);
+        void work.finally(() => refreshing.delete(work));
+      },
+    },
+  };
+}
+
+/**
+ * Hands the refreshes in flight to this request's `waitUntil`, so the runtime does not cancel
+ * them with its answer. The request that began one always reaches here after it began (the
+ * refresh starts in its counting step), and any other request finishing meanwhile keeps it too.
+ */
+function keepRefreshing(prepared: Prepared, ctx: ExecutionContextLike | undefined): void {
+  if (ctx === undefined) return;
+  for (const work of prepared.refreshing) ctx.waitUntil(work);
 }
 
 /** Throws the issues `checkCloudflarePolicy` finds, with the same messages. */
@@ -231,7 +338,7 @@ export function rateLimitMiddleware(
 ) => Promise<Response> {
   checkCloudflareOptions("rateLimitMiddleware", options);
   const limiter = new CloudflareLimiter(options);
-  return (request, env, _ctx, next) => limiter.handle(request, env, next);
+  return (request, env, ctx, next) => limiter.handle(request, env, next, ctx);
 }
 
 /**
@@ -246,8 +353,11 @@ export function createCloudflareHandler(
   const limiter = new CloudflareLimiter(limiterOptions);
   return {
     fetch(request, env, ctx) {
-      return limiter.handle(request, env, (forwarded) =>
-        origin === undefined ? fetch(forwarded) : origin(forwarded, env, ctx),
+      return limiter.handle(
+        request,
+        env,
+        (forwarded) => (origin === undefined ? fetch(forwarded) : origin(forwarded, env, ctx)),
+        ctx,
       );
     },
   };

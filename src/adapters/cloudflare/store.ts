@@ -1,6 +1,7 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
 import { checkOptions, type OptionsShape, required } from "../../core/options.js";
+import type { OverrideSource } from "../../core/overrides.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
@@ -12,6 +13,7 @@ import {
   type CounterObjectRequest,
   REFUND_PATH,
 } from "./counter-object.js";
+import { DurableObjectOverrides } from "./override-source.js";
 
 export interface CloudflareStoreOptions {
   /** The Worker's `env`, where the bindings live. */
@@ -23,6 +25,13 @@ export interface CloudflareStoreOptions {
    * counted exactly in a Durable Object. `approximateRules(policy)` lists them.
    */
   readonly approximate?: readonly string[];
+  /**
+   * The limit each approximate rule's binding holds (its rule's limit: wrangler.toml must say
+   * the same), by rule id; `bindingLimits(policy)` lists them. A counter of such a rule that asks
+   * another limit (an operator's `limit` override) is counted exactly in a Durable Object, since
+   * a binding's limit cannot change at run time. Without it, the binding counts it at its own.
+   */
+  readonly bindingLimits?: Readonly<Record<string, number>>;
   /** Name of the Durable Object namespace binding for exact counters. */
   readonly counter: string;
   /**
@@ -37,6 +46,7 @@ function cloudflareStoreShape() {
     env: required("object"),
     ratelimits: required("object"),
     approximate: "array",
+    bindingLimits: "object",
     counter: required("string"),
     callTimeoutMs: "number",
   } satisfies OptionsShape<CloudflareStoreOptions>;
@@ -75,6 +85,7 @@ export class CloudflareStore implements Store {
   readonly #approximate: ReadonlySet<string>;
   readonly #objects: DurableObjectNamespaceLike;
   readonly #guards = new GenerationalCache<RemoteGuard>(GUARDED_OBJECTS_PER_GENERATION);
+  #overrides: DurableObjectOverrides | undefined;
 
   constructor(options: CloudflareStoreOptions) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
@@ -91,9 +102,23 @@ export class CloudflareStore implements Store {
     this.#approximate = new Set(options.approximate ?? []);
   }
 
-  /** The backend that counts `spec`: its rule's (see `CloudflareStoreOptions.approximate`). */
+  /**
+   * The operators' overrides, in the Durable Object named `{overrides}` of the counter binding
+   * (override-object.ts). The limiter reads them when a request finds its copy `refreshMs` old.
+   */
+  overrides(): OverrideSource {
+    this.#overrides ??= new DurableObjectOverrides(this.#objects);
+    return this.#overrides;
+  }
+
+  /**
+   * The backend that counts `spec`: its rule's (see `CloudflareStoreOptions.approximate`),
+   * unless an override asks a limit the rule's binding does not hold (`bindingLimits`).
+   */
   #backendOf(spec: CounterSpec): "approximate" | "exact" {
-    return this.#approximate.has(spec.ruleId) ? "approximate" : "exact";
+    if (!this.#approximate.has(spec.ruleId)) return "exact";
+    const held = this.#options.bindingLimits?.[spec.ruleId];
+    return held === undefined || held === spec.limit ? "approximate" : "exact";
   }
 
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
