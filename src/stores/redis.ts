@@ -1,8 +1,8 @@
 /**
  * `edgelimit/redis`: counters in Redis or Redis Cluster (ioredis): one Lua call (a Redis 7
  * function, or a script) applies all of a request's counters (and, on a single node, all
- * requests of the same tick). The
- * implementation is in `redis/`; this file is the package entry point.
+ * requests of the same turn of the event loop). The implementation is in `redis/`; this file
+ * is the package entry point.
  */
 
 export {

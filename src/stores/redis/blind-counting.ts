@@ -1,6 +1,6 @@
 /**
  * The Redis store's fixed windows counted without the script (fixed-windows.ts): one `INCRBY`
- * per counter, a tick's requests in one pipeline on a single node (fixed-window-batch.ts), each
+ * per counter, a turn's requests in one pipeline on a single node (fixed-window-batch.ts), each
  * call bounded by the store's call timeout. The expiries of keys a call made and a refused
  * request's give-back follow without waiting, on the same connection.
  */
@@ -28,7 +28,7 @@ export interface BlindCountingOptions {
 
 export class BlindCounting {
   readonly #options: BlindCountingOptions;
-  /** Fixed-window requests of one tick in one pipeline; undefined when batching is off. */
+  /** Fixed-window requests of one turn in one pipeline; undefined when batching is off. */
   readonly #batch: FixedWindowBatch | undefined;
 
   constructor(options: BlindCountingOptions) {

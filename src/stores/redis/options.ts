@@ -20,7 +20,7 @@ export interface ScriptStoreOptions {
    */
   readonly timeoutMs?: number;
   /**
-   * Requests that arrive in the same tick share one script call, up to this many (default 64;
+   * Requests that arrive in the same turn of the event loop share one script call, up to this many (default 64;
    * 1 turns batching off). Each request is still applied atomically and in order inside the
    * script; the batch only saves per-call overhead in the process and in Redis.
    */

@@ -44,7 +44,7 @@ const MAX_NODE_GUARDS = 1024;
  * Counters in Redis. Each key is `prefix + "{" + subject + "}" + "|namespace|scope"`: the
  * braces are a Cluster hash tag, so every counter of one subject lives in one slot and one
  * request is one script call on one node. On a single node all of a request's counters go in
- * one call whatever their subjects (batched per tick, batch.ts); on a Cluster, counters of
+ * one call whatever their subjects (batched per turn of the event loop, batch.ts); on a Cluster, counters of
  * different subjects go to their slots as parallel calls, each atomic on its own (cluster.ts).
  * Every call goes through the remote-store kit (`stores/remote/`): the connection gate, a
  * circuit breaker per node, and a PING before the call that probes an open circuit.
