@@ -51,7 +51,11 @@ interface Answer {
   readonly body: string;
 }
 
-async function send(worker: "a" | "b", path: string, init: RequestInit & { ip?: string } = {}) {
+async function send(
+  worker: "a" | "b" | "c",
+  path: string,
+  init: RequestInit & { ip?: string } = {},
+) {
   const { ip, ...rest } = init;
   const headers = new Headers(rest.headers);
   if (ip !== undefined) headers.set("cf-connecting-ip", ip);
@@ -67,7 +71,7 @@ async function send(worker: "a" | "b", path: string, init: RequestInit & { ip?: 
   } as Answer;
 }
 
-const api = (worker: "a" | "b", ip: string) => send(worker, "/api/items", { ip });
+const api = (worker: "a" | "b" | "c", ip: string) => send(worker, "/api/items", { ip });
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** A's admin route, as an operator's script would call it. */
@@ -110,9 +114,24 @@ beforeAll(async () => {
   cleanup = folder.cleanup;
   const policy = parsePolicy(POLICY);
   const scriptPath = join(folder.dir, "worker.js");
-  await bundleWorker("test/cloudflare/fixtures/overrides-worker.ts", scriptPath, {
-    define: { EDGELIMIT_POLICY: JSON.stringify(policy), EDGELIMIT_REFRESH_MS: String(REFRESH_MS) },
-  });
+  const plainPath = join(folder.dir, "plain-worker.js");
+  await Promise.all([
+    bundleWorker("test/cloudflare/fixtures/overrides-worker.ts", scriptPath, {
+      define: {
+        EDGELIMIT_POLICY: JSON.stringify(policy),
+        EDGELIMIT_REFRESH_MS: String(REFRESH_MS),
+        EDGELIMIT_DEFAULT_OVERRIDES: "false",
+      },
+    }),
+    // C: the same Worker with the handler's defaults and a policy without `overrides:`.
+    bundleWorker("test/cloudflare/fixtures/overrides-worker.ts", plainPath, {
+      define: {
+        EDGELIMIT_POLICY: JSON.stringify(parsePolicy(POLICY.replace(/^overrides:.*$/m, ""))),
+        EDGELIMIT_REFRESH_MS: String(REFRESH_MS),
+        EDGELIMIT_DEFAULT_OVERRIDES: "true",
+      },
+    }),
+  ]);
   const common = {
     modules: true,
     scriptPath,
@@ -132,6 +151,12 @@ beforeAll(async () => {
       {
         ...common,
         name: "b",
+        durableObjects: { EDGELIMIT_COUNTER: { className: "CountingCounter", scriptName: "a" } },
+      },
+      {
+        ...common,
+        scriptPath: plainPath,
+        name: "c",
         durableObjects: { EDGELIMIT_COUNTER: { className: "CountingCounter", scriptName: "a" } },
       },
     ],
@@ -287,5 +312,20 @@ describe("overrides on Workers, kept in the Durable Object {overrides}", () => {
     // Nothing changed meanwhile: a read carried the list at most once per isolate (for the
     // changes of the tests before, which B had not read yet).
     expect(lists).toBeLessThanOrEqual(2);
+  });
+
+  it("a Worker whose policy has no overrides: section reads none by default (no read, no override applied)", async () => {
+    const ip = "198.51.100.77";
+    expect((await admin("POST", { subject: `ip:${ip}`, limit: 10 })).status).toBe(200);
+    // A read begun beside an earlier test's last request has landed by now.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const before = await calls();
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(await api("c", ip));
+    const after = await calls();
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 429, 429]);
+    expect(after["/overrides/read"] ?? 0).toBe(before["/overrides/read"] ?? 0);
+    expect(after["/overrides/read+list"] ?? 0).toBe(before["/overrides/read+list"] ?? 0);
+    expect((await admin("DELETE", { subject: `ip:${ip}` })).status).toBe(200);
   });
 });

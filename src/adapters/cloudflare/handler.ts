@@ -73,8 +73,8 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
    * (docs/overrides.md). Each isolate holds a copy; a request that finds it `refreshMs` old
    * (default 5 s) refreshes it beside itself (`ctx.waitUntil`), and a new isolate's first
    * requests wait for its first read at most `firstWaitMs` (default 500 ms). `admin` turns on
-   * the route `edgelimit override` talks to (off by default; docs/cloudflare.md). `false`: none
-   * are read.
+   * the route `edgelimit override` talks to (off by default; docs/cloudflare.md). Read when this
+   * option is given or the policy has an `overrides:` section; `false`: none are read.
    */
   readonly overrides?:
     | false
@@ -226,7 +226,7 @@ export class CloudflareLimiter {
     const store = hybrid ? hybridCounting(counted) : counted;
     const refreshing = new Set<Promise<void>>();
     const limiter = createLimiter({
-      overrides: overridesOf(options, refreshing),
+      overrides: overridesOf(options, policy, refreshing),
       policy,
       store,
       env: stringsOf(env),
@@ -251,9 +251,14 @@ export class CloudflareLimiter {
  */
 function overridesOf(
   options: CloudflareLimiterOptions,
+  policy: ResolvedPolicy,
   refreshing: Set<Promise<void>>,
 ): LimiterOptions["overrides"] {
+  // Read when asked for, or when the policy bounds them (its `overrides:` section), as the
+  // Lambda@Edge build decides: every isolate pays a read per `refreshMs` and a new one waits for
+  // its first, which a Worker whose operators never override should not.
   if (options.overrides === false) return false;
+  if (options.overrides === undefined && policy.overrides === undefined) return false;
   return {
     refreshMs: options.overrides?.refreshMs ?? WORKER_OVERRIDE_REFRESH_MS,
     onRequest: {
