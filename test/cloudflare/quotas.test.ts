@@ -73,6 +73,7 @@ describe("exact quotas on the Durable Object, in workerd", () => {
       "test/cloudflare/fixtures/inspectable-worker.ts",
     );
     runtime = await startRuntime(script, objects, "InspectableCounter");
+    // The "rate" rule is on the rate-limit binding, whose periods are 10 or 60 s: a minute.
     await withinOneWindow(60_000, 18_000);
   }, 60_000);
 
