@@ -4,14 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { closedPort, TEST_SECRET } from "../gateway/helpers.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { type ServeProcess, spawnServe } from "../support/serve-process.js";
 
-/** The real CLI in a child process, from src through tsx, as the other CLI tests run it. */
+/** The real CLI in a child process, as the other CLI tests run it (../support/cli-entry.ts). */
 function cli(
   args: string[],
   env: Record<string, string | undefined> = {},
 ): { code: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const result = spawnSync(process.execPath, [...cliEntry(), ...args], {
     encoding: "utf8",
     env: { ...process.env, ...env },
   });
@@ -21,7 +22,7 @@ function cli(
 /** `cli`'s output, from a child process that does not block this one: for several at once. */
 function cliOutput(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], (error, stdout) =>
+    execFile(process.execPath, [...cliEntry(), ...args], (error, stdout) =>
       error === null ? resolve(stdout) : reject(error),
     );
   });
@@ -57,7 +58,7 @@ describe("edgelimit --help", () => {
   });
 
   it("lists every command, every option each command parses, and the environment the CLI reads", async () => {
-    // The six processes at once: each is mostly tsx starting up, one core's work.
+    // The six processes at once: each is mostly Node starting up, one core's work.
     const [stdout = "", ...usages] = await Promise.all([
       cliOutput(["--help"]),
       ...COMMANDS.map((command) => cliOutput([command, "--help"])),

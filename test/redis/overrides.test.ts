@@ -16,6 +16,7 @@ import { loadPolicy } from "../../src/policy/load.js";
 import { storeFromUrl } from "../../src/stores/from-url.js";
 import { RedisStore } from "../../src/stores/redis.js";
 import { closedPort } from "../gateway/helpers.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { type ServeProcess, spawnServe } from "../support/serve-process.js";
 import { within } from "../support/within.js";
 import { startRedis } from "./redis-server.js";
@@ -40,22 +41,17 @@ let redis: Awaited<ReturnType<typeof startRedis>>;
 const gateways: { base: string; admin: string; served: ServeProcess }[] = [];
 
 function cli(args: string[]) {
-  const result = spawnSync(
-    process.execPath,
-    ["--import", "tsx", "src/cli/main.ts", "override", ...args],
-    { encoding: "utf8" },
-  );
+  const result = spawnSync(process.execPath, [...cliEntry(), "override", ...args], {
+    encoding: "utf8",
+  });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 /** `cli` in a child process that does not block this one: for several at once. */
 function cliAsync(args: string[]): Promise<{ code: number | string | null; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "override", ...args],
-      (error, _stdout, stderr) =>
-        resolve({ code: error === null ? 0 : (error.code ?? null), stderr }),
+    execFile(process.execPath, [...cliEntry(), "override", ...args], (error, _stdout, stderr) =>
+      resolve({ code: error === null ? 0 : (error.code ?? null), stderr }),
     );
   });
 }
@@ -189,7 +185,7 @@ describe("overrides across processes on one redis-server", () => {
       [["user:u_x", "--limit", "5", "--until", "2001-01-01T00:00:00Z"], "EL_OVERRIDE_EXPIRY"],
       [["nobody", "--block"], "EL_OVERRIDE_SUBJECT"],
     ];
-    // The four at once: each is mostly tsx starting up, one core's work.
+    // The four at once: each is mostly Node starting up, one core's work.
     const results = await Promise.all(
       cases.map(([args]) =>
         cliAsync(["set", ...args, "--store", redis.server.url, "--policy", policyFile]),

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { cliEntry } from "../support/cli-entry.js";
 import { onTerminal } from "../support/terminal.js";
 
 const run = promisify(execFile);
@@ -16,13 +17,7 @@ async function edgelimit(
   ...args: string[]
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "simulate",
-      ...args,
-    ]);
+    const { stdout, stderr } = await run(process.execPath, [...cliEntry(), "simulate", ...args]);
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
@@ -67,7 +62,7 @@ describe("edgelimit simulate (the command)", () => {
         .replace("duration: 90s", "duration: 3m")
         .replace("policy: ../../../", `policy: ${resolve(".")}/`),
     );
-    const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", longer];
+    const command = [process.execPath, ...cliEntry(), "simulate", longer];
     const { code, output } = onTerminal(command);
     expect(code).toBe(0);
     // At most twice a second: how many lines appear depends on the machine's pace.
@@ -91,7 +86,7 @@ describe("edgelimit simulate (the command)", () => {
         .replace("- clients: 40", "- clients: 200000000")
         .replace("policy: ../../../examples", `policy: ${resolve("examples")}`),
     );
-    // The seven at once: each is mostly tsx starting up, one core's work.
+    // The seven at once: each is mostly Node starting up, one core's work.
     const [invalid, none, badSeed, tooLarge, redis, badModes, missing] = await Promise.all([
       edgelimit(bad),
       edgelimit(),
