@@ -8,7 +8,13 @@ import { defineConfig } from "vitest/config";
  */
 const ALONE = ["test/redis/burst.test.ts"];
 
-const shared = { testTimeout: 30_000, hookTimeout: 60_000, pool: "forks" } as const;
+const shared = {
+  testTimeout: 30_000,
+  hookTimeout: 60_000,
+  pool: "forks",
+  // One `npm pack` a run for the files that install the packed package (test/package/packed.ts).
+  globalSetup: ["test/support/pack-dir.ts"],
+} as const;
 
 export default defineConfig({
   test: {

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { closedPort } from "../gateway/helpers.js";
+import { cliEntry } from "../support/cli-entry.js";
 
 /**
  * `edgelimit rls` and `edgelimit serve` with the seed policy on a machine where none of its
@@ -17,7 +18,7 @@ function freshEnv(): NodeJS.ProcessEnv {
 }
 
 function cli(args: string[]): { code: number | null; stderr: string } {
-  const result = spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const result = spawnSync(process.execPath, [...cliEntry(), ...args], {
     encoding: "utf8",
     env: freshEnv(),
     timeout: 60_000,

@@ -73,7 +73,10 @@ describe("exact quotas on the Durable Object, in workerd", () => {
       "test/cloudflare/fixtures/inspectable-worker.ts",
     );
     runtime = await startRuntime(script, objects, "InspectableCounter");
-    await withinOneWindow(60_000, 18_000);
+    // The "rate" rule is on the rate-limit binding, whose periods are 10 or 60 s: a minute. The
+    // two tests that count on it take about 2 s with the restart (on a loaded machine too); 12 s
+    // leaves room.
+    await withinOneWindow(60_000, 12_000);
   }, 60_000);
 
   afterAll(async () => {

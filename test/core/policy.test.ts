@@ -7,19 +7,16 @@ import { EdgelimitError } from "../../src/core/errors.js";
 import { createRateLimit } from "../../src/core/rate-limit.js";
 import { definePolicy, loadPolicy, parsePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
+import { cliEntry } from "../support/cli-entry.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-policy-"));
 
 function check(yaml: string): { code: number | null; stdout: string; stderr: string } {
   const file = join(dir, `policy-${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(file, yaml);
-  const result = spawnSync(
-    process.execPath,
-    ["--import", "tsx", "src/cli/main.ts", "check", file],
-    {
-      encoding: "utf8",
-    },
-  );
+  const result = spawnSync(process.execPath, [...cliEntry(), "check", file], {
+    encoding: "utf8",
+  });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -256,7 +253,7 @@ describe("edgelimit check", () => {
   it("prints the resolved rules and exits 0 for a valid policy", () => {
     const result = spawnSync(
       process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "check", "examples/policies/cloudfront.yaml"],
+      [...cliEntry(), "check", "examples/policies/cloudfront.yaml"],
       { encoding: "utf8" },
     );
     expect(result.status).toBe(0);
@@ -297,11 +294,9 @@ describe("edgelimit check", () => {
   });
 
   it("exits non-zero for a missing file", () => {
-    const result = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "check", join(dir, "nope.yaml")],
-      { encoding: "utf8" },
-    );
+    const result = spawnSync(process.execPath, [...cliEntry(), "check", join(dir, "nope.yaml")], {
+      encoding: "utf8",
+    });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("cannot read policy file");
   });

@@ -21,6 +21,7 @@ import {
 } from "../../src/stores/dynamodb/overrides.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { fieldOf } from "../../src/stores/memory-overrides.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { within } from "../support/within.js";
 import {
   createRateLimitTable,
@@ -99,7 +100,7 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "override", ...args],
+      [...cliEntry(), "override", ...args],
       { encoding: "utf8", env },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;

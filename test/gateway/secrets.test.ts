@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { cliEntry } from "../support/cli-entry.js";
 import { closedPort, TEST_SECRET } from "./helpers.js";
 
 /**
@@ -26,9 +27,7 @@ async function serve(args: string[], env: NodeJS.ProcessEnv) {
   const child = spawn(
     process.execPath,
     [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
+      ...cliEntry(),
       "serve",
       "--host",
       "127.0.0.1",

@@ -1,6 +1,17 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, realpathSync, symlinkSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { inject } from "vitest";
 
 /** The repository's root (this file is test/package/packed.ts). */
 export const ROOT = resolve(import.meta.dirname, "../..");
@@ -20,9 +31,30 @@ export interface Packed {
 /**
  * `npm pack` of the tree as it is, into `dir`. Scripts are skipped (`prepare` would rebuild
  * `dist/` under the other test files that read it): the tarball holds the `dist/` of the last
- * `npm run build`, which `npm test` runs first.
+ * `npm run build`, which `npm test` runs first. The tree is packed once a run (nothing rebuilds
+ * `dist/` during one): the first file packs into the run's directory (test/support/pack-dir.ts),
+ * the others copy that tarball into `dir`.
  */
 export function pack(dir: string): Packed {
+  const runDir = inject("packDir");
+  if (runDir === undefined) return npmPack(dir);
+  const record = join(runDir, "packed.json");
+  let packed: Packed;
+  if (existsSync(record)) {
+    packed = JSON.parse(readFileSync(record, "utf8")) as Packed;
+  } else {
+    // A directory of its own, and the record renamed into place: two files packing at once
+    // (with more than one worker) each write whole files, and either record is right.
+    packed = npmPack(mkdtempSync(join(runDir, "pack-")));
+    writeFileSync(`${record}.${process.pid}`, JSON.stringify(packed));
+    renameSync(`${record}.${process.pid}`, record);
+  }
+  const tarball = join(dir, basename(packed.tarball));
+  copyFileSync(packed.tarball, tarball);
+  return { tarball, files: packed.files };
+}
+
+function npmPack(dir: string): Packed {
   const out = execFileSync(
     "npm",
     ["pack", "--ignore-scripts", "--json", "--silent", "--pack-destination", dir],

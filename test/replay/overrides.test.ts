@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { replayLogs } from "../../src/replay/replay.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-replay-overrides-"));
@@ -88,9 +89,7 @@ describe("replay --overrides", () => {
       const result = spawnSync(
         process.execPath,
         [
-          "--import",
-          "tsx",
-          "src/cli/main.ts",
+          ...cliEntry(),
           "replay",
           "--policy",
           fixture("algorithms.yaml"),

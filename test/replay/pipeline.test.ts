@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ReplayError } from "../../src/replay/errors.js";
 import { type ReplayOptions, replayLogs } from "../../src/replay/replay.js";
 import { formatText } from "../../src/replay/report-text.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { onTerminal } from "../support/terminal.js";
 import { combinedLine, fixture, T0 } from "./helpers.js";
 
@@ -141,11 +142,10 @@ describe("edgelimit replay --json", () => {
   const log = write("bands.log", lines);
 
   function cli(...args: string[]) {
-    const result = spawnSync(
-      process.execPath,
-      ["--import", "tsx", join(import.meta.dirname, "../../src/cli/main.ts"), "replay", ...args],
-      { encoding: "utf8", env: { ...process.env, EDGELIMIT_JWT_SECRET: "" } },
-    );
+    const result = spawnSync(process.execPath, [...cliEntry(), "replay", ...args], {
+      encoding: "utf8",
+      env: { ...process.env, EDGELIMIT_JWT_SECRET: "" },
+    });
     return { code: result.status, stdout: result.stdout, stderr: result.stderr };
   }
 
@@ -193,8 +193,7 @@ describe("edgelimit replay --json", () => {
       many.push(combinedLine(`198.51.100.${i % 200}`, T0 + Math.floor(i / 50) * 1000, "/"));
     }
     const big = write("progress.log", many);
-    const main = join(import.meta.dirname, "../../src/cli/main.ts");
-    const args = ["--import", "tsx", main, "replay", "--policy", fixture("bands.yaml"), big];
+    const args = [...cliEntry(), "replay", "--policy", fixture("bands.yaml"), big];
     const { code, output } = onTerminal([process.execPath, ...args]);
     expect(code).toBe(0);
     expect(output).toMatch(

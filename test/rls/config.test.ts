@@ -6,6 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { EdgelimitError } from "../../src/core/errors.js";
 import { loadRlsConfig } from "../../src/rls/config-files.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { cleanEnv } from "./harness.js";
 
 /**
@@ -356,18 +357,7 @@ describe("edgelimit rls --config (the real CLI)", () => {
     });
     const result = await promisify(execFile)(
       process.execPath,
-      [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "rls",
-        "--config",
-        dir,
-        "--grpc-port",
-        "0",
-        "--http-port",
-        "0",
-      ],
+      [...cliEntry(), "rls", "--config", dir, "--grpc-port", "0", "--http-port", "0"],
       { env: cleanEnv() },
     ).catch((error: { code: number; stderr: string }) => error);
     expect((result as { code: number }).code).toBe(1);

@@ -5,13 +5,14 @@
  * Debian's python3-grpcio with the same files compiled by protoc (python-client.py).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, type Stats, statSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import protobuf from "protobufjs";
+import { cliEntry } from "../support/cli-entry.js";
 
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
@@ -29,9 +30,8 @@ export interface RlsProcess {
 }
 
 /**
- * `edgelimit rls ARGS` on 127.0.0.1: from dist/ when it is newer than every file under src/
- * (`npm test` builds it first; starting it is a second faster than tsx), else from src through
- * tsx, so that a test never runs a stale build.
+ * `edgelimit rls ARGS` on 127.0.0.1: from dist/ when it is newer than every file under src/,
+ * else from src through tsx (cli-entry.ts).
  */
 export async function startRls(
   args: readonly string[],
@@ -40,7 +40,7 @@ export async function startRls(
   const child = spawn(
     process.execPath,
     [
-      ...(builtIsFresh() ? ["dist/cli/main.js"] : ["--import", "tsx", "src/cli/main.ts"]),
+      ...cliEntry(),
       "rls",
       "--grpc-port",
       "0",
@@ -98,29 +98,6 @@ export async function startRls(
       return code;
     },
   };
-}
-
-let fresh: boolean | undefined;
-
-function builtIsFresh(): boolean {
-  if (fresh !== undefined) return fresh;
-  const built = statOrUndefined("dist/cli/main.js")?.mtimeMs;
-  const newest = (directory: string): number =>
-    readdirSync(directory, { withFileTypes: true }).reduce((latest, entry) => {
-      const path = join(directory, entry.name);
-      const time = entry.isDirectory() ? newest(path) : (statOrUndefined(path)?.mtimeMs ?? 0);
-      return Math.max(latest, time);
-    }, 0);
-  fresh = built !== undefined && built > newest("src");
-  return fresh;
-}
-
-function statOrUndefined(path: string): Stats | undefined {
-  try {
-    return statSync(path);
-  } catch {
-    return undefined;
-  }
 }
 
 /** The environment without envoyproxy/ratelimit's variables, which would change what rls does. */

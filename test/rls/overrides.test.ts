@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis } from "../redis/redis-server.js";
+import { cliEntry } from "../support/cli-entry.js";
 import { within } from "../support/within.js";
 import { type RlsProcess, startRls } from "./harness.js";
 
@@ -69,7 +70,7 @@ function check(client: string): Promise<{ status: number; limit: string | undefi
 function override(args: string[]) {
   const result = spawnSync(
     process.execPath,
-    ["--import", "tsx", "src/cli/main.ts", "override", ...args, "--store", redis.server.url],
+    [...cliEntry(), "override", ...args, "--store", redis.server.url],
     { encoding: "utf8" },
   );
   return { code: result.status, stderr: result.stderr };

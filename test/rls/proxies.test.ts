@@ -56,6 +56,7 @@ describe.each(KINDS.map((kind, index) => ({ kind, name: PROXY_NAMES[kind], index
 
     it("gives anonymous /api/export 200, 200, 200, then 429 with Retry-After", async () => {
       const client = `203.0.113.${10 + index}`;
+      // The seed's minute windows: the Retry-After below is at most the window's 60 s.
       await withinOneWindow(60_000, 5_000);
       const statuses: number[] = [];
       let refused: Response | undefined;

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
+import { cliEntry } from "../support/cli-entry.js";
 import { onTerminal } from "../support/terminal.js";
 
 const run = promisify(execFile);
@@ -16,13 +17,7 @@ async function edgelimit(
   ...args: string[]
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
-      "simulate",
-      ...args,
-    ]);
+    const { stdout, stderr } = await run(process.execPath, [...cliEntry(), "simulate", ...args]);
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
@@ -67,7 +62,7 @@ describe("edgelimit simulate (the command)", () => {
         .replace("duration: 90s", "duration: 3m")
         .replace("policy: ../../../", `policy: ${resolve(".")}/`),
     );
-    const command = [process.execPath, "--import", "tsx", "src/cli/main.ts", "simulate", longer];
+    const command = [process.execPath, ...cliEntry(), "simulate", longer];
     const { code, output } = onTerminal(command);
     expect(code).toBe(0);
     // At most twice a second: how many lines appear depends on the machine's pace.
@@ -84,14 +79,6 @@ describe("edgelimit simulate (the command)", () => {
       bad,
       "duration: 10m\npolicy: x.yaml\nregions: { us-east-1: {} }\nstore: { kind: dynamo }\n",
     );
-    const invalid = await edgelimit(bad);
-    expect(invalid.code).toBe(2);
-    expect(invalid.stderr).toContain("store.kind");
-    expect(invalid.stderr).toContain("deployment");
-    expect((await edgelimit()).code).toBe(2);
-    expect((await edgelimit(CI, "--seed", "x")).stderr).toContain(
-      "--seed x: expected a whole number",
-    );
     const huge = join(dir, "huge.yaml");
     writeFileSync(
       huge,
@@ -99,21 +86,33 @@ describe("edgelimit simulate (the command)", () => {
         .replace("- clients: 40", "- clients: 200000000")
         .replace("policy: ../../../examples", `policy: ${resolve("examples")}`),
     );
-    const tooLarge = await edgelimit(huge);
+    // The seven at once: each is mostly Node starting up, one core's work.
+    const [invalid, none, badSeed, tooLarge, redis, badModes, missing] = await Promise.all([
+      edgelimit(bad),
+      edgelimit(),
+      edgelimit(CI, "--seed", "x"),
+      edgelimit(huge),
+      // --modes replaces the scenario's and is checked as the file's would be.
+      edgelimit(
+        resolve("examples/scenarios/redis-gateway.yaml"),
+        "--modes",
+        "hybrid,hybrid+holder",
+      ),
+      edgelimit(CI, "--modes", "fast"),
+      edgelimit(join(dir, "none.yaml")),
+    ]);
+    expect(invalid.code).toBe(2);
+    expect(invalid.stderr).toContain("store.kind");
+    expect(invalid.stderr).toContain("deployment");
+    expect(none.code).toBe(2);
+    expect(badSeed.stderr).toContain("--seed x: expected a whole number");
     expect(tooLarge.code).toBe(2);
     expect(tooLarge.stderr).toContain(
       'huge.yaml is too large to simulate (docs/accuracy.md, "Limits of the model"):\n  traffic.legitimate: 200,000,010 clients in all',
     );
-    // --modes replaces the scenario's and is checked as the file's would be.
-    const redis = await edgelimit(
-      resolve("examples/scenarios/redis-gateway.yaml"),
-      "--modes",
-      "hybrid,hybrid+holder",
-    );
     expect(redis.code).toBe(2);
     expect(redis.stderr).toContain('modes: "hybrid+holder" holds reservations in DynamoDB items');
-    expect((await edgelimit(CI, "--modes", "fast")).stderr).toContain("modes");
-    const missing = await edgelimit(join(dir, "none.yaml"));
+    expect(badModes.stderr).toContain("modes");
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("cannot read");
   }, 60_000);

@@ -11,6 +11,7 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { simulate } from "../../src/simulate/run.js";
 import { loadScenario } from "../../src/simulate/scenario.js";
+import { cliEntry } from "../support/cli-entry.js";
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-simulate-overrides-"));
@@ -45,9 +46,7 @@ describe("simulate --overrides", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, `- { subject: "${ATTACKER}", rule: nope, limit: 5 }\n`);
     const failed = await run(process.execPath, [
-      "--import",
-      "tsx",
-      "src/cli/main.ts",
+      ...cliEntry(),
       "simulate",
       CI,
       "--modes",

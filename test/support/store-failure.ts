@@ -15,9 +15,12 @@ import type { LagMonitor } from "./loop-lag.js";
 /** The example policy's decision budget (it sets none: the default). */
 export const EXAMPLE_BUDGET_MS = 50;
 
-/** examples/policies/cloudfront.yaml on `store`, quiet about store failures. */
-export function exampleLimiter(store: Store): Limiter {
-  const policy = loadPolicy(CLOUDFRONT_POLICY);
+/**
+ * examples/policies/cloudfront.yaml (or `file`, a variant of it) on `store`, quiet about store
+ * failures.
+ */
+export function exampleLimiter(store: Store, file = CLOUDFRONT_POLICY): Limiter {
+  const policy = loadPolicy(file);
   if (policy.budgetMs !== EXAMPLE_BUDGET_MS) {
     throw new Error(
       `the example policy's budget is ${policy.budgetMs} ms, not ${EXAMPLE_BUDGET_MS}`,
