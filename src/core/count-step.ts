@@ -175,14 +175,22 @@ export class CountingStep {
     this.overrides?.close();
   }
 
-  #count(call: CountingCall): CountedDecision | Promise<CountedDecision> {
+  /**
+   * `cleared`: the block cache's `cleared` when the call began. A call still counting when the
+   * cache is cleared (new overrides, a reload) remembers no block: it was counted under the
+   * limits of before, and its block would stand for the new ones until the window ends.
+   */
+  #count(
+    call: CountingCall,
+    cleared = this.#blockCache?.cleared,
+  ): CountedDecision | Promise<CountedDecision> {
     const { rules, counters, now, passVerified } = call;
     const cache = this.#blockCache;
     const blocked = cache?.blockedUntil(counters, now);
     if (cache !== undefined && blocked !== undefined) {
       // A reset elsewhere may have ended the block: read the store's log first when it is due.
       const checking = this.#resetWatch?.due(now, this.#budgetOf(call));
-      if (checking !== undefined) return checking.then(() => this.#count(call));
+      if (checking !== undefined) return checking.then(() => this.#count(call, cleared));
       cache.answered();
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       return cachedBlock(rules[at] as ResolvedRule, blocked, now);
@@ -214,7 +222,9 @@ export class CountingStep {
         const complete = states.length >= counters.length;
         if (paying !== undefined) this.#local.settle(paying, complete ? states : undefined);
         if (!complete) return this.#failed(call, this.#tooFew(states));
-        return decideFromCounts(rules, counters, states, passVerified, this.#blockCache, now);
+        const cache = this.#blockCache;
+        const current = cache?.cleared === cleared ? cache : undefined;
+        return decideFromCounts(rules, counters, states, passVerified, current, now);
       },
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
