@@ -85,6 +85,8 @@ export class CountingStep {
   readonly #roundTripMs: StoreTraits["roundTripMs"];
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
+  /** `forgetBlocks` calls so far: a decision counted before one remembers no block. */
+  #forgotten = 0;
   /** Where the store keeps a log of resets: hears of other processes' (reset-watch.ts). */
   readonly #resetWatch: ResetFollower | undefined;
   readonly #local: LocalFallback;
@@ -124,6 +126,7 @@ export class CountingStep {
    */
   forgetBlocks(): void {
     this.#blockCache?.clear();
+    this.#forgotten++;
   }
 
   /** Forgets the blocks of counters that were reset. */
@@ -176,13 +179,13 @@ export class CountingStep {
   }
 
   /**
-   * `cleared`: the block cache's `cleared` when the call began. A call still counting when the
-   * cache is cleared (new overrides, a reload) remembers no block: it was counted under the
-   * limits of before, and its block would stand for the new ones until the window ends.
+   * `forgotten`: `forgetBlocks` calls when the call began. A call still counting when blocks
+   * are forgotten (new overrides, a reload) remembers no block: it was counted under the limits
+   * of before, and its block would stand for the new ones until the window ends.
    */
   #count(
     call: CountingCall,
-    cleared = this.#blockCache?.cleared,
+    forgotten = this.#forgotten,
   ): CountedDecision | Promise<CountedDecision> {
     const { rules, counters, now, passVerified } = call;
     const cache = this.#blockCache;
@@ -190,7 +193,7 @@ export class CountingStep {
     if (cache !== undefined && blocked !== undefined) {
       // A reset elsewhere may have ended the block: read the store's log first when it is due.
       const checking = this.#resetWatch?.due(now, this.#budgetOf(call));
-      if (checking !== undefined) return checking.then(() => this.#count(call, cleared));
+      if (checking !== undefined) return checking.then(() => this.#count(call, forgotten));
       cache.answered();
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       return cachedBlock(rules[at] as ResolvedRule, blocked, now);
@@ -222,8 +225,7 @@ export class CountingStep {
         const complete = states.length >= counters.length;
         if (paying !== undefined) this.#local.settle(paying, complete ? states : undefined);
         if (!complete) return this.#failed(call, this.#tooFew(states));
-        const cache = this.#blockCache;
-        const current = cache?.cleared === cleared ? cache : undefined;
+        const current = this.#forgotten === forgotten ? this.#blockCache : undefined;
         return decideFromCounts(rules, counters, states, passVerified, current, now);
       },
       (error: unknown) => {

@@ -207,7 +207,11 @@ export class OverrideWatch {
   }
 
   #replace(overrides: readonly Override[]): void {
+    const before = this.#table;
     this.#table = overrides.length === 0 ? NO_OVERRIDES : new OverrideTable(overrides);
+    // None held before nor now (a first read of a store with none): no block to forget, and a
+    // decision counting meanwhile may keep its block (count-step.ts forgets those of a change).
+    if (before === NO_OVERRIDES && this.#table === NO_OVERRIDES) return;
     try {
       this.#options.onChange();
     } catch {

@@ -19,12 +19,13 @@ const client = { ip: "203.0.113.7", path: "/api/x" };
 
 /** A memory store that says its I/O is request-scoped; its overrides count reads and can hang. */
 class RequestScopedStore extends MemoryStore {
-  override readonly traits: StoreTraits = { ...this.traits, requestScopedIo: true };
   versionReads = 0;
   hold: Promise<void> | undefined;
 
   constructor() {
     super();
+    const traits: StoreTraits = { ...this.traits, requestScopedIo: true };
+    (this as { traits: StoreTraits }).traits = traits;
     const source = this.overrides();
     const watched: OverrideSource = {
       name: source.name,
