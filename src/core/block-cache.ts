@@ -16,11 +16,6 @@ const DEFAULT_MAX_KEYS = 100_000;
 export class BlockCache {
   readonly #until: GenerationalCache<number>;
   hits = 0;
-  /**
-   * Times `clear` was called: a decision counted under the overrides or policy of before one
-   * must not remember its block after it (count-step.ts), or a raised limit would not apply.
-   */
-  cleared = 0;
 
   constructor(maxKeys = DEFAULT_MAX_KEYS) {
     this.#until = new GenerationalCache(Math.max(1, Math.floor(maxKeys / 2)));
@@ -57,7 +52,6 @@ export class BlockCache {
    */
   clear(): void {
     this.#until.clear();
-    this.cleared++;
   }
 
   /** Forgets a block (its counter was reset, here or elsewhere). */

@@ -126,7 +126,10 @@ export class CountingStep {
    */
   forgetBlocks(): void {
     this.#blockCache?.clear();
-    this.#forgotten++;
+    // Not in the Lambda@Edge bundles, whose cold-start file is bounded (docs/aws.md): an
+    // instance serves one request at a time, and a read begun beside it (two round trips when
+    // something changed) usually lands after that request's count (one).
+    if (typeof EDGELIMIT_BUNDLE === "undefined") this.#forgotten++;
   }
 
   /** Forgets the blocks of counters that were reset. */
@@ -185,7 +188,7 @@ export class CountingStep {
    */
   #count(
     call: CountingCall,
-    forgotten = this.#forgotten,
+    forgotten = typeof EDGELIMIT_BUNDLE === "undefined" ? this.#forgotten : 0,
   ): CountedDecision | Promise<CountedDecision> {
     const { rules, counters, now, passVerified } = call;
     const cache = this.#blockCache;
@@ -225,8 +228,17 @@ export class CountingStep {
         const complete = states.length >= counters.length;
         if (paying !== undefined) this.#local.settle(paying, complete ? states : undefined);
         if (!complete) return this.#failed(call, this.#tooFew(states));
-        const current = this.#forgotten === forgotten ? this.#blockCache : undefined;
-        return decideFromCounts(rules, counters, states, passVerified, current, now);
+        // Counted before blocks were forgotten, its block may not hold for the limits of now.
+        return decideFromCounts(
+          rules,
+          counters,
+          states,
+          passVerified,
+          typeof EDGELIMIT_BUNDLE === "undefined" && this.#forgotten !== forgotten
+            ? undefined
+            : cache,
+          now,
+        );
       },
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);
