@@ -66,7 +66,8 @@ export interface LimiterOptions
    * background every `refreshMs` (default 5 s: how long a change made elsewhere takes to apply
    * here); never on a request's path. `false`: none are read. `onRequest`: refreshed by the
    * requests that find the snapshot `refreshMs` old, not by a timer, for runtimes that run
-   * nothing between requests (override-watch.ts). `watch`: makes the watch from these options
+   * nothing between requests (override-watch.ts); the default on a store with `requestScopedIo`
+   * (workerd), with a `firstWaitMs` of 500 ms. `watch`: makes the watch from these options
    * (default: one over the store's `overrides()`); the Lambda@Edge bundle passes its own, from a
    * file of its own, so that the file every cold start loads carries none of that code
    * (adapters/lambda-edge/overrides.ts). See docs/overrides.md.

@@ -64,6 +64,11 @@ function checkFetchOptions(name: string, options: unknown): void {
  * A Web `Request` carries no peer address, so a policy that counts clients by it needs `ip`:
  * without it every client would share the one counter `ip:unknown`, and one client would
  * exhaust the limit for all. That is refused here, when the handler is built.
+ *
+ * `ctx` (the third argument, or the context when it has one): what `waitUntil` the request
+ * has, a Worker's `ctx` or a Next.js middleware's `event`. Where requests refresh the limiter's
+ * copy of the overrides (a Worker), each read in flight is handed to it, so the runtime does not
+ * cut it off with the answer: make this the Worker's `fetch`, or pass `ctx` on.
  */
 export function withRateLimit<Context = unknown>(
   handler: (
