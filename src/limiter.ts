@@ -28,7 +28,11 @@ import {
   type OverrideWatchOptions,
   type RefreshOnRequest,
 } from "./core/override-watch.js";
-import { DEFAULT_OVERRIDE_REFRESH_MS, type Override } from "./core/overrides.js";
+import {
+  DEFAULT_FIRST_READ_WAIT_MS,
+  DEFAULT_OVERRIDE_REFRESH_MS,
+  type Override,
+} from "./core/overrides.js";
 import type { Peek } from "./core/peek.js";
 import type { SecretContext } from "./core/secrets.js";
 import type { ChallengeClient, RequestDescription, Store } from "./core/types.js";
@@ -62,7 +66,8 @@ export interface LimiterOptions
    * background every `refreshMs` (default 5 s: how long a change made elsewhere takes to apply
    * here); never on a request's path. `false`: none are read. `onRequest`: refreshed by the
    * requests that find the snapshot `refreshMs` old, not by a timer, for runtimes that run
-   * nothing between requests (override-watch.ts). `watch`: makes the watch from these options
+   * nothing between requests (override-watch.ts); the default on a store with `requestScopedIo`
+   * (workerd), with a `firstWaitMs` of 500 ms. `watch`: makes the watch from these options
    * (default: one over the store's `overrides()`); the Lambda@Edge bundle passes its own, from a
    * file of its own, so that the file every cold start loads carries none of that code
    * (adapters/lambda-edge/overrides.ts). See docs/overrides.md.
@@ -322,8 +327,21 @@ function overrideWatch(
 function ownWatch(store: Store): ((options: OverrideWatchOptions) => OverrideWatch) | undefined {
   const source = store.overrides;
   return typeof EDGELIMIT_BUNDLE === "undefined" && source !== undefined
-    ? (watchOptions) => new OverrideWatch(source.call(store), watchOptions)
+    ? (watchOptions) => new OverrideWatch(source.call(store), requestDriven(store, watchOptions))
     : undefined;
+}
+
+/**
+ * Where one request cannot await I/O another began (workerd: `StoreTraits.requestScopedIo`), an
+ * isolate runs nothing between requests, so no timer could refresh the overrides: requests do
+ * (override-watch.ts), as the Worker edition's do, with its defaults (a new isolate's first
+ * requests wait at most 500 ms for the first read). A Worker hands the reads to its request's
+ * `waitUntil` (`limiter.overrides.keepAlive`, which `edgelimit/fetch` calls).
+ */
+function requestDriven(store: Store, options: OverrideWatchOptions): OverrideWatchOptions {
+  if (store.traits?.requestScopedIo !== true) return options;
+  const onRequest = options.onRequest ?? { firstWaitMs: DEFAULT_FIRST_READ_WAIT_MS };
+  return { ...options, onRequest: { ...onRequest, requestScopedIo: true } };
 }
 
 function checkWatchOptions(refreshMs: number, onRequest: RefreshOnRequest | undefined): void {

@@ -64,6 +64,11 @@ function checkFetchOptions(name: string, options: unknown): void {
  * A Web `Request` carries no peer address, so a policy that counts clients by it needs `ip`:
  * without it every client would share the one counter `ip:unknown`, and one client would
  * exhaust the limit for all. That is refused here, when the handler is built.
+ *
+ * `ctx` (the third argument, or the context when it has one): what `waitUntil` the request
+ * has, a Worker's `ctx` or a Next.js middleware's `event`. Where requests refresh the limiter's
+ * copy of the overrides (a Worker), each read in flight is handed to it, so the runtime does not
+ * cut it off with the answer: make this the Worker's `fetch`, or pass `ctx` on.
  */
 export function withRateLimit<Context = unknown>(
   handler: (
@@ -72,7 +77,7 @@ export function withRateLimit<Context = unknown>(
     verdict: Verdict | undefined,
   ) => Response | Promise<Response>,
   options: FetchRateLimitOptions<Context>,
-): (request: Request, context: Context) => Promise<Response> {
+): (request: Request, context: Context, ctx?: WaitUntilContext) => Promise<Response> {
   if (typeof EDGELIMIT_BUNDLE === "undefined")
     checkArgument("withRateLimit", "the handler (first argument)", handler, "function");
   checkFetchOptions("withRateLimit", options);
@@ -88,12 +93,34 @@ export function withRateLimit<Context = unknown>(
   const guard = webGuard<Context>("withRateLimit", limiter, options, (request, context) =>
     describeRequest(request, checkPeer(options.ip?.(request, context))),
   );
-  return async (request, context) => {
-    const action = await guard.run(request, context);
+  return async (request, context, ctx) => {
+    let action: Awaited<ReturnType<typeof guard.run>>;
+    try {
+      action = await guard.run(request, context);
+    } finally {
+      keepReading(limiter, ctx ?? context);
+    }
     if (action.kind !== "forward") return answerOf(action) as Response;
     const response = await handler(forwardRequest(request, action), context, action.verdict);
     return withHeaders(response, action.respond);
   };
+}
+
+/** What a Worker's `ctx` (or a Next.js middleware's `event`) offers: work kept after the answer. */
+export interface WaitUntilContext {
+  waitUntil(work: Promise<unknown>): void;
+}
+
+/**
+ * Where requests refresh the overrides (a Worker: stores with `requestScopedIo`), hands the
+ * reads in flight to the request's `waitUntil`, so the runtime does not cut them off with the
+ * answer (override-watch.ts). Without one, a read cut off is begun again after two refreshes.
+ */
+function keepReading(limiter: Limiter, ctx: unknown): void {
+  if (limiter.heldOverrides === undefined) return;
+  if (typeof (ctx as Partial<WaitUntilContext> | null | undefined)?.waitUntil !== "function")
+    return;
+  limiter.overrides.keepAlive(ctx as WaitUntilContext);
 }
 
 /** `socket` and `x-forwarded-for` (believed only from a trusted peer) need the peer; `header` not. */
@@ -134,6 +161,8 @@ interface HonoLikeContext {
   /** Hono reads the request from `raw`, which middleware may replace (Hono's body limit does). */
   readonly req: { raw: Request };
   readonly env?: unknown;
+  /** A Worker's `ctx` (Hono's getter throws where there is none). */
+  readonly executionCtx?: unknown;
   header(name: string, value: string): void;
 }
 
@@ -152,7 +181,12 @@ export function honoRateLimit(options: FetchRateLimitOptions<HonoLikeContext>) {
     caseSensitiveRouting: true,
   }));
   return async (c: HonoLikeContext, next: () => Promise<void>): Promise<Response | undefined> => {
-    const action = await guard.run(c.req.raw, c);
+    let action: Awaited<ReturnType<typeof guard.run>>;
+    try {
+      action = await guard.run(c.req.raw, c);
+    } finally {
+      keepReading(limiter, executionCtxOf(c));
+    }
     if (action.kind !== "forward") return answerOf(action);
     forwardHonoRequest(c, action);
     await next();
@@ -177,6 +211,14 @@ function forwardHonoRequest(c: HonoLikeContext, forward: ForwardHeaders): void {
     // Immutable headers: rebuilt below.
   }
   c.req.raw = forwardRequest(raw, forward);
+}
+
+function executionCtxOf(c: HonoLikeContext): unknown {
+  try {
+    return c.executionCtx;
+  } catch {
+    return undefined; // not a Worker (Hono: "This context has no ExecutionContext")
+  }
 }
 
 function nodePeerOf(env: unknown): string | undefined {

@@ -85,6 +85,8 @@ export class CountingStep {
   readonly #roundTripMs: StoreTraits["roundTripMs"];
   readonly #scheduler: Scheduler;
   readonly #blockCache: BlockCache | undefined;
+  /** `forgetBlocks` calls so far: a decision counted before one remembers no block. */
+  #forgotten = 0;
   /** Where the store keeps a log of resets: hears of other processes' (reset-watch.ts). */
   readonly #resetWatch: ResetFollower | undefined;
   readonly #local: LocalFallback;
@@ -124,6 +126,10 @@ export class CountingStep {
    */
   forgetBlocks(): void {
     this.#blockCache?.clear();
+    // Not in the Lambda@Edge bundles, whose cold-start file is bounded (docs/aws.md): an
+    // instance serves one request at a time, and a read begun beside it (two round trips when
+    // something changed) usually lands after that request's count (one).
+    if (typeof EDGELIMIT_BUNDLE === "undefined") this.#forgotten++;
   }
 
   /** Forgets the blocks of counters that were reset. */
@@ -175,14 +181,22 @@ export class CountingStep {
     this.overrides?.close();
   }
 
-  #count(call: CountingCall): CountedDecision | Promise<CountedDecision> {
+  /**
+   * `forgotten`: `forgetBlocks` calls when the call began. A call still counting when blocks
+   * are forgotten (new overrides, a reload) remembers no block: it was counted under the limits
+   * of before, and its block would stand for the new ones until the window ends.
+   */
+  #count(
+    call: CountingCall,
+    forgotten = typeof EDGELIMIT_BUNDLE === "undefined" ? this.#forgotten : 0,
+  ): CountedDecision | Promise<CountedDecision> {
     const { rules, counters, now, passVerified } = call;
     const cache = this.#blockCache;
     const blocked = cache?.blockedUntil(counters, now);
     if (cache !== undefined && blocked !== undefined) {
       // A reset elsewhere may have ended the block: read the store's log first when it is due.
       const checking = this.#resetWatch?.due(now, this.#budgetOf(call));
-      if (checking !== undefined) return checking.then(() => this.#count(call));
+      if (checking !== undefined) return checking.then(() => this.#count(call, forgotten));
       cache.answered();
       const at = counters.findIndex((counter) => counter.key === blocked.key);
       return cachedBlock(rules[at] as ResolvedRule, blocked, now);
@@ -214,7 +228,17 @@ export class CountingStep {
         const complete = states.length >= counters.length;
         if (paying !== undefined) this.#local.settle(paying, complete ? states : undefined);
         if (!complete) return this.#failed(call, this.#tooFew(states));
-        return decideFromCounts(rules, counters, states, passVerified, this.#blockCache, now);
+        // Counted before blocks were forgotten, its block may not hold for the limits of now.
+        return decideFromCounts(
+          rules,
+          counters,
+          states,
+          passVerified,
+          typeof EDGELIMIT_BUNDLE === "undefined" && this.#forgotten !== forgotten
+            ? undefined
+            : cache,
+          now,
+        );
       },
       (error: unknown) => {
         if (paying !== undefined) this.#local.settle(paying, undefined);

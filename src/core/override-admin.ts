@@ -77,4 +77,14 @@ export class OverrideAdmin {
   changes(count = 100): Promise<readonly OverrideChange[]> {
     return this.source.changes(count);
   }
+
+  /**
+   * Hands this limiter's reads of the overrides in flight to a request's `waitUntil`, so that the
+   * runtime does not cut them off with its answer: where requests refresh them (a Worker: stores
+   * with `requestScopedIo`), call it with the request's `ctx` after `check`; `edgelimit/fetch`
+   * does when it is given the ctx. Nothing to hand where a timer reads them.
+   */
+  keepAlive(ctx: { waitUntil(work: Promise<unknown>): void }): void {
+    this.#watch?.keepAlive((work) => ctx.waitUntil(work));
+  }
 }

@@ -19,6 +19,13 @@
  * `firstWaitMs`. So a change applies within `refreshMs` plus a round trip on an instance that
  * keeps answering, and the first request after a pause longer than that is decided on the
  * snapshot held before it.
+ *
+ * Where one request cannot await I/O another began (workerd: `StoreTraits.requestScopedIo`), a
+ * request that waits for the first read also waits on a timer of its own, so that it goes on
+ * after `firstWaitMs` even if the request that began the read (and its timer) was cancelled.
+ * There (`onRequest.requestScopedIo`) the first read also begins with the first request, not at
+ * `start`: a Worker may build its limiter at module scope, where no I/O may begin. Refreshes begun by requests are
+ * held (a few at most) until a request hands them to its `waitUntil` (`keepAlive`).
  */
 
 import { NO_OVERRIDES, OverrideTable } from "./override-table.js";
@@ -37,7 +44,16 @@ export interface RefreshOnRequest {
   readonly firstWaitMs: number;
   /** Keeps a refresh begun by a request alive after its answer (a Worker's `waitUntil`). */
   readonly background?: ((work: Promise<void>) => void) | undefined;
+  /**
+   * One request cannot await I/O another began (workerd): the first read begins with the first
+   * request that asks (not at `start`: a Worker may build its limiter at module scope, where no
+   * I/O may begin), and each request that waits for it also waits on a timer of its own.
+   */
+  readonly requestScopedIo?: boolean | undefined;
 }
+
+/** Refreshes held for `keepAlive`: more in flight at once means the older ones were cut off. */
+const MAX_KEPT = 4;
 
 export class OverrideWatch {
   readonly source: OverrideSource;
@@ -56,6 +72,12 @@ export class OverrideWatch {
   /** `onRequest`: the first read has settled; the next request stamps its time as the last refresh's. */
   #stampNext = false;
   #refreshing = false;
+  /** `onRequest`: when requests stop waiting for the first read (epoch ms). */
+  #firstUntil = 0;
+  /** `onRequest`: refreshes in flight, for `keepAlive` (at most `MAX_KEPT`). */
+  readonly #inFlight = new Set<Promise<void>>();
+  /** `requestScopedIo`: `start` was called; the first request begins the first read. */
+  #startWanted = false;
 
   constructor(source: OverrideSource, options: OverrideWatchOptions) {
     this.source = source;
@@ -75,6 +97,7 @@ export class OverrideWatch {
   tableAt(now: number): OverrideTable {
     const onRequest = this.#options.onRequest;
     if (onRequest === undefined || this.#closed) return this.#table;
+    if (this.#startWanted) this.#begin(onRequest);
     if (this.#stampNext) {
       this.#stampNext = false;
       this.#refreshedAt = now;
@@ -89,7 +112,7 @@ export class OverrideWatch {
       const work = this.refresh().finally(() => {
         this.#refreshing = false;
       });
-      onRequest.background?.(work);
+      this.#hand(work, onRequest);
     }
     return this.#table;
   }
@@ -99,7 +122,27 @@ export class OverrideWatch {
    * request waits for before it counts. Otherwise undefined.
    */
   firstRead(): Promise<void> | undefined {
-    return this.#waitFirst;
+    const onRequest = this.#options.onRequest;
+    if (onRequest === undefined) return undefined;
+    if (this.#startWanted) this.#begin(onRequest);
+    const first = this.#waitFirst;
+    if (first === undefined || onRequest.requestScopedIo !== true) return first;
+    // This request's own timer: the one `#begin` set belongs to the request that began the read.
+    const left = this.#firstUntil - Date.now();
+    if (left <= 0) return undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, left);
+    });
+    return Promise.race([first, waited]).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * Hands the refreshes in flight to a request's `waitUntil`, so that the runtime does not cut
+   * them off with its answer (a Worker: `ctx.waitUntil`). Any request may keep any of them.
+   */
+  keepAlive(waitUntil: (work: Promise<void>) => void): void {
+    for (const work of this.#inFlight) waitUntil(work);
   }
 
   /**
@@ -114,21 +157,13 @@ export class OverrideWatch {
       return this.#first;
     }
     this.#refreshedAt = Number.POSITIVE_INFINITY; // no request starts another before this one
-    const first = this.refresh().finally(() => {
-      this.#stampNext = true;
-    });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, onRequest.firstWaitMs);
-      (timer as { unref?: () => void }).unref?.();
-    });
-    this.#waitFirst = Promise.race([first, waited]).finally(() => {
-      clearTimeout(timer);
-      this.#waitFirst = undefined;
-    });
-    onRequest.background?.(first);
-    this.#first = first;
-    return first;
+    if (onRequest.requestScopedIo === true) {
+      this.#startWanted = true;
+      this.#first = Promise.resolve();
+      return this.#first;
+    }
+    this.#first = this.#firstReadNow(onRequest);
+    return this.#first;
   }
 
   /** Reads the source now (when its version changed). Never rejects. */
@@ -172,12 +207,57 @@ export class OverrideWatch {
   }
 
   #replace(overrides: readonly Override[]): void {
+    const before = this.#table;
     this.#table = overrides.length === 0 ? NO_OVERRIDES : new OverrideTable(overrides);
+    // None held before nor now (a first read of a store with none): no block to forget, and a
+    // decision counting meanwhile may keep its block (count-step.ts forgets those of a change).
+    if (before === NO_OVERRIDES && this.#table === NO_OVERRIDES) return;
     try {
       this.#options.onChange();
     } catch {
       // An observer must never stop the refresh.
     }
+  }
+
+  /** `requestScopedIo`: the first request that asks begins the first read. */
+  #begin(onRequest: RefreshOnRequest): void {
+    this.#startWanted = false;
+    if (!this.#closed) this.#first = this.#firstReadNow(onRequest);
+  }
+
+  #firstReadNow(onRequest: RefreshOnRequest): Promise<void> {
+    this.#firstUntil = Date.now() + onRequest.firstWaitMs;
+    this.#refreshing = true;
+    const first = this.refresh().finally(() => {
+      this.#refreshing = false;
+      this.#stampNext = true;
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, onRequest.firstWaitMs);
+      (timer as { unref?: () => void }).unref?.();
+    });
+    this.#waitFirst = Promise.race([first, waited]).finally(() => {
+      clearTimeout(timer);
+      this.#waitFirst = undefined;
+      // A first read cut off with the request that began it never settles: from the next
+      // request on, the age rule starts another (a refresh in flight for 2 refreshes is lost).
+      if (this.#refreshing) this.#stampNext = true;
+    });
+    this.#hand(first, onRequest);
+    return first;
+  }
+
+  /** Keeps `work` for `keepAlive` while it runs, and hands it to `background`. */
+  #hand(work: Promise<void>, onRequest: RefreshOnRequest): void {
+    if (this.#inFlight.size >= MAX_KEPT) {
+      // The oldest was cut off (it would have settled): no request need keep it any longer.
+      const [oldest] = this.#inFlight;
+      if (oldest !== undefined) this.#inFlight.delete(oldest);
+    }
+    this.#inFlight.add(work);
+    void work.finally(() => this.#inFlight.delete(work));
+    onRequest.background?.(work);
   }
 
   async #tick(): Promise<void> {

@@ -95,6 +95,11 @@ export const MAX_OVERRIDES = 10_000;
 export const OVERRIDE_LOG_SIZE = 1_000;
 /** How often a limiter reads the store's overrides: the bound on how long a change takes to reach it. */
 export const DEFAULT_OVERRIDE_REFRESH_MS = 5_000;
+/**
+ * Where requests refresh them (a Worker's isolate), longest a new instance's first requests wait
+ * for its first read: a far Durable Object or database is one round trip of 100-300 ms away.
+ */
+export const DEFAULT_FIRST_READ_WAIT_MS = 500;
 
 const SUBJECT = /^(ip|user|key):(.+)$/s;
 const MAX_TEXT = 500;

@@ -129,12 +129,12 @@ describe("edgelimit/dynamodb-fetch in workerd", () => {
     expect(storeBytes).toBeLessThan(32 * 1024);
   });
 
-  it("knows it runs on workerd, where a call belongs to the request that made it (and keeps no overrides: nothing reads them between requests)", async () => {
+  it("knows it runs on workerd, where a call belongs to the request that made it (and keeps overrides, which its requests refresh)", async () => {
     const response = await (runtimes[0] as Miniflare).dispatchFetch("https://example.test/store");
     expect(await response.json()).toMatchObject({
       name: "dynamodb-fetch",
       requestScopedIo: true,
-      overrides: false,
+      overrides: true,
       status: { state: "ok" },
     });
   });

@@ -142,8 +142,9 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly leaseRoundTripMs: number;
   readonly holder: RegionHolder | undefined;
   /**
-   * Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles nor on
-   * Workers (`requestScopedIo`), where a limiter cannot read them between requests.
+   * Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles (they
+   * bring their own, adapters/lambda-edge/overrides.ts). On Workers (`requestScopedIo`) a
+   * limiter's requests refresh its copy, not a timer (limiter.ts).
    */
   readonly overrides: (() => OverrideSource) | undefined;
   readonly #table: Table;
@@ -247,7 +248,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
           )
         : undefined;
     this.overrides =
-      typeof EDGELIMIT_BUNDLE === "undefined" && !requestScopedIo
+      typeof EDGELIMIT_BUNDLE === "undefined"
         ? () =>
             new DynamoDbOverrides(this.client, this.table, {
               settleMs: regions.length > 0 ? GLOBAL_TABLES_SETTLE_MS : 0,

@@ -92,8 +92,8 @@ export class RedisRestStore implements Store {
   /** HTTP requests sent since start (NOSCRIPT fallbacks included). */
   roundTrips = 0;
   /**
-   * Overrides beside the counters (redis-rest/overrides.ts), as the Redis store keeps them; not
-   * on Workers, where a limiter cannot read them in the background between requests.
+   * Overrides beside the counters (redis-rest/overrides.ts), as the Redis store keeps them. On
+   * Workers (`requestScopedIo`) a limiter's requests refresh its copy, not a timer (limiter.ts).
    */
   readonly overrides: (() => RedisOverrides) | undefined;
 
@@ -109,9 +109,7 @@ export class RedisRestStore implements Store {
       requestScopedIo ? 1 : undefined,
     );
     this.prefix = prefix;
-    this.overrides = requestScopedIo
-      ? undefined
-      : () => new RedisOverrides(restCommands(this.client), this.prefix, "redis-rest");
+    this.overrides = () => new RedisOverrides(restCommands(this.client), this.prefix, "redis-rest");
     this.#serverClock = serverClock;
     this.#timeoutMs = timeoutMs;
     // Each call bounds itself (`#call`, which aborts the request), the probe's PING too.

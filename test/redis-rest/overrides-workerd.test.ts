@@ -1,0 +1,214 @@
+/**
+ * Operators' overrides in Redis over HTTP from a Worker: the built package bundled for the
+ * browser platform and run in workerd (Miniflare) against a real redis-server through the REST
+ * bridge. workerd runs nothing between requests, so the limiter's requests refresh its copy
+ * (core/override-watch.ts) and `withRateLimit` hands each read to the request's `waitUntil`.
+ * Overrides are set from Node (the CLI and the library); each must apply in the Worker within
+ * its refresh (`REFRESH_MS`, short here) plus a round trip, and a request must send no command
+ * of its own for them (Redis `INFO commandstats`).
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Redis } from "ioredis";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLimiter, type Limiter } from "../../src/limiter.js";
+import { definePolicy } from "../../src/policy/load.js";
+import { redisRestStore } from "../../src/stores/redis-rest.js";
+import { startRedis } from "../redis/redis-server.js";
+import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
+import { type RedisRestBridge, startRedisRestBridge } from "../support/redis-rest-bridge.js";
+import { within } from "../support/within.js";
+
+const dir = mkdtempSync(join(tmpdir(), "edgelimit-rest-overrides-workerd-"));
+const policyFile = join(dir, "policy.json");
+const dist = resolve("dist");
+const REFRESH_MS = 200;
+/** The refresh, a round trip, and a busy machine's lag. */
+const BOUND_MS = 5_000;
+
+// An hour's window: no test waits for a new one, and each uses addresses of its own.
+const POLICY = {
+  version: 1,
+  budget: "2s",
+  identity: { ip: { source: "header", header: "cf-connecting-ip" } },
+  tiers: { anonymous: { global: { limit: 3, window: "1h" } } },
+  overrides: { maxLimit: 100 },
+} as const;
+
+/**
+ * The limiter is built at module scope, where workerd lets no I/O begin: the first read of the
+ * overrides begins with the first request. `fetch` is `withRateLimit`'s handler itself, so it
+ * gets the request's `ctx` as a Worker's module `fetch` does.
+ */
+const worker = (url: string, token: string) => `
+import { createLimiter, definePolicy } from ${JSON.stringify(join(dist, "index.js"))};
+import { withRateLimit } from ${JSON.stringify(join(dist, "adapters", "fetch.js"))};
+import { redisRestStore } from ${JSON.stringify(join(dist, "stores", "redis-rest.js"))};
+
+const limiter = createLimiter({
+  policy: definePolicy(${JSON.stringify(POLICY)}),
+  store: redisRestStore({ url: ${JSON.stringify(url)}, token: ${JSON.stringify(token)} }),
+  overrides: { refreshMs: ${REFRESH_MS} },
+});
+export default { fetch: withRateLimit(() => new Response("from the origin"), { limiter }) };
+`;
+
+let bridge: RedisRestBridge;
+let stopRedis: () => Promise<void>;
+let redisUrl: string;
+let redis: Redis;
+let outfile: string;
+let operator: Limiter;
+/** The isolate of the first test, fresh then; the later ones reuse it (a start takes ~1.5 s). */
+let runtime: Miniflare | undefined;
+
+beforeAll(async () => {
+  const started = await startRedis();
+  stopRedis = started.cleanup;
+  redisUrl = started.server.url;
+  redis = new Redis(redisUrl);
+  bridge = await startRedisRestBridge(redisUrl);
+  writeFileSync(join(dir, "worker.mjs"), worker(bridge.url, bridge.token));
+  writeFileSync(policyFile, JSON.stringify(POLICY));
+  ({ outfile } = await bundleForEdge(join(dir, "worker.mjs"), dir));
+  // An operator's limiter in Node on the same database (it reads its own copy once an hour).
+  operator = createLimiter({
+    policy: definePolicy(POLICY),
+    store: redisRestStore({ url: bridge.url, token: bridge.token }),
+    overrides: { refreshMs: 3_600_000 },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  operator?.close();
+  await runtime?.dispose();
+  redis?.disconnect();
+  await bridge?.close();
+  await stopRedis?.();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The isolate (fresh at its first use). */
+async function isolate(): Promise<Miniflare> {
+  runtime ??= await runInWorkerd(outfile, dir);
+  return runtime;
+}
+
+async function send(ip: string) {
+  const response = await (await isolate()).dispatchFetch("https://example.test/api/items", {
+    headers: { "cf-connecting-ip": ip },
+  });
+  await response.text();
+  return { status: response.status, limit: response.headers.get("x-ratelimit-limit") };
+}
+
+/** `edgelimit override …` in a child process, against the store through the REST bridge. */
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const store = `redis+http://:${bridge.token}@${new URL(bridge.url).host}`;
+  return new Promise((done) => {
+    execFile(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "src/cli/main.ts",
+        "override",
+        ...args,
+        "--store",
+        store,
+        "--policy",
+        policyFile,
+      ],
+      { encoding: "utf8" },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+        done({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+/** Calls of each Redis command since the server started. */
+async function commandCalls(): Promise<Record<string, number>> {
+  const info = await redis.info("commandstats");
+  const calls: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    calls[match[1] as string] = Number(match[2]);
+  return calls;
+}
+
+describe("overrides of Redis over HTTP in a Worker", () => {
+  it("concurrent first requests of a fresh isolate wait for its first read, and a block set before it started refuses them", async () => {
+    await operator.overrides.set({ subject: "ip:198.51.100.10", block: "leaked", note: "ops" });
+    await isolate();
+    const answers = await Promise.all(
+      ["198.51.100.10", "198.51.100.11", "198.51.100.10", "198.51.100.12", "198.51.100.10"].map(
+        send,
+      ),
+    );
+    expect(answers.map((answer) => answer.status)).toEqual([403, 200, 403, 200, 403]);
+  });
+
+  it("a limit set with the CLI applies within the bound, a block set with the library refuses, and their removal restores the plan's limit", async () => {
+    const ip = "198.51.100.20";
+    for (let i = 0; i < 3; i++) expect(await send(ip)).toEqual({ status: 200, limit: "3" });
+    expect((await send(ip)).status).toBe(429);
+
+    const set = await cli(["set", `ip:${ip}`, "--limit", "100", "--note", "contract 42"]);
+    expect(set.stderr).toBe("");
+    expect(set.code).toBe(0);
+    await within(
+      async () => (await send(ip)).status === 200,
+      "the raised limit in the Worker",
+      BOUND_MS,
+      50,
+    );
+    expect(await send(ip)).toEqual({ status: 200, limit: "100" });
+
+    const other = "198.51.100.21";
+    expect((await send(other)).status).toBe(200);
+    await operator.overrides.set({ subject: `ip:${other}`, block: "abuse", note: "ops" });
+    await within(
+      async () => (await send(other)).status === 403,
+      "the block in the Worker",
+      BOUND_MS,
+      50,
+    );
+
+    await operator.overrides.remove({ subject: `ip:${ip}` });
+    await operator.overrides.remove({ subject: `ip:${other}` });
+    // The plan's limit again, with the counts as they were (each poll before the block counted).
+    await within(
+      async () => (await send(ip)).status === 429,
+      "the raise's removal in the Worker",
+      BOUND_MS,
+      50,
+    );
+    expect(await send(ip)).toEqual({ status: 429, limit: "3" });
+    expect((await send(other)).limit).toBe("3");
+  });
+
+  it("a request sends no command for the overrides: at most one version read per refresh per isolate", async () => {
+    await send("198.51.100.30"); // warm
+    const before = await commandCalls();
+    const started = Date.now();
+    const requests = 16;
+    for (let i = 0; i < requests; i++) {
+      expect((await send(`198.51.100.${31 + (i % 8)}`)).status).toBeLessThan(500);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    const elapsed = Date.now() - started;
+    const after = await commandCalls();
+    const delta = (name: string) => (after[name] ?? 0) - (before[name] ?? 0);
+    // One counting call per request (the script), and the version reads beside them.
+    expect(delta("evalsha") + delta("eval")).toBe(requests);
+    expect(delta("hmget")).toBeGreaterThanOrEqual(1);
+    expect(delta("hmget")).toBeLessThanOrEqual(Math.floor(elapsed / REFRESH_MS) + 1);
+    expect(delta("hmget")).toBeLessThan(requests / 2);
+    // Nothing changed meanwhile: the list was not read again.
+    expect(delta("hgetall")).toBe(0);
+  });
+});
