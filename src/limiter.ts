@@ -67,7 +67,8 @@ export interface LimiterOptions
    * here); never on a request's path. `false`: none are read. `onRequest`: refreshed by the
    * requests that find the snapshot `refreshMs` old, not by a timer, for runtimes that run
    * nothing between requests (override-watch.ts); the default on a store with `requestScopedIo`
-   * (workerd), with a `firstWaitMs` of 500 ms. `watch`: makes the watch from these options
+   * (workerd), with a `firstWaitMs` of 500 ms, where overrides are read only if this option is
+   * given or the policy has an `overrides:` section. `watch`: makes the watch from these options
    * (default: one over the store's `overrides()`); the Lambda@Edge bundle passes its own, from a
    * file of its own, so that the file every cold start loads carries none of that code
    * (adapters/lambda-edge/overrides.ts). See docs/overrides.md.
@@ -309,6 +310,15 @@ function overrideWatch(
   engine: () => DecisionEngine,
 ): OverrideWatch | undefined {
   if (options.overrides === false) return undefined;
+  // In a Worker every isolate would pay a read per `refreshMs` (on Upstash, a billed command)
+  // and a new one would wait for its first: read there when the policy bounds overrides (its
+  // `overrides:` section) or they are asked for, as the edge editions decide.
+  if (
+    options.overrides === undefined &&
+    options.store.traits?.requestScopedIo === true &&
+    options.policy.overrides === undefined
+  )
+    return undefined;
   const make = options.overrides?.watch ?? ownWatch(options.store);
   if (make === undefined) return undefined;
   const refreshMs = options.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS;

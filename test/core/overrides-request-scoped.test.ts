@@ -14,7 +14,11 @@ import { definePolicy } from "../../src/policy/load.js";
 import { MemoryStore } from "../../src/stores/memory.js";
 
 const T0 = Date.UTC(2026, 11, 2, 12, 0, 10);
-const POLICY = definePolicy({ tiers: { anonymous: { global: { limit: 3, window: "1h" } } } });
+// The `overrides:` section turns reading on where I/O is request-scoped (none without it).
+const POLICY = definePolicy({
+  tiers: { anonymous: { global: { limit: 3, window: "1h" } } },
+  overrides: {},
+});
 const client = { ip: "203.0.113.7", path: "/api/x" };
 
 /** A memory store that says its I/O is request-scoped; its overrides count reads and can hang. */
@@ -122,5 +126,18 @@ describe("overrides on a store with request-scoped I/O", () => {
     advance(1);
     await limiter.check(client);
     expect(store.versionReads).toBe(2);
+  });
+
+  it("reads none by default for a policy without an overrides: section (a Worker's isolates would each pay reads)", async () => {
+    const store = new RequestScopedStore();
+    const limiter = createLimiter({
+      policy: definePolicy({ tiers: { anonymous: { global: { limit: 3, window: "1h" } } } }),
+      store,
+    });
+    open.push(limiter);
+    for (let i = 0; i < 3; i++) await limiter.check(client);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(store.versionReads).toBe(0);
+    expect(limiter.heldOverrides).toBeUndefined();
   });
 });
