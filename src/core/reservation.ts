@@ -32,9 +32,17 @@ export interface Reservation {
   held: number;
   /** Units admitted from reservations in this window. */
   used: number;
+  /**
+   * When this process first saw the subject in the window: its rate is measured from there, not
+   * from the window's start, or a subject that turns busy late in a long window would be taken
+   * for a fraction of its rate and reserve a fraction of what it needs.
+   */
+  firstSeen: number;
   /** Units admitted here in the window just before, and its length (0 when there was none). */
   previousUsed: number;
   previousSpan: number;
+  /** How long this process saw the subject in the window before: its first request to the end. */
+  previousSeenSpan: number;
   /** The store's count right after this process's last reservation. */
   storeCount: number;
   /** Units the store granted this process in this window. */
@@ -87,8 +95,10 @@ export function newReservation(
     end: bounds.end,
     held: 0,
     used: 0,
+    firstSeen: Math.max(now, bounds.start),
     previousUsed: follows ? previous.used : 0,
     previousSpan: follows ? bounds.start - previous.start : 0,
+    previousSeenSpan: follows ? previous.end - Math.max(previous.start, previous.firstSeen) : 0,
     storeCount: 0,
     reserved: 0,
     previousStoreCount: follows ? previous.storeCount : 0,
@@ -151,8 +161,8 @@ export function reservationSize(
 /** Units per ms this process admitted the subject at, this window so far and the one before. */
 export function rateOf(reservation: Reservation, now: number): number {
   const minSpan = Math.min(MIN_RATE_SPAN_MS, (reservation.end - reservation.start) / 10);
-  const elapsed = Math.max(minSpan, now - reservation.start);
-  return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSpan);
+  const elapsed = Math.max(minSpan, now - Math.max(reservation.start, reservation.firstSeen));
+  return (reservation.used + reservation.previousUsed) / (elapsed + reservation.previousSeenSpan);
 }
 
 /**
@@ -180,8 +190,10 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.end = moved.end;
   reservation.held = 0;
   reservation.used = 0;
+  reservation.firstSeen = moved.firstSeen;
   reservation.previousUsed = moved.previousUsed;
   reservation.previousSpan = moved.previousSpan;
+  reservation.previousSeenSpan = moved.previousSeenSpan;
   reservation.storeCount = 0;
   reservation.reserved = 0;
   reservation.previousStoreCount = moved.previousStoreCount;

@@ -172,10 +172,10 @@ describe("counting: hybrid in two rls processes on one redis-server", () => {
       const commands = countingCommandsSince(await commandCalls(redis.server.port), before);
       expect(codes.every((code) => code === "OK")).toBe(true);
       // 0.005 to 0.025 (10 to 50 commands for 2,000 calls). A process sizes its reservations
-      // by the rate it admitted the subject at since the window began, so the later in its
-      // window a subject turns busy, the smaller they are: the busy rule counts by the minute,
-      // not the hour (in an hour's window this figure went from 0.01 at its start to 0.3 a
-      // quarter of an hour in). Exact costs 1 to 4 a call.
+      // by the rate it admitted the subject at since it first saw it in the window (when that
+      // was measured from the window's start, this figure went from 0.01 at an hour's start to
+      // 0.3 a quarter of an hour in; test/core/hybrid-late-busy.test.ts). Exact costs 1 to 4 a
+      // call.
       expect(commands / codes.length).toBeLessThan(0.15);
     },
   );
