@@ -321,7 +321,10 @@ function overrideWatch(
     return undefined;
   const make = options.overrides?.watch ?? ownWatch(options.store);
   if (make === undefined) return undefined;
-  const refreshMs = options.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS;
+  const refreshMs =
+    options.overrides?.refreshMs ??
+    options.policy.overrides?.refreshMs ??
+    DEFAULT_OVERRIDE_REFRESH_MS;
   const onRequest = options.overrides?.onRequest;
   // A bundle's options are written by `edgelimit build`, checked there.
   if (typeof EDGELIMIT_BUNDLE === "undefined") checkWatchOptions(refreshMs, onRequest);

@@ -139,6 +139,8 @@ export interface ResolvedPolicy {
 export interface ResolvedOverrideBounds {
   readonly maxLimit: number | undefined;
   readonly rules: readonly string[] | undefined;
+  /** How often every instance reads them: the propagation bound (`refresh`; unset: 5 s). */
+  readonly refreshMs?: number | undefined;
 }
 
 /** How the challenge page is served and how its passes are signed (see docs/challenge.md). */

@@ -59,3 +59,8 @@ export function resolveList(spec: NonNullable<PolicySpec["lists"]>[number]): Res
     },
   };
 }
+
+/** The overrides' `refresh` in ms, or undefined for the default (5 s). */
+export function overrideRefreshMs(spec: string | number | undefined): number | undefined {
+  return spec === undefined ? undefined : parseDurationMs(spec);
+}

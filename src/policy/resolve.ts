@@ -3,7 +3,7 @@ import type { ErrorCode } from "../core/errors.js";
 import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import { normalizePath } from "../core/path.js";
 import type { Tier } from "../core/types.js";
-import { resolveChallenge, resolveList } from "./resolve-companions.js";
+import { overrideRefreshMs, resolveChallenge, resolveList } from "./resolve-companions.js";
 import { ruleOptionIssues } from "./rule-options.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
 
@@ -217,6 +217,7 @@ export function resolvePolicy(spec: PolicySpec): { policy?: ResolvedPolicy; issu
       overrides: spec.overrides && {
         maxLimit: spec.overrides.maxLimit,
         rules: spec.overrides.rules,
+        refreshMs: overrideRefreshMs(spec.overrides.refresh),
       },
       headers: {
         legacy: spec.headers?.legacy ?? true,

@@ -1,5 +1,10 @@
 import { z } from "zod";
-import { type DurationOptions, durationProblem, MAX_WAIT_MS } from "../core/duration.js";
+import {
+  type DurationOptions,
+  durationProblem,
+  MAX_WAIT_MS,
+  parseDurationMs,
+} from "../core/duration.js";
 import { isCidr } from "../core/ip.js";
 import type { Budget, Duration, WindowDuration } from "./input-types.js";
 import { pathKeyProblem } from "./path-key.js";
@@ -21,6 +26,11 @@ function durationField<Input extends string | number>(options: DurationOptions =
     if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
   }) as unknown as z.ZodType<string | number, Input>;
 }
+/** Whether a valid duration is shorter than `ms`. */
+function shorterThan(value: string | number, ms: number): boolean {
+  return parseDurationMs(value) < ms;
+}
+
 /** A rule's window: calendar months allowed, a bare number not (is 3600 an hour?). */
 const window = durationField<WindowDuration>({ months: true });
 /** A fixed-length duration written with its unit. */
@@ -289,11 +299,19 @@ export const policySchema = z.strictObject({
   budget: durationField<Budget>({ bareMilliseconds: true, maxMs: MAX_WAIT_MS }).optional(),
   connectBudget: durationField<Duration>({ maxMs: MAX_WAIT_MS }).optional(),
   unavailableRetryAfter: duration.optional(),
-  /** What operators' overrides may do (docs/overrides.md): the most a limit may be, which rules. */
+  /**
+   * What operators' overrides may do (docs/overrides.md): the most a limit may be, which rules;
+   * and how often every instance reads them (`refresh`, the propagation bound, default 5s).
+   */
   overrides: z
     .strictObject({
       maxLimit: z.number().int().min(0).optional(),
       rules: z.array(z.string().min(1)).min(1).optional(),
+      refresh: durationField<Duration>({ maxMs: MAX_WAIT_MS })
+        .refine((value) => !(durationProblem(value, {}) === undefined && shorterThan(value, 100)), {
+          message: "must be 100ms or more: every instance reads the store's overrides this often",
+        })
+        .optional(),
     })
     .optional(),
   headers: z

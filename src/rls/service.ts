@@ -83,7 +83,7 @@ export class RateLimitService {
       options.store.overrides === undefined
         ? undefined
         : new OverrideWatch(options.store.overrides(), {
-            refreshMs: DEFAULT_OVERRIDE_REFRESH_MS,
+            refreshMs: options.policy?.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS,
             onChange: () => this.#step.forgetBlocks(),
           });
     this.#step = new CountingStep({

@@ -5,10 +5,10 @@
  * instance's first requests wait for its first read, at most `firstWaitMs`.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { OverrideSource } from "../../src/core/overrides.js";
 import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { MemoryStore } from "../../src/stores/memory.js";
+import { WatchedStore } from "../support/watched-store.js";
 
 const T0 = Date.UTC(2026, 11, 2, 12, 0, 10);
 const POLICY = definePolicy({
@@ -19,30 +19,6 @@ const POLICY = definePolicy({
   },
 });
 const user = { ip: "203.0.113.7", path: "/api/x", headers: { "x-user": "u_abc" } };
-
-/** A memory store whose overrides count their reads and can be held back. */
-class WatchedStore extends MemoryStore {
-  versionReads = 0;
-  hold: Promise<void> | undefined;
-
-  constructor() {
-    super();
-    const source = this.overrides();
-    const watched: OverrideSource = {
-      name: source.name,
-      version: async () => {
-        this.versionReads++;
-        if (this.hold !== undefined) await this.hold;
-        return source.version();
-      },
-      list: () => source.list(),
-      put: (override, now, max) => source.put(override, now, max),
-      delete: (subject, scope, change) => source.delete(subject, scope, change),
-      changes: (count) => source.changes(count),
-    };
-    (this as { overrides: () => OverrideSource }).overrides = () => watched;
-  }
-}
 
 const open: Limiter[] = [];
 afterEach(() => {

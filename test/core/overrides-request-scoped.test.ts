@@ -7,11 +7,10 @@
  * workerd itself: test/redis-rest/overrides-workerd.test.ts, test/dynamodb/overrides-workerd.test.ts.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { OverrideSource } from "../../src/core/overrides.js";
-import type { StoreTraits } from "../../src/core/types.js";
 import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
-import { MemoryStore } from "../../src/stores/memory.js";
+import type { MemoryStore } from "../../src/stores/memory.js";
+import { WatchedStore } from "../support/watched-store.js";
 
 const T0 = Date.UTC(2026, 11, 2, 12, 0, 10);
 // The `overrides:` section turns reading on where I/O is request-scoped (none without it).
@@ -22,28 +21,9 @@ const POLICY = definePolicy({
 const client = { ip: "203.0.113.7", path: "/api/x" };
 
 /** A memory store that says its I/O is request-scoped; its overrides count reads and can hang. */
-class RequestScopedStore extends MemoryStore {
-  versionReads = 0;
-  hold: Promise<void> | undefined;
-
+class RequestScopedStore extends WatchedStore {
   constructor() {
-    super();
-    const traits: StoreTraits = { ...this.traits, requestScopedIo: true };
-    (this as { traits: StoreTraits }).traits = traits;
-    const source = this.overrides();
-    const watched: OverrideSource = {
-      name: source.name,
-      version: async () => {
-        this.versionReads++;
-        if (this.hold !== undefined) await this.hold;
-        return source.version();
-      },
-      list: () => source.list(),
-      put: (override, now, max) => source.put(override, now, max),
-      delete: (subject, scope, change) => source.delete(subject, scope, change),
-      changes: (count) => source.changes(count),
-    };
-    (this as { overrides: () => OverrideSource }).overrides = () => watched;
+    super({ requestScopedIo: true });
   }
 }
 

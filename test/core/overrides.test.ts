@@ -113,6 +113,26 @@ describe("overrides on the memory store", () => {
     expect(change).toMatchObject({ action: "set", subject: "user:u_abc", scope: "all" });
   });
 
+  it("the policy's overrides.refresh sets how often a limiter reads them (its propagation bound); under 100ms it is refused", async () => {
+    const store = new MemoryStore();
+    const policy = definePolicy({ ...POLICY, overrides: { maxLimit: 100, refresh: "150ms" } });
+    expect(policy.overrides?.refreshMs).toBe(150);
+    const setter = createLimiter({ policy, store, overrides: { refreshMs: 600_000 } });
+    const other = createLimiter({ policy, store, onStoreError: false });
+    open.push(setter, other);
+    await other.check(user); // its first read has been made
+    await setter.overrides.set({ subject: "user:u_abc", block: true });
+    const started = Date.now();
+    while ((await other.check(user)).reason !== "override-block") {
+      // The default refresh (5 s) would take far longer than this.
+      expect(Date.now() - started).toBeLessThan(2_000);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(() => definePolicy({ ...POLICY, overrides: { refresh: "50ms" } })).toThrow(
+      /overrides\.refresh.*100ms or more/s,
+    );
+  });
+
   it("a rule override applies to that rule only; a plan override to that plan's rules", async () => {
     const { limiter } = setup();
     const rule = ruleOf(limiter);

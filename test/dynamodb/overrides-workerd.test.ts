@@ -17,7 +17,7 @@ import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
-import { within } from "../support/within.js";
+import { workerOverrideCases } from "../support/worker-overrides.js";
 import {
   type CountingProxy,
   createRateLimitTable,
@@ -157,55 +157,7 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 describe("overrides of DynamoDB over fetch in a Worker", () => {
-  it("concurrent first requests of a fresh isolate wait for its first read, and a block set before it started refuses them", async () => {
-    await operator.overrides.set({ subject: "ip:198.51.100.10", block: "leaked", note: "ops" });
-    await isolate();
-    const answers = await Promise.all(
-      ["198.51.100.10", "198.51.100.11", "198.51.100.10", "198.51.100.12", "198.51.100.10"].map(
-        send,
-      ),
-    );
-    expect(answers.map((answer) => answer.status)).toEqual([403, 200, 403, 200, 403]);
-  });
-
-  it("a limit set with the CLI applies within the bound, a block set with the library refuses, and their removal restores the plan's limit", async () => {
-    const ip = "198.51.100.20";
-    for (let i = 0; i < 3; i++) expect(await send(ip)).toEqual({ status: 200, limit: "3" });
-    expect((await send(ip)).status).toBe(429);
-
-    const set = await cli(["set", `ip:${ip}`, "--limit", "100", "--note", "contract 42"]);
-    expect(set.stderr).toBe("");
-    expect(set.code).toBe(0);
-    await within(
-      async () => (await send(ip)).status === 200,
-      "the raised limit in the Worker",
-      BOUND_MS,
-      50,
-    );
-    expect(await send(ip)).toEqual({ status: 200, limit: "100" });
-
-    const other = "198.51.100.21";
-    expect((await send(other)).status).toBe(200);
-    await operator.overrides.set({ subject: `ip:${other}`, block: "abuse", note: "ops" });
-    await within(
-      async () => (await send(other)).status === 403,
-      "the block in the Worker",
-      BOUND_MS,
-      50,
-    );
-
-    await operator.overrides.remove({ subject: `ip:${ip}` });
-    await operator.overrides.remove({ subject: `ip:${other}` });
-    // The plan's limit again, with the counts as they were (each poll before the block counted).
-    await within(
-      async () => (await send(ip)).status === 429,
-      "the raise's removal in the Worker",
-      BOUND_MS,
-      50,
-    );
-    expect(await send(ip)).toEqual({ status: 429, limit: "3" });
-    expect((await send(other)).limit).toBe("3");
-  });
+  workerOverrideCases({ operator: () => operator, isolate, send, cli, boundMs: BOUND_MS });
 
   it("a request makes no call for the overrides: at most one version read per refresh per isolate", async () => {
     await send("198.51.100.30"); // warm

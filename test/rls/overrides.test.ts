@@ -1,8 +1,8 @@
 /**
  * Operators' overrides reach `edgelimit rls`'s policy (forward-auth and the policy's gRPC
  * domains): one rls process on a real redis-server, overrides set with `edgelimit override`
- * against the same Redis, applied within the documented bound (the 5 s refresh; polled here
- * up to 15 s for a busy machine). The policy's 600 s window may turn during the test, so a
+ * against the same Redis, applied within the documented bound (the policy's `overrides.refresh`,
+ * 500 ms here, 5 s by default; polled up to 15 s for a busy machine). The policy's 600 s window may turn during the test, so a
  * raised limit is read from the answer's `X-RateLimit-Limit`, not inferred from a 200.
  */
 import { spawnSync } from "node:child_process";
@@ -26,7 +26,7 @@ identity:
 tiers:
   anonymous:
     global: { limit: 2, window: 600s }
-overrides: { maxLimit: 100 }
+overrides: { maxLimit: 100, refresh: 500ms }
 `,
 );
 let redis: Awaited<ReturnType<typeof startRedis>>;

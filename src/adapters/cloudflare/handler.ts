@@ -260,7 +260,8 @@ function overridesOf(
   if (options.overrides === false) return false;
   if (options.overrides === undefined && policy.overrides === undefined) return false;
   return {
-    refreshMs: options.overrides?.refreshMs ?? WORKER_OVERRIDE_REFRESH_MS,
+    refreshMs:
+      options.overrides?.refreshMs ?? policy.overrides?.refreshMs ?? WORKER_OVERRIDE_REFRESH_MS,
     onRequest: {
       firstWaitMs: options.overrides?.firstWaitMs ?? WORKER_OVERRIDE_FIRST_WAIT_MS,
       background: (work) => {

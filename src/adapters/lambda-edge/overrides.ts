@@ -62,7 +62,8 @@ export function edgeOverrides(
     checkOptions("edgeOverrides", options, edgeOverridesShape());
   const settleMs = options.globalTables === true ? GLOBAL_TABLES_SETTLE_MS : 0;
   return {
-    refreshMs: options.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS,
+    refreshMs:
+      options.refreshMs ?? options.policy.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS,
     onRequest: {
       firstWaitMs: options.firstWaitMs ?? options.policy.budgetMs + 2 * store.expectedRoundTripMs,
     },
