@@ -103,7 +103,7 @@ function limiterShape() {
       false,
       fields({
         refreshMs: "number",
-        onRequest: fields({ firstWaitMs: required("number"), background: "function" }),
+        onRequest: fields({ firstWaitMs: required("number") }),
         watch: "function",
       }),
     ],

@@ -16,6 +16,8 @@ import {
   answerOf,
   describeRequest,
   forwardRequest,
+  keepReading,
+  type WaitUntilContext,
   type WebGuardOptions,
   webGuard,
   withHeaders,
@@ -25,6 +27,7 @@ export {
   describeRequest,
   forwardRequest,
   refusalResponse,
+  type WaitUntilContext,
   type WebGuardOptions,
   type WebOnRefused,
   withHeaders,
@@ -104,23 +107,6 @@ export function withRateLimit<Context = unknown>(
     const response = await handler(forwardRequest(request, action), context, action.verdict);
     return withHeaders(response, action.respond);
   };
-}
-
-/** What a Worker's `ctx` (or a Next.js middleware's `event`) offers: work kept after the answer. */
-export interface WaitUntilContext {
-  waitUntil(work: Promise<unknown>): void;
-}
-
-/**
- * Where requests refresh the overrides (a Worker: stores with `requestScopedIo`), hands the
- * reads in flight to the request's `waitUntil`, so the runtime does not cut them off with the
- * answer (override-watch.ts). Without one, a read cut off is begun again after two refreshes.
- */
-function keepReading(limiter: Limiter, ctx: unknown): void {
-  if (limiter.heldOverrides === undefined) return;
-  if (typeof (ctx as Partial<WaitUntilContext> | null | undefined)?.waitUntil !== "function")
-    return;
-  limiter.overrides.keepAlive(ctx as WaitUntilContext);
 }
 
 /** `socket` and `x-forwarded-for` (believed only from a trusted peer) need the peer; `header` not. */

@@ -1,7 +1,8 @@
 /**
  * The guard's actions in Web-standard terms, shared by the fetch runtimes (`withRateLimit`,
  * `honoRateLimit`) and the Worker: a `Request` read into the core's description, a refusal or
- * the challenge page as a `Response`, the request passed on with the origin's headers.
+ * the challenge page as a `Response`, the request passed on with the origin's headers, and the
+ * overrides' reads kept alive past the answer (`keepReading`).
  */
 import type { RequestDescription } from "../core/types.js";
 import {
@@ -12,6 +13,7 @@ import {
   type GuardOptions,
 } from "../http/guard.js";
 import type { Verdict } from "../http/respond.js";
+import type { Limiter } from "../limiter.js";
 
 /**
  * The answer to a refused request instead of `refusalResponse(verdict)` (429 with a JSON body,
@@ -121,4 +123,21 @@ export function answerOf(action: GuardAction<Response>): Response | undefined {
     case "forward":
       return undefined;
   }
+}
+
+/** What a Worker's `ctx` (or a Next.js middleware's `event`) offers: work kept after the answer. */
+export interface WaitUntilContext {
+  waitUntil(work: Promise<unknown>): void;
+}
+
+/**
+ * Where requests refresh the overrides (a Worker), hands the reads in flight to the request's
+ * `waitUntil`, so the runtime does not cut them off with the answer (override-watch.ts). Without
+ * one, a read cut off is begun again after two refreshes.
+ */
+export function keepReading(limiter: Limiter, ctx: unknown): void {
+  if (limiter.heldOverrides === undefined) return;
+  if (typeof (ctx as Partial<WaitUntilContext> | null | undefined)?.waitUntil !== "function")
+    return;
+  limiter.overrides.keepAlive(ctx as WaitUntilContext);
 }

@@ -14,9 +14,9 @@
  * isolate runs only for a request), a timer would fire late, on the request after a pause, with
  * the snapshot of before it. There `onRequest` replaces the timer: each request asks for the
  * snapshot with `tableAt(now)`, and a request that finds it older than `refreshMs` starts a
- * refresh beside itself (handed to `background`, a Worker's `waitUntil`), never waited for; the
- * first read, begun by `start`, is waited for by the first requests (`firstRead`), at most
- * `firstWaitMs`. So a change applies within `refreshMs` plus a round trip on an instance that
+ * refresh beside itself, never waited for (a Worker hands it to its request's `waitUntil`:
+ * `keepAlive`); the first read, begun by `start`, is waited for by the first requests
+ * (`firstRead`), at most `firstWaitMs`. So a change applies within `refreshMs` plus a round trip on an instance that
  * keeps answering, and the first request after a pause longer than that is decided on the
  * snapshot held before it.
  *
@@ -24,8 +24,9 @@
  * request that waits for the first read also waits on a timer of its own, so that it goes on
  * after `firstWaitMs` even if the request that began the read (and its timer) was cancelled.
  * There (`onRequest.requestScopedIo`) the first read also begins with the first request, not at
- * `start`: a Worker may build its limiter at module scope, where no I/O may begin. Refreshes begun by requests are
- * held (a few at most) until a request hands them to its `waitUntil` (`keepAlive`).
+ * `start`: a Worker may build its limiter at module scope, where no I/O may begin. Refreshes
+ * begun by requests are held (a few at most) until a request hands them to its `waitUntil`
+ * (`keepAlive`).
  */
 
 import { NO_OVERRIDES, OverrideTable } from "./override-table.js";
@@ -42,8 +43,6 @@ export interface OverrideWatchOptions {
 export interface RefreshOnRequest {
   /** Longest a request waits for the first read (then it goes on without overrides). */
   readonly firstWaitMs: number;
-  /** Keeps a refresh begun by a request alive after its answer (a Worker's `waitUntil`). */
-  readonly background?: ((work: Promise<void>) => void) | undefined;
   /**
    * One request cannot await I/O another began (workerd): the first read begins with the first
    * request that asks (not at `start`: a Worker may build its limiter at module scope, where no
@@ -112,7 +111,7 @@ export class OverrideWatch {
       const work = this.refresh().finally(() => {
         this.#refreshing = false;
       });
-      this.#hand(work, onRequest);
+      this.#hand(work);
     }
     return this.#table;
   }
@@ -244,12 +243,12 @@ export class OverrideWatch {
       // request on, the age rule starts another (a refresh in flight for 2 refreshes is lost).
       if (this.#refreshing) this.#stampNext = true;
     });
-    this.#hand(first, onRequest);
+    this.#hand(first);
     return first;
   }
 
-  /** Keeps `work` for `keepAlive` while it runs, and hands it to `background`. */
-  #hand(work: Promise<void>, onRequest: RefreshOnRequest): void {
+  /** Keeps `work` for `keepAlive` while it runs. */
+  #hand(work: Promise<void>): void {
     if (this.#inFlight.size >= MAX_KEPT) {
       // The oldest was cut off (it would have settled): no request need keep it any longer.
       const [oldest] = this.#inFlight;
@@ -257,7 +256,6 @@ export class OverrideWatch {
     }
     this.#inFlight.add(work);
     void work.finally(() => this.#inFlight.delete(work));
-    onRequest.background?.(work);
   }
 
   async #tick(): Promise<void> {

@@ -25,18 +25,14 @@ afterEach(() => {
   for (const limiter of open.splice(0)) limiter.close();
 });
 
-function onRequest(
-  store: WatchedStore,
-  firstWaitMs = 1_000,
-  background?: (p: Promise<void>) => void,
-) {
+function onRequest(store: WatchedStore, firstWaitMs = 1_000) {
   let clock = T0;
   const limiter = createLimiter({
     policy: POLICY,
     store,
     clock: () => clock,
     onStoreError: false,
-    overrides: { refreshMs: 5_000, onRequest: { firstWaitMs, background } },
+    overrides: { refreshMs: 5_000, onRequest: { firstWaitMs } },
   });
   open.push(limiter);
   return { limiter, advance: (ms: number) => (clock += ms) };
@@ -82,19 +78,21 @@ describe("overrides refreshed on requests", () => {
     expect(store.versionReads).toBe(afterFirst + 1);
   });
 
-  it("hands each read to background (a Worker's waitUntil), and starts one read at a time", async () => {
+  it("starts one read at a time, and hands the read in flight to a request's waitUntil (keepAlive)", async () => {
     const store = new WatchedStore();
-    const handed: Promise<void>[] = [];
-    const { limiter, advance } = onRequest(store, 1_000, (work) => handed.push(work));
+    const { limiter, advance } = onRequest(store, 1_000);
     await limiter.check(user);
-    expect(handed).toHaveLength(1);
+    expect(store.versionReads).toBe(1);
     let release = () => {};
     store.hold = new Promise<void>((resolve) => {
       release = resolve;
     });
     advance(5_000);
     await Promise.all([limiter.check(user), limiter.check(user), limiter.check(user)]);
-    expect(handed).toHaveLength(2);
+    expect(store.versionReads).toBe(2);
+    const handed: Promise<unknown>[] = [];
+    limiter.overrides.keepAlive({ waitUntil: (work) => handed.push(work) });
+    expect(handed).toHaveLength(1);
     release();
     await Promise.all(handed);
   });

@@ -15,6 +15,7 @@ import {
   answerOf,
   describeRequest,
   forwardRequest,
+  keepReading,
   type WebGuard,
   type WebGuardOptions,
   webGuard,
@@ -117,8 +118,6 @@ function checkCloudflareOptions(name: string, options: unknown, origin = false):
 interface Prepared {
   readonly limiter: Limiter;
   readonly guard: WebGuard<WorkerEnv>;
-  /** Refreshes of the overrides begun by requests and not yet settled (at most a few). */
-  readonly refreshing: Set<Promise<void>>;
 }
 
 /** The handler's name in the messages of options it refuses. */
@@ -151,7 +150,7 @@ export class CloudflareLimiter {
     try {
       return await prepared.limiter.check(describeRequest(request, undefined));
     } finally {
-      keepRefreshing(prepared, ctx);
+      keepReading(prepared.limiter, ctx);
     }
   }
 
@@ -161,7 +160,7 @@ export class CloudflareLimiter {
     try {
       return await prepared.limiter.peek(describeRequest(request, undefined));
     } finally {
-      keepRefreshing(prepared, ctx);
+      keepReading(prepared.limiter, ctx);
     }
   }
 
@@ -192,14 +191,14 @@ export class CloudflareLimiter {
       try {
         return await answerOverrideRoute(request, env, route, () => prepared.limiter.overrides);
       } finally {
-        keepRefreshing(prepared, ctx);
+        keepReading(prepared.limiter, ctx);
       }
     }
     let action: Awaited<ReturnType<WebGuard<WorkerEnv>["run"]>>;
     try {
       action = await prepared.guard.run(request, env);
     } finally {
-      keepRefreshing(prepared, ctx);
+      keepReading(prepared.limiter, ctx);
     }
     if (action.kind !== "forward") return answerOf(action) as Response;
     const upstream = await next(forwardRequest(request, action));
@@ -224,9 +223,8 @@ export class CloudflareLimiter {
     // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting).
     const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
     const store = hybrid ? hybridCounting(counted) : counted;
-    const refreshing = new Set<Promise<void>>();
     const limiter = createLimiter({
-      overrides: overridesOf(options, policy, refreshing),
+      overrides: overridesOf(options, policy),
       policy,
       store,
       env: stringsOf(env),
@@ -239,7 +237,7 @@ export class CloudflareLimiter {
     const guard = webGuard<WorkerEnv>(GUARD_NAME, limiter, { ...options, challenge }, (request) =>
       describeRequest(request, undefined),
     );
-    const prepared = { limiter, guard, refreshing };
+    const prepared = { limiter, guard };
     this.#prepared.set(env, prepared);
     return prepared;
   }
@@ -247,12 +245,11 @@ export class CloudflareLimiter {
 
 /**
  * The limiter's `overrides` option: refreshed by requests (an isolate runs nothing between
- * them), each refresh kept in `refreshing` until a request hands it to its `waitUntil`.
+ * them); each request hands the reads in flight to its `waitUntil` (`keepReading`).
  */
 function overridesOf(
   options: CloudflareLimiterOptions,
   policy: ResolvedPolicy,
-  refreshing: Set<Promise<void>>,
 ): LimiterOptions["overrides"] {
   // Read when asked for, or when the policy bounds them (its `overrides:` section), as the
   // Lambda@Edge build decides: every isolate pays a read per `refreshMs` and a new one waits for
@@ -262,24 +259,8 @@ function overridesOf(
   return {
     refreshMs:
       options.overrides?.refreshMs ?? policy.overrides?.refreshMs ?? WORKER_OVERRIDE_REFRESH_MS,
-    onRequest: {
-      firstWaitMs: options.overrides?.firstWaitMs ?? WORKER_OVERRIDE_FIRST_WAIT_MS,
-      background: (work) => {
-        refreshing.add(work);
-        void work.finally(() => refreshing.delete(work));
-      },
-    },
+    onRequest: { firstWaitMs: options.overrides?.firstWaitMs ?? WORKER_OVERRIDE_FIRST_WAIT_MS },
   };
-}
-
-/**
- * Hands the refreshes in flight to this request's `waitUntil`, so the runtime does not cancel
- * them with its answer. The request that began one always reaches here after it began (the
- * refresh starts in its counting step), and any other request finishing meanwhile keeps it too.
- */
-function keepRefreshing(prepared: Prepared, ctx: ExecutionContextLike | undefined): void {
-  if (ctx === undefined) return;
-  for (const work of prepared.refreshing) ctx.waitUntil(work);
 }
 
 /** Throws the issues `checkCloudflarePolicy` finds, with the same messages. */
