@@ -126,10 +126,7 @@ export class CountingStep {
    */
   forgetBlocks(): void {
     this.#blockCache?.clear();
-    // Not in the Lambda@Edge bundles, whose cold-start file is bounded (docs/aws.md): an
-    // instance serves one request at a time, and a read begun beside it (two round trips when
-    // something changed) usually lands after that request's count (one).
-    if (typeof EDGELIMIT_BUNDLE === "undefined") this.#forgotten++;
+    this.#forgotten++;
   }
 
   /** Forgets the blocks of counters that were reset. */
@@ -145,14 +142,14 @@ export class CountingStep {
    */
   count(call: CountingCall): CountedDecision | Promise<CountedDecision> {
     for (const counter of call.counters) checkCost(counter.cost, "a counter's cost", 0);
-    // No overrides held (the usual case): straight on, nothing allocated. bench/core.bench.ts,
-    // the full policy check: 0.42 M/s, and 0.42-0.44 for the tree before overrides, same runs.
     const watch = this.overrides;
     // Where overrides refresh on requests (Lambda@Edge, Workers), a new instance's first
     // requests wait for its first read, at most its `firstWaitMs` (override-watch.ts).
     const first = watch?.firstRead();
     if (first !== undefined) return first.then(() => this.count(call));
     const table = watch?.tableAt(call.now);
+    // No overrides held (the usual case): straight on, nothing allocated (bench/core.bench.ts,
+    // the full policy check, runs this path).
     if (table === undefined || table.size === 0) return this.#count(call);
     const overridden = table.apply(call.rules, call.counters, call.passVerified, call.now);
     if ("action" in overridden) return overridden;
@@ -188,7 +185,7 @@ export class CountingStep {
    */
   #count(
     call: CountingCall,
-    forgotten = typeof EDGELIMIT_BUNDLE === "undefined" ? this.#forgotten : 0,
+    forgotten = this.#forgotten,
   ): CountedDecision | Promise<CountedDecision> {
     const { rules, counters, now, passVerified } = call;
     const cache = this.#blockCache;
@@ -234,9 +231,7 @@ export class CountingStep {
           counters,
           states,
           passVerified,
-          typeof EDGELIMIT_BUNDLE === "undefined" && this.#forgotten !== forgotten
-            ? undefined
-            : cache,
+          this.#forgotten === forgotten ? cache : undefined,
           now,
         );
       },
