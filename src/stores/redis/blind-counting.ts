@@ -43,9 +43,8 @@ export class BlindCounting {
             exec: (pipeline) => answeredInTime(pipeline.exec(), timeoutMs, "redis"),
             // After this turn's I/O callbacks, not after the current tick: a service answering
             // many clients reads one call per socket read, so a tick holds one request and
-            // each would be a pipeline (a write to Redis) of its own. bench/rls.bench.ts, part 1,
-            // rls on Redis: 94-107 µs of CPU a call with nextTick (one request a pipeline),
-            // 50-55 µs with setImmediate (64 a pipeline).
+            // each would be a pipeline (a write to Redis) of its own. bench/rls.bench.ts, part 1
+            // (rls on Redis, 64 calls in flight), is the load that shows it.
             defer: (flush) => setImmediate(flush),
             later: (flush) => setImmediate(flush),
             sent: options.sent,
