@@ -1,6 +1,11 @@
 import { EdgelimitError } from "../core/errors.js";
 import type { ResolvedPolicy } from "../policy/types.js";
-import type { LambdaEdgeBuildOptions } from "./build.js";
+import type { DynamoDbStoreOptions } from "../stores/dynamodb.js";
+
+/** `buildLambdaEdge`'s `overrides` option: on or off, or on with these timings. */
+export type BuildOverridesOption =
+  | boolean
+  | { readonly refreshMs?: number; readonly firstWaitMs?: number };
 
 /**
  * What the bundle passes `edgeOverrides` besides the policy, or undefined when it reads no
@@ -9,7 +14,10 @@ import type { LambdaEdgeBuildOptions } from "./build.js";
  * requests wait for the first.
  */
 export function overridesSettings(
-  options: Pick<LambdaEdgeBuildOptions, "overrides" | "store">,
+  options: {
+    readonly overrides?: BuildOverridesOption | undefined;
+    readonly store: DynamoDbStoreOptions;
+  },
   policy: ResolvedPolicy,
 ): { globalTables: boolean; refreshMs?: number; firstWaitMs?: number } | undefined {
   const asked = options.overrides ?? policy.overrides !== undefined;

@@ -12,7 +12,7 @@ import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
 import { dynamodbStoreShape } from "../stores/dynamodb/options.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
-import { overridesSettings } from "./build-overrides.js";
+import { type BuildOverridesOption, overridesSettings } from "./build-overrides.js";
 import { parsedOrExit, writeEdgelimitError } from "./errors.js";
 import { BUILD_USAGE } from "./usage.js";
 
@@ -30,7 +30,7 @@ export interface LambdaEdgeBuildOptions {
    * budget plus two round trips to the replica). Default: on when the policy has an
    * `overrides:` section, off otherwise.
    */
-  readonly overrides?: boolean | { readonly refreshMs?: number; readonly firstWaitMs?: number };
+  readonly overrides?: BuildOverridesOption;
 }
 
 export interface BuiltFunction {
