@@ -136,7 +136,10 @@ export class Limiter {
     // In the Lambda@Edge bundles the watch comes only from `overrides.watch` (their stores keep
     // none, and the viewer-request file's size is bounded: docs/aws.md). A Worker's build
     // defines no EDGELIMIT_BUNDLE: its limiter reads them on requests (adapters/cloudflare).
-    const watch = step === undefined ? overrideWatch(options, () => this.#engine) : undefined;
+    const watch =
+      step === undefined
+        ? overrideWatch(options, () => this.#engine.step.forgetBlocks())
+        : undefined;
     this.#engine = new DecisionEngine(
       {
         ...options,
@@ -304,10 +307,13 @@ function storeErrorObserver(
     );
 }
 
-/** The overrides watch for a limiter's store, when it keeps overrides and they are wanted. */
-function overrideWatch(
-  options: LimiterOptions,
-  engine: () => DecisionEngine,
+/**
+ * The overrides watch for `options.store`, when it keeps overrides and they are wanted; the rate
+ * limit service makes its own with it. `onChange`: forgets the blocks a change may have ended.
+ */
+export function overrideWatch(
+  options: Pick<LimiterOptions, "store" | "policy" | "overrides">,
+  onChange: () => void,
 ): OverrideWatch | undefined {
   if (options.overrides === false) return undefined;
   // In a Worker every isolate would pay a read per `refreshMs` (on Upstash, a billed command)
@@ -332,7 +338,7 @@ function overrideWatch(
     refreshMs,
     onRequest,
     // A new limit or an allow may end a block the block cache still holds.
-    onChange: () => engine().step.forgetBlocks(),
+    onChange,
   });
 }
 

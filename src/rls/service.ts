@@ -9,11 +9,9 @@ import { CountingStep } from "../core/count-step.js";
 import type { EngineCompanions } from "../core/engine.js";
 import type { LocalCountingStatus } from "../core/local-fallback.js";
 import type { ResolvedPolicy } from "../core/model.js";
-import { OverrideWatch } from "../core/override-watch.js";
-import { DEFAULT_OVERRIDE_REFRESH_MS } from "../core/overrides.js";
 import type { RequestDescription, Store } from "../core/types.js";
 import type { Verdict } from "../http/respond.js";
-import { Limiter } from "../limiter.js";
+import { Limiter, overrideWatch } from "../limiter.js";
 import { definePolicy } from "../policy/load.js";
 import type { DecisionRecord, RlsAnswer } from "./answer.js";
 import type { RlsConfig } from "./config.js";
@@ -79,13 +77,9 @@ export class RateLimitService {
     // background once there is a policy (#usePolicy), applied to its rules; a configuration's
     // descriptors have no subject an override can name, so without a policy nothing is read.
     // A change may end a block the block cache holds.
-    const overrides =
-      options.store.overrides === undefined
-        ? undefined
-        : new OverrideWatch(options.store.overrides(), {
-            refreshMs: options.policy?.overrides?.refreshMs ?? DEFAULT_OVERRIDE_REFRESH_MS,
-            onChange: () => this.#step.forgetBlocks(),
-          });
+    const overrides = overrideWatch({ store: options.store, policy: this.#basePolicy }, () =>
+      this.#step.forgetBlocks(),
+    );
     this.#step = new CountingStep({
       store: options.store,
       onStoreError: onStoreError === undefined ? undefined : (error) => onStoreError(error),
