@@ -186,7 +186,11 @@ export async function buildLambdaEdge(options: LambdaEdgeBuildOptions): Promise<
       legalComments: "none",
       // Every option in the bundle is written here, from the checked policy and store settings:
       // the run-time checks for hand-written JavaScript are dead code in it (core/bundle.d.ts).
-      define: { EDGELIMIT_BUNDLE: "true" },
+      define: {
+        EDGELIMIT_BUNDLE: "true",
+        // Region allowances only in a bundle whose store has them (region-allowance.ts).
+        ...(options.store.regionAllowance === true ? {} : { EDGELIMIT_REGION_ALLOWANCES: "false" }),
+      },
       write: false,
       logLevel: "silent",
     });

@@ -120,14 +120,15 @@ log recorded for the connection; forwarded headers in a log are not believed.
 export const SIMULATE_USAGE = `Usage: edgelimit simulate SCENARIO.yaml [options]
 
 A deterministic multi-region simulation of accuracy, store operations and cost per counting
-mode (two-writes, exact, hybrid, hybrid+holder), driving the real decision engine and stores on virtual time over
+mode (two-writes, exact, hybrid, hybrid+holder, hybrid+allowance), driving the real decision engine and stores on virtual time over
 modeled networks, replicas and instances (see docs/accuracy.md; examples/scenarios/).
 
   --json                 print one JSON object instead of the text table
   --html FILE            also write a self-contained page with charts
   --seed N               the random seed (default: the scenario's); same seed, same output
   --modes A,B            the modes to run instead of the scenario's (hybrid+holder: hybrid
-                         counting with region holders, the DynamoDB store's opt-in regionHolder)
+                         counting with region holders, the DynamoDB store's opt-in regionHolder;
+                         hybrid+allowance: with the regions' allowances too, regionAllowance)
   --overrides FILE       operators' overrides in force from the start, on every instance (YAML
                          or JSON, a list of what edgelimit override set takes; docs/overrides.md)
   --no-progress          no progress line on stderr (shown only when stderr is a terminal)

@@ -49,10 +49,17 @@
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
+import { claimEarly, reclaimAllowances, spendAllowances } from "./hybrid/allowance.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
 import { FENCE_MARGIN_MS, fencesFor, RecentResets, raiseFences } from "./hybrid/fence.js";
 import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
-import { type HolderLayer, holderLayer, reserveForRegion, takeChunks } from "./hybrid/holder.js";
+import {
+  fillRegion,
+  type HolderLayer,
+  holderLayer,
+  reserveForRegion,
+  takeChunks,
+} from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
 import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
@@ -61,11 +68,23 @@ export type { HybridOptions } from "./hybrid-options.js";
 
 import { newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type { Sent } from "./reservation-clock.js";
-import type { CounterSpec, CounterState, Store, StoreCallProgress, StoreTraits } from "./types.js";
+import type {
+  CounterSpec,
+  CounterState,
+  RegionAllowances,
+  Store,
+  StoreCallProgress,
+  StoreTraits,
+} from "./types.js";
 
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
 export const DEFAULT_LEASE_MS = 10_000;
+/**
+ * A refusal that started taking allowances back (hybrid/allowance.ts) is retried after this many
+ * round trips, about what the revocations take, rather than blocked to the window's end.
+ */
+const RECLAIM_RETRY_ROUND_TRIPS = 4;
 export class HybridCounting implements Store {
   readonly name: string;
   readonly traits: StoreTraits;
@@ -90,6 +109,8 @@ export class HybridCounting implements Store {
   readonly #refiller: Refiller;
   /** The store's region holder, where it has one and resets need no leases (holder.ts). */
   readonly #holder: HolderLayer | undefined;
+  /** The store's region allowances, where it has them (hybrid/allowance.ts). */
+  readonly #allowances: RegionAllowances | undefined;
 
   constructor(inner: Store, options: HybridOptions = {}) {
     this.#inner = inner;
@@ -130,10 +151,11 @@ export class HybridCounting implements Store {
       sizeFor: (reservation, counter, now) => this.#reservationFor(reservation, counter, now),
     };
     const holder = this.#leaseMs === 0 ? inner.holder : undefined;
+    this.#allowances = this.#leaseMs === 0 ? inner.allowances : undefined;
     this.#holder =
       holder === undefined
         ? undefined
-        : holderLayer(this.#refiller, holder, !this.#requestScopedIo);
+        : holderLayer(this.#refiller, holder, !this.#requestScopedIo, this.#allowances);
   }
 
   apply(
@@ -258,9 +280,31 @@ export class HybridCounting implements Store {
     if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
     // The region's holder first (one local write), the lease region only when it is empty.
     const held = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+    const allowances = this.#allowances;
+    const early =
+      allowances === undefined
+        ? undefined
+        : claimEarly(allowances, counters, missing, held, now, progress);
     await takeChunks(holder, counters, missing, held, now, progress);
     missing = missing.filter((i, j) => !this.#take(held[j], counters[i], states, taken, i));
     if (missing.length === 0) return false;
+    // The holder is empty (the subject's first request in the region, this window): the
+    // region's allowance answers it here, where there is one.
+    if (allowances !== undefined && early !== undefined) {
+      const left = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
+      missing = await spendAllowances(
+        (reservation, counter, at) => fillRegion(holder, reservation, counter, at),
+        allowances,
+        early,
+        counters,
+        missing,
+        left,
+        now,
+        progress,
+        states,
+      );
+      if (missing.length === 0) return false;
+    }
     const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
     return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
   }
@@ -327,7 +371,19 @@ export class HybridCounting implements Store {
         return;
       }
       refused = true;
-      states[i] = refusedState(state);
+      const allowances = this.#allowances;
+      states[i] =
+        allowances === undefined
+          ? refusedState(state)
+          : reclaimAllowances(
+              allowances,
+              counter,
+              reservation,
+              asks[j] as number,
+              refusedState(state),
+              now,
+              RECLAIM_RETRY_ROUND_TRIPS * this.#roundTripMs,
+            );
     });
     return refused;
   }

@@ -79,6 +79,12 @@ export interface Reservation {
   topping: boolean;
   /** This process asked to reserve the next window ahead for the region (once per window). */
   aheadAsked: boolean;
+  /**
+   * Region allowances (hybrid/allowance.ts), once per window each: this process tried to spend
+   * its region's, and it reclaimed the unspent ones at the limit.
+   */
+  allowanceTried: boolean;
+  reclaimed: boolean;
 }
 
 /** A reservation for the window of `now`, following `previous` (the same counter's last one). */
@@ -113,6 +119,8 @@ export function newReservation(
       follows && previous.region !== undefined ? previous.region.granted - previous.region.left : 0,
     topping: false,
     aheadAsked: false,
+    allowanceTried: false,
+    reclaimed: false,
   };
 }
 
@@ -204,6 +212,8 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.region = undefined;
   reservation.previousRegionTaken = moved.previousRegionTaken;
   reservation.aheadAsked = false;
+  reservation.allowanceTried = false;
+  reservation.reclaimed = false;
 }
 
 /**

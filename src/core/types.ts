@@ -73,6 +73,11 @@ export interface CounterState {
    * are never spent after the store's window ended, whatever this process's clock says.
    */
   readonly storeNow?: number;
+  /**
+   * Units the store holds back from this counter's limit for the far regions' allowances that
+   * are neither spent nor revoked yet (`RegionAllowances`); absent or 0 where none are.
+   */
+  readonly heldBack?: number;
 }
 
 /**
@@ -143,6 +148,38 @@ export interface Store {
    * each process reserves from the store itself.
    */
   readonly holder?: RegionHolder;
+  /**
+   * Hybrid counting's region allowances, where the store has them (DynamoDB with its opt-in
+   * `regionAllowance`): a subject's first request in a window in a region far from the lease
+   * region is answered there, from a unit the lease item held back for that region
+   * (core/hybrid/allowance.ts).
+   */
+  readonly allowances?: RegionAllowances;
+}
+
+/**
+ * Each region other than the lease region may admit one unit of a counter in a window without
+ * asking the lease region: the lease item counts those units from its first write, so the
+ * regions' grants never reach them, and a unit is spent or revoked, never both, by conditional
+ * writes on the region's own holder item. A subject at its limit takes back the allowances no
+ * region spent (`reclaim`). The bound is the limit: what the lease item granted stays below the
+ * limit less the allowances not revoked, and each region spends at most its own.
+ */
+export interface RegionAllowances {
+  /** Whether `counter` has allowances (a hybrid fixed window whose limit leaves room for them). */
+  covers(counter: CounterSpec): boolean;
+  /**
+   * Spends this region's allowance for `counter` in the window of `now`: true when it was there
+   * (neither spent by another of the region's processes nor revoked); always false in the lease
+   * region.
+   */
+  claim(counter: CounterSpec, now: number, progress?: StoreCallProgress): Promise<boolean>;
+  /**
+   * Revokes the allowances of `counter` in the window of `now` that no region spent, and gives
+   * them back to the lease item, with the `refund` units of the refused reservation that asked
+   * (counted, admitted nowhere): resolves to the allowances given back.
+   */
+  reclaim(counter: CounterSpec, now: number, refund: number): Promise<number>;
 }
 
 /**

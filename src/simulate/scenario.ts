@@ -149,7 +149,7 @@ export const SCENARIO_SCHEMA = z.strictObject({
   /** A policy file, relative to the scenario. */
   policy: z.string(),
   modes: z
-    .array(z.enum(["two-writes", "exact", "hybrid", "hybrid+holder"]))
+    .array(z.enum(["two-writes", "exact", "hybrid", "hybrid+holder", "hybrid+allowance"]))
     .min(1)
     .default(["exact"]),
   /**
@@ -281,9 +281,20 @@ function crossCheck(scenario: z.output<typeof SCENARIO_SCHEMA>): string[] {
       `modes: "two-writes" is a DynamoDB design (docs/accuracy.md); it needs store.kind: dynamodb`,
     );
   }
-  if (store.kind !== "dynamodb" && scenario.modes.includes("hybrid+holder")) {
+  for (const mode of ["hybrid+holder", "hybrid+allowance"] as const) {
+    if (store.kind !== "dynamodb" && scenario.modes.includes(mode)) {
+      problems.push(
+        `modes: "${mode}" holds reservations in DynamoDB items per region; it needs store.kind: dynamodb`,
+      );
+    }
+  }
+  if (
+    scenario.modes.includes("hybrid+allowance") &&
+    store.kind === "dynamodb" &&
+    store.replicas.length < 2
+  ) {
     problems.push(
-      `modes: "hybrid+holder" holds reservations in DynamoDB items per region; it needs store.kind: dynamodb`,
+      `modes: "hybrid+allowance" gives each region but the lease region an allowance; it needs store.replicas with two regions or more`,
     );
   }
   scenario.traffic.legitimate.forEach((group, i) => {

@@ -20,11 +20,11 @@ import type { Scenario } from "./scenario.js";
 import { TwoWritesStore } from "./two-writes-store.js";
 
 /** The counting modes a scenario compares (docs/accuracy.md, "The modes"). */
-export type Mode = "two-writes" | "exact" | "hybrid" | "hybrid+holder";
+export type Mode = "two-writes" | "exact" | "hybrid" | "hybrid+holder" | "hybrid+allowance";
 
 /** Whether `mode` counts hybrid rules by reservation (with region holders or without). */
 export function isHybridMode(mode: Mode): boolean {
-  return mode === "hybrid" || mode === "hybrid+holder";
+  return mode === "hybrid" || mode === "hybrid+holder" || mode === "hybrid+allowance";
 }
 
 const SIM_CREDENTIALS = { accessKeyId: "SIMULATED", secretAccessKey: "simulated" };
@@ -184,12 +184,14 @@ export class World {
             leaseRoundTripMs: this.baseRoundTrip(region, store.lease.region),
           }),
       // `hybrid+holder`: the region holders (opt-in), in their own table where one is named.
-      ...(mode === "hybrid+holder"
+      ...(mode === "hybrid+holder" || mode === "hybrid+allowance"
         ? {
             regionHolder: true,
             ...(store.lease?.holders === undefined ? {} : { holderTable: store.lease.holders }),
           }
         : {}),
+      // `hybrid+allowance`: the holders and the regions' allowances (opt-in).
+      ...(mode === "hybrid+allowance" ? { regionAllowance: true } : {}),
     });
   }
 

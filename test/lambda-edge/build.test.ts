@@ -93,8 +93,10 @@ describe("edgelimit build lambda-edge", () => {
     // cold start loads stays small (bench/lambda-edge.bench.ts times it): the region table and
     // the budget's read-before-timeout took it past the earlier 50 KB target, matching every
     // spelling of a rule's path past 64 KiB, and the one counting step with its reads at cost 0
-    // (limiter.peek's, on the store) past 68 KiB (docs/aws.md, "Known limits").
-    expect(request.minifiedBytes).toBeLessThanOrEqual(72 * 1024);
+    // (limiter.peek's, on the store) past 68 KiB, and the DynamoDB store's hooks for region
+    // allowances (its lease items' part, the option's checks; the allowances themselves are left
+    // out of a bundle whose store has none) past 72 KiB (docs/aws.md, "Known limits").
+    expect(request.minifiedBytes).toBeLessThanOrEqual(73 * 1024);
     expect(request.totalBytes).toBeGreaterThan(request.minifiedBytes);
     expect(built[1]?.minifiedBytes).toBeLessThan(4 * 1024);
 

@@ -76,5 +76,6 @@ export function refusedState(state: CounterState): CounterState {
     remaining: 0,
     resetAt: state.resetAt,
     retryAfterMs: Math.max(1, state.retryAfterMs),
+    ...(state.heldBack === undefined ? {} : { heldBack: state.heldBack }),
   };
 }

@@ -16,11 +16,13 @@ import { type Reservation, storeWindowIndex } from "../reservation.js";
 import type {
   CounterSpec,
   CounterState,
+  RegionAllowances,
   RegionHolder,
   Store,
   StoreCallProgress,
 } from "../types.js";
 import { windowAt, windowStartOf } from "../windows.js";
+import { reclaimAllowances } from "./allowance.js";
 import { ownState, refusedState } from "./grant.js";
 import { chunkSize, regionRate, regionSize } from "./holder-size.js";
 import type { Refiller } from "./refill.js";
@@ -45,6 +47,8 @@ export interface HolderLayer {
   measured(sentAt: number): void;
   /** Concurrent requests may wait for a call in flight (not on Workers: `requestScopedIo`). */
   readonly shareInFlight: boolean;
+  /** The store's region allowances, where it has them (allowance.ts). */
+  readonly allowances: RegionAllowances | undefined;
 }
 
 /** The holder's layer over a hybrid layer's refiller (its store, clock and round trips). */
@@ -52,6 +56,7 @@ export function holderLayer(
   refiller: Refiller,
   holder: RegionHolder,
   shareInFlight: boolean,
+  allowances: RegionAllowances | undefined,
 ): HolderLayer {
   return {
     inner: refiller.inner,
@@ -62,6 +67,7 @@ export function holderLayer(
     },
     measured: (sentAt) => refiller.measured(sentAt),
     shareInFlight,
+    allowances,
   };
 }
 
@@ -112,6 +118,11 @@ async function takeChunk(
   reservation.region = state;
   reservation.held += state.taken;
   reservation.reserved += state.taken;
+  // Full again when the window ends (a sliding window's count weighs on the next one too), as
+  // the store's own answer would say.
+  const length = reservation.end - reservation.start;
+  reservation.resetAt =
+    counter.algorithm === "sliding-window" ? reservation.end + length : reservation.end;
   reservation.storeCount = Math.max(reservation.storeCount, state.storeCount);
   // A store with a holder counts at the caller's stamp: the stamp's window decides
   // (reservation-clock.ts), not the time the units are spent.
@@ -190,9 +201,21 @@ export async function reserveForRegion(
       // The lease item has nothing left, but the region's holder may have been topped up since
       // this request found it empty: its cost is taken there before it is refused.
       if (!decision.allowed) {
-        const at = Math.max(now, (reservations[j] as Reservation).start);
+        const reservation = reservations[j] as Reservation;
+        const at = Math.max(now, reservation.start);
         const late = await layer.holder.take(counter, counter.cost, at, false, progress);
         if (late.taken >= counter.cost) decision = { ...decision, allowed: true, retryAfterMs: 0 };
+        else if (layer.allowances !== undefined) {
+          decision = reclaimAllowances(
+            layer.allowances,
+            counter,
+            reservation,
+            asks[j] as number,
+            decision,
+            at,
+            layer.roundTripMs * LOW_ROUND_TRIPS,
+          );
+        }
       }
       states[i] = decision;
       if (!decision.allowed) refused = true;
@@ -242,27 +265,48 @@ function topUp(
   counter: CounterSpec,
   stamp: number,
   size: number,
-): void {
+): Promise<void> {
   const ahead = stamp >= reservation.end;
-  if (!ahead && reservation.topping) return;
+  if (!ahead && reservation.topping) return Promise.resolve();
   if (!ahead) reservation.topping = true;
   const sentAt = layer.scheduler.now();
   const index = reservation.index;
-  layer.inner
-    .apply([{ ...counter, cost: size, mode: "observe" }], stamp)
-    .then((answers) => {
-      layer.measured(sentAt);
-      const state = answers[0] as CounterState;
-      const granted = Math.max(0, Math.min(size, counter.limit - (state.count - size)));
-      if (granted > 0) return fill(layer, reservation, counter, granted, state);
-      return undefined;
-    })
-    // A failed top-up costs nothing: units it may have reserved stay unspent (capacity lost,
-    // never admitted), and the next request that finds the holder empty reserves itself.
-    .catch(() => undefined)
-    .finally(() => {
-      if (!ahead && reservation.index === index) reservation.topping = false;
-    });
+  return (
+    layer.inner
+      .apply([{ ...counter, cost: size, mode: "observe" }], stamp)
+      .then((answers) => {
+        layer.measured(sentAt);
+        const state = answers[0] as CounterState;
+        const granted = Math.max(0, Math.min(size, counter.limit - (state.count - size)));
+        if (granted > 0) return fill(layer, reservation, counter, granted, state);
+        return undefined;
+      })
+      // A failed top-up costs nothing: units it may have reserved stay unspent (capacity lost,
+      // never admitted), and the next request that finds the holder empty reserves itself.
+      .catch(() => undefined)
+      .finally(() => {
+        if (!ahead && reservation.index === index) reservation.topping = false;
+      })
+  );
+}
+
+/**
+ * Fills the region's holder for the rest of the window at the region's rate, in the background:
+ * after a request was admitted from the region's allowance (allowance.ts), for the subject's
+ * next requests here.
+ */
+export function fillRegion(
+  layer: HolderLayer,
+  reservation: Reservation,
+  counter: CounterSpec,
+  at: number,
+): void {
+  // This process's concurrent requests wait for the fill rather than each ask the lease region.
+  whilePending(
+    layer,
+    reservation,
+    topUp(layer, reservation, counter, at, regionSize(reservation, counter, at, 0)),
+  );
 }
 
 /** Adds `units` to the holder of the window the store counted them in (`state`). */

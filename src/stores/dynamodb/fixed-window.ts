@@ -40,11 +40,15 @@ export async function countFixedWindows(
     ":ttl": { N: String(Math.ceil(end / 1000) + table.ttlGraceSeconds) },
   };
   const additions: string[] = [];
+  const sets = ["#ttl = if_not_exists(#ttl, :ttl)"];
+  // Region allowances (region-allowance.ts): only where the store has them.
+  const held = table.allowances?.(specs);
   const attributes = specs.map((spec, i) => {
     const attribute = counterAttribute(spec);
     names[`#c${i}`] = attribute;
     values[`:c${i}`] = { N: String(spec.cost) };
     additions.push(`#c${i} :c${i}`);
+    held?.prepare(i, attribute, names, values, sets);
     return attribute;
   });
   // Only reads (cost 0: a peek): a consistent GetItem, which makes no item and costs no write.
@@ -55,10 +59,11 @@ export async function countFixedWindows(
         {
           TableName: table.name,
           Key: item,
-          UpdateExpression: `ADD ${additions.join(", ")} SET #ttl = if_not_exists(#ttl, :ttl)`,
+          UpdateExpression: `ADD ${additions.join(", ")} SET ${sets.join(", ")}`,
           ExpressionAttributeNames: names,
           ExpressionAttributeValues: values,
-          ReturnValues: "UPDATED_NEW",
+          // What is held back, and the allowances' marks, are beside the counters: the whole item.
+          ReturnValues: held === undefined ? "UPDATED_NEW" : "ALL_NEW",
         },
         { progress },
       );
@@ -66,7 +71,10 @@ export async function countFixedWindows(
   const [answer, remoteSums] = await Promise.all([increment, remote]);
   return specs.map((spec, i) => {
     const attribute = attributes[i] as string;
-    const own = numberOf(answer.Attributes?.[attribute]);
+    const found = answer.Attributes;
+    const extra = held?.read(i, attribute, found);
+    // Units held back for allowances count as counted: no region's grant ever reaches them.
+    const own = numberOf(found?.[attribute]) + (extra?.held ?? 0);
     const remoteCount = remoteSums?.get(attribute) ?? 0;
     const before: WindowedState = {
       index,
@@ -76,6 +84,7 @@ export async function countFixedWindows(
     };
     const after: WindowedState = { index, count: own + remoteCount, previous: 0, span };
     const allowed = ALGORITHMS[spec.algorithm].allows(before, now, spec);
-    return { kind: "windowed", before, after, allowed, item, attribute };
+    const outcome: WindowedOutcome = { kind: "windowed", before, after, allowed, item, attribute };
+    return extra?.heldBack === undefined ? outcome : { ...outcome, heldBack: extra.heldBack };
   });
 }

@@ -5,6 +5,27 @@ import { windowAt, windowLengthMs } from "../../core/windows.js";
 import type { GlobalSums } from "./global-sums.js";
 import type { AttributeValue, DynamoDbClient } from "./protocol.js";
 
+/** What a write of the lease item does for the allowances of the counters it counts. */
+export interface HeldBackWrite {
+  /** Adds counter `i`'s units held back to the write (set by the first write of its window). */
+  prepare(
+    i: number,
+    attribute: string,
+    names: Record<string, string>,
+    values: Record<string, AttributeValue>,
+    sets: string[],
+  ): void;
+  /**
+   * What the item holds back for counter `i`, to count as counted, and how many of its
+   * allowances are neither spent nor revoked (`CounterState.heldBack`), where it has them.
+   */
+  read(
+    i: number,
+    attribute: string,
+    item: Attributes | undefined,
+  ): { readonly held: number; readonly heldBack: number | undefined };
+}
+
 export interface ItemKey {
   readonly PK: { S: string };
   readonly SK: { S: string };
@@ -20,6 +41,11 @@ export interface Table {
   readonly ttlGraceSeconds: number;
   /** Other regions' counts and closed windows' counts, cached. */
   readonly sums: GlobalSums;
+  /**
+   * Region allowances (the lease table of a store that has them, region-allowance.ts): what a
+   * write of these counters does for them, or undefined when none of them concerns them.
+   */
+  readonly allowances?: (specs: readonly CounterSpec[]) => HeldBackWrite | undefined;
 }
 
 /** A fixed or sliding window counter after its increment. */
@@ -31,6 +57,8 @@ export interface WindowedOutcome {
   readonly item: ItemKey;
   /** The numeric attribute holding this counter in `item`. */
   readonly attribute: string;
+  /** Units still held back for regions' allowances (`Table.allowances`), where there are any. */
+  readonly heldBack?: number;
 }
 
 export interface TokenOutcome {

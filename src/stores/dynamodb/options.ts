@@ -44,6 +44,8 @@ function tableShape() {
     leaseRoundTripMs: "number",
     regionHolder: "boolean",
     holderTable: "string",
+    regionAllowance: "boolean",
+    regionEndpoints: "object",
   } satisfies OptionsShape<DynamoDbTableOptions>;
 }
 

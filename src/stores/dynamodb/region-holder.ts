@@ -105,18 +105,12 @@ export class DynamoDbRegionHolder implements RegionHolder {
     return stateOf(answer, 0);
   }
 
-  /** The holder's item: the counter's key, then the rule, the window and this region. */
   #key(counter: CounterSpec, now: number): ItemKey {
-    const rule = `${counter.limit}:${counter.algorithm}`;
-    return {
-      PK: { S: counter.key },
-      SK: { S: `holder:${rule}:${windowKeyAt(counter.window, now)}#${this.#region}` },
-    };
+    return holderKey(counter, now, this.#region);
   }
 
   #ttl(counter: CounterSpec, now: number): { N: string } {
-    const end = windowAt(counter.window, now).end;
-    return { N: String(Math.ceil(end / 1000) + this.#ttlGraceSeconds) };
+    return holderTtl(counter, now, this.#ttlGraceSeconds);
   }
 
   async #update(
@@ -145,6 +139,21 @@ export class DynamoDbRegionHolder implements RegionHolder {
     );
     return answer.Attributes;
   }
+}
+
+/** A region's holder item: the counter's key, then the rule, the window and the region. */
+export function holderKey(counter: CounterSpec, now: number, region: string): ItemKey {
+  const rule = `${counter.limit}:${counter.algorithm}`;
+  return {
+    PK: { S: counter.key },
+    SK: { S: `holder:${rule}:${windowKeyAt(counter.window, now)}#${region}` },
+  };
+}
+
+/** When a holder item may go: its window's end and the table's grace. */
+export function holderTtl(counter: CounterSpec, now: number, graceSeconds: number): { N: string } {
+  const end = windowAt(counter.window, now).end;
+  return { N: String(Math.ceil(end / 1000) + graceSeconds) };
 }
 
 function stateOf(item: Attributes | undefined, taken: number): HolderState {

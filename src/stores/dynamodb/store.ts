@@ -3,6 +3,7 @@ import { checkArgument, checkOptions } from "../../core/options.js";
 import { DynamoDbHttpClient } from "./client.js";
 import { dynamodbStoreShape } from "./options.js";
 import type { DynamoDbTransport } from "./protocol.js";
+import { ALLOWANCE_SUPPORT } from "./region-allowance.js";
 import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
 import { parseDynamodbUrl } from "./url.js";
 
@@ -40,6 +41,9 @@ export class DynamoDbStore extends DynamoDbTableStore<DynamoDbHttpClient> {
           transport: options.transport,
         }),
       "dynamodbStore",
+      false,
+      // Region allowances: left out of a Lambda@Edge bundle whose store has none (cli/build.ts).
+      typeof EDGELIMIT_REGION_ALLOWANCES === "undefined" ? ALLOWANCE_SUPPORT : undefined,
     );
   }
 

@@ -5,6 +5,7 @@ import type { OverrideSource } from "../../core/overrides.js";
 import type {
   CounterSpec,
   CounterState,
+  RegionAllowances,
   RegionHolder,
   Store,
   StoreCallProgress,
@@ -25,6 +26,7 @@ import {
 import { DynamoDbOverrides, GLOBAL_TABLES_SETTLE_MS } from "./overrides.js";
 import type { DynamoDbClient } from "./protocol.js";
 import { Refunds } from "./refunds.js";
+import type { AllowanceSupport } from "./region-allowance.js";
 import { DynamoDbRegionHolder } from "./region-holder.js";
 import { countSlidingWindow } from "./sliding-window.js";
 import { takeTokens } from "./token-bucket.js";
@@ -97,6 +99,21 @@ export interface DynamoDbTableOptions {
    * only their own region ever reads.
    */
   readonly holderTable?: string;
+  /**
+   * Hybrid counting's region allowances (region-allowance.ts; opt-in, default false, with
+   * `regionHolder` and `globalRegions`): each region but the lease region may admit one unit
+   * of a counter in a window without asking the lease region, so a subject's first request in
+   * a far region is answered at that region's latency. The lease item holds those units back
+   * (a counter has allowances when its limit is at least their number) and a subject at its
+   * limit takes back the ones no region spent. Every region's store must agree on it, and on
+   * `globalRegions` and `leaseRegion`.
+   */
+  readonly regionAllowance?: boolean;
+  /**
+   * Other regions' endpoints when they are not AWS's (local servers), by region: where a
+   * subject at its limit revokes their allowances (`regionAllowance`).
+   */
+  readonly regionEndpoints?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -141,6 +158,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly leaseRegion: string;
   readonly leaseRoundTripMs: number;
   readonly holder: RegionHolder | undefined;
+  readonly allowances: RegionAllowances | undefined;
   /**
    * Operators' overrides in this table (overrides.ts); none in the Lambda@Edge bundles (they
    * bring their own, adapters/lambda-edge/overrides.ts). On Workers (`requestScopedIo`) a
@@ -153,13 +171,20 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   readonly #tatHints: GenerationalCache<number>;
   readonly #refunds: Refunds;
   readonly #leaseRefunds: Refunds;
+  /** Closes the clients the region allowances opened to other regions. */
+  readonly #closeAllowances: (() => void) | undefined;
 
   /** `owner` names the store in option errors (`dynamodbStore`). */
+  /**
+   * `allowanceSupport` makes the region allowances where `regionAllowance` asks for them: the
+   * Node store's (region-allowance.ts); a store without it refuses the option.
+   */
   constructor(
     options: DynamoDbTableOptions,
     connect: ClientFactory<C>,
     owner: string,
     requestScopedIo = false,
+    allowanceSupport?: AllowanceSupport,
   ) {
     this.traits = {
       requestScopedIo,
@@ -247,6 +272,29 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
             options.region,
           )
         : undefined;
+    if (options.regionEndpoints !== undefined && options.regionAllowance !== true) {
+      throw new EdgelimitError("EL_STORE_OPTION", `${owner}: regionEndpoints need regionAllowance`);
+    }
+    const attached =
+      options.regionAllowance === true
+        ? allowanceSupport?.attach({
+            options,
+            leaseRegion: this.leaseRegion,
+            owner,
+            leases: this.#leases,
+            holderTable: options.holderTable ?? this.table,
+            ttlGraceSeconds: this.#table.ttlGraceSeconds,
+            client: this.client,
+            connect,
+          })
+        : undefined;
+    if (options.regionAllowance === true && attached === undefined) {
+      throw new EdgelimitError("EL_STORE_OPTION", `${owner}: regionAllowance is dynamodbStore's`);
+    }
+    // The lease items hold the allowances back (fixed-window.ts).
+    if (attached !== undefined) this.#leases = { ...this.#leases, allowances: attached.write };
+    this.allowances = attached?.allowances;
+    this.#closeAllowances = attached?.close;
     this.overrides =
       typeof EDGELIMIT_BUNDLE === "undefined"
         ? () =>
@@ -322,9 +370,14 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
         }
       }
       const algorithm = ALGORITHMS[spec.algorithm];
-      states.push(
-        algorithm.describe(refund ? outcome.before : outcome.after, now, spec, outcome.allowed),
+      const state = algorithm.describe(
+        refund ? outcome.before : outcome.after,
+        now,
+        spec,
+        outcome.allowed,
       );
+      const heldBack = outcome.kind === "windowed" ? (outcome.heldBack ?? 0) : 0;
+      states.push(heldBack === 0 ? state : { ...state, heldBack });
     }
     for (const { item, amounts, via } of refunds.values()) via.send(item, amounts);
     return states;
@@ -382,6 +435,7 @@ export class DynamoDbTableStore<C extends DynamoDbClient> implements Store {
   async close(): Promise<void> {
     await this.settled();
     for (const client of this.clients) client.close();
+    this.#closeAllowances?.();
   }
 }
 

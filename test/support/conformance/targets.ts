@@ -306,3 +306,50 @@ export async function dynamodbRegionsTarget(): Promise<Target> {
     },
   };
 }
+
+/**
+ * Hybrid counting's region allowances (DynamoDB `regionAllowance`): processes in three regions
+ * (us-east-1 the lease region), each far region's first request of a subject in a window
+ * answered from its allowance, a subject at its limit taking back the unspent ones. One dynalite
+ * holds every region's tables (each region's items are its own by key).
+ */
+export async function dynamodbAllowanceTarget(): Promise<Target> {
+  const local = await startDynalite();
+  const opened: DynamoDbStore[] = [];
+  const regions = ["us-east-1", "eu-west-1", "ap-southeast-1"];
+  return {
+    name: "dynamodb-allowance",
+    canReset: false,
+    async stores(count) {
+      const [table, leases, holders] = [freshName(), freshName(), freshName()];
+      await Promise.all(
+        [table, leases, holders].map((name) => createRateLimitTable(local.client, name)),
+      );
+      const stores = Array.from(
+        { length: count },
+        (_, i) =>
+          new DynamoDbStore({
+            table,
+            region: regions[i % regions.length] as string,
+            endpoint: local.endpoint,
+            credentials: TEST_CREDENTIALS,
+            requestTimeoutMs: 5000,
+            globalRegions: regions,
+            leaseRegion: "us-east-1",
+            leaseTable: leases,
+            leaseEndpoint: local.endpoint,
+            regionHolder: true,
+            holderTable: holders,
+            regionAllowance: true,
+            regionEndpoints: Object.fromEntries(regions.map((region) => [region, local.endpoint])),
+          }),
+      );
+      opened.push(...stores);
+      return stores;
+    },
+    async cleanup() {
+      await Promise.all(opened.map((store) => store.close()));
+      await local.close();
+    },
+  };
+}
