@@ -57,6 +57,7 @@ import {
   fillRegion,
   type HolderLayer,
   holderLayer,
+  refusedFull,
   reserveForRegion,
   takeChunks,
 } from "./hybrid/holder.js";
@@ -278,6 +279,9 @@ export class HybridCounting implements Store {
     if (missing.length === 0) return false;
     const holder = this.#holder;
     if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
+    // The region's holder is marked full (this process saw it): nothing is left for the
+    // subject in this window, here or in the store; refused without a call.
+    if (this.#refusedFull(counters, missing, now, states)) return true;
     // The region's holder first (one local write), the lease region only when it is empty.
     const held = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
     const allowances = this.#allowances;
@@ -288,6 +292,7 @@ export class HybridCounting implements Store {
     await takeChunks(holder, counters, missing, held, now, progress);
     missing = missing.filter((i, j) => !this.#take(held[j], counters[i], states, taken, i));
     if (missing.length === 0) return false;
+    if (this.#refusedFull(counters, missing, now, states)) return true;
     // The holder is empty (the subject's first request in the region, this window): the
     // region's allowance answers it here, where there is one.
     if (allowances !== undefined && early !== undefined) {
@@ -307,6 +312,24 @@ export class HybridCounting implements Store {
     }
     const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
     return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
+  }
+
+  /** Refuses the counters of `missing` whose region's holder is full; whether there was one. */
+  #refusedFull(
+    counters: readonly CounterSpec[],
+    missing: readonly number[],
+    now: number,
+    states: CounterState[],
+  ): boolean {
+    let full = false;
+    for (const i of missing) {
+      const counter = counters[i] as CounterSpec;
+      const refused = refusedFull(this.#reservationOf(counter, now), counter, now);
+      if (refused === undefined) continue;
+      states[i] = refused;
+      full = true;
+    }
+    return full;
   }
 
   /** One store call reserving for every counter in `missing`; admits from what is granted. */

@@ -85,6 +85,11 @@ export interface Reservation {
    */
   allowanceTried: boolean;
   reclaimed: boolean;
+  /**
+   * Until when (the request stamps' clock) the region's holder is marked full in this window:
+   * refused here without asking the store (0: not full).
+   */
+  regionFullUntil: number;
 }
 
 /** A reservation for the window of `now`, following `previous` (the same counter's last one). */
@@ -121,6 +126,7 @@ export function newReservation(
     aheadAsked: false,
     allowanceTried: false,
     reclaimed: false,
+    regionFullUntil: 0,
   };
 }
 
@@ -214,6 +220,7 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
   reservation.aheadAsked = false;
   reservation.allowanceTried = false;
   reservation.reclaimed = false;
+  reservation.regionFullUntil = 0;
 }
 
 /**

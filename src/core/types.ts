@@ -180,6 +180,8 @@ export interface RegionAllowances {
    * (counted, admitted nowhere): resolves to the allowances given back.
    */
   reclaim(counter: CounterSpec, now: number, refund: number): Promise<number>;
+  /** Takes `units` a refused reservation counted, and nobody was granted, out of the count. */
+  refund(counter: CounterSpec, now: number, units: number): Promise<number>;
 }
 
 /**
@@ -211,6 +213,12 @@ export interface RegionHolder {
    * after that grant (`storeCount`: how much of the limit every region has reserved).
    */
   fill(counter: CounterSpec, units: number, storeCount: number, now: number): Promise<HolderState>;
+  /**
+   * Marks the holder of `counter` in the window of `now` full, at `now`: the store refused the
+   * region with nothing left to give back, so for a while the region's processes refuse the
+   * subject here, one write in the region, instead of each asking the store. Optional.
+   */
+  markFull?(counter: CounterSpec, now: number): Promise<void>;
 }
 
 /** A region holder after a call (see `RegionHolder`). */
@@ -224,6 +232,11 @@ export interface HolderState {
   readonly storeCount: number;
   /** This take was the region's first to claim reserving the next window ahead. */
   readonly claimedAhead?: boolean;
+  /**
+   * When the holder was last marked full (`RegionHolder.markFull`, the stamp it was marked at),
+   * as far as the take could tell.
+   */
+  readonly fullAt?: number;
 }
 
 /** The blocks a `ResetFollower` forgets: the block cache (core/block-cache.ts). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { claimEarly, reclaimAllowances } from "../../src/core/hybrid/allowance.js";
+import { refusedFull } from "../../src/core/hybrid/holder.js";
 import { newReservation } from "../../src/core/reservation.js";
 import type { CounterSpec, CounterState, RegionAllowances } from "../../src/core/types.js";
 
@@ -31,6 +32,9 @@ function recording(): RegionAllowances & { refunds: number[]; claims: number } {
     async reclaim(_counter: CounterSpec, _now: number, refund: number) {
       refunds.push(refund);
       return 2;
+    },
+    async refund() {
+      return 0;
     },
   };
   return self;
@@ -77,5 +81,15 @@ describe("hybrid counting's region allowances, in the layer", () => {
     const big = newReservation(undefined, counter.window, T0);
     expect(claimEarly(allowances, [counter], [0], [big], T0, undefined).size).toBe(0);
     expect(allowances.claims).toBe(1);
+  });
+
+  it("a region's holder marked full refuses the subject there without a call, for a while, then asks again", () => {
+    const reservation = newReservation(undefined, counter.window, T0);
+    expect(refusedFull(reservation, counter, T0)).toBeUndefined();
+    reservation.regionFullUntil = T0 + 300;
+    const refused = refusedFull(reservation, counter, T0 + 100);
+    expect(refused?.allowed).toBe(false);
+    expect(refused?.retryAfterMs).toBe(200);
+    expect(refusedFull(reservation, counter, T0 + 300)).toBeUndefined();
   });
 });

@@ -29,6 +29,16 @@ import type { Refiller } from "./refill.js";
 
 /** The holder is topped up once what it has left would last less than this many round trips. */
 const LOW_ROUND_TRIPS = 4;
+/**
+ * How long after a region's holder was marked full its processes refuse the subject without
+ * asking the store: units may come back (a reservation's refund, allowances taken back), and
+ * a refusal answered at once draws a Lambda@Edge region's traffic to the instances that refuse,
+ * away from those still holding units. On `enterprise.yaml` and `mixed.yaml` with
+ * `--modes hybrid+allowance`: 1 s kept the far region's p99 at the lease region's round trip in
+ * `mixed`, and to the window's end left the key at its limit 2.4% short; 3 s does neither
+ * (docs/accuracy.md, "Region allowances").
+ */
+const FULL_RECHECK_MS = 3000;
 /** A region reserves the next window in the last this share of the current one. */
 const AHEAD_SHARE_OF_WINDOW = 0.5;
 /** How much of the next window a reservation ahead covers, at the region's rate. */
@@ -115,6 +125,9 @@ async function takeChunk(
     .catch(() => undefined);
   // The window turned while the take was on its way: what it took belongs to the old window.
   if (state === undefined || reservation.index !== index) return;
+  if (state.fullAt !== undefined && state.taken === 0) {
+    reservation.regionFullUntil = state.fullAt + FULL_RECHECK_MS;
+  }
   reservation.region = state;
   reservation.held += state.taken;
   reservation.reserved += state.taken;
@@ -138,6 +151,26 @@ async function takeChunk(
   if (state.left < threshold && state.left + state.taken >= threshold) {
     topUp(layer, reservation, counter, at, regionSize(reservation, counter, at, 0));
   }
+}
+
+/**
+ * A counter whose region's holder was marked full lately (the store refused the region with
+ * nothing left to give back): refused here without asking the store, for `FULL_RECHECK_MS`
+ * after the mark. Undefined when the holder is not full.
+ */
+export function refusedFull(
+  reservation: Reservation,
+  counter: CounterSpec,
+  now: number,
+): CounterState | undefined {
+  if (now >= reservation.regionFullUntil) return undefined;
+  return refusedState({
+    allowed: false,
+    count: counter.limit,
+    remaining: 0,
+    resetAt: reservation.end,
+    retryAfterMs: Math.max(1, reservation.regionFullUntil - now),
+  });
 }
 
 /**
@@ -205,7 +238,13 @@ export async function reserveForRegion(
         const at = Math.max(now, reservation.start);
         const late = await layer.holder.take(counter, counter.cost, at, false, progress);
         if (late.taken >= counter.cost) decision = { ...decision, allowed: true, retryAfterMs: 0 };
-        else if (layer.allowances !== undefined) {
+        else if ((decision.heldBack ?? 0) === 0) {
+          // Nothing the store could give back: the region's other processes learn it here.
+          const ask = asks[j] as number;
+          const granted = Math.max(0, Math.min(ask, counter.limit - (decision.count - ask)));
+          if (ask > granted) layer.allowances?.refund(counter, at, ask - granted).catch(() => 0);
+          layer.holder.markFull?.(counter, at).catch(() => undefined);
+        } else if (layer.allowances !== undefined) {
           decision = reclaimAllowances(
             layer.allowances,
             counter,
@@ -305,7 +344,14 @@ export function fillRegion(
   whilePending(
     layer,
     reservation,
-    topUp(layer, reservation, counter, at, regionSize(reservation, counter, at, 0)),
+    // At least the next request's cost: a share of a small limit rounds down to nothing.
+    topUp(
+      layer,
+      reservation,
+      counter,
+      at,
+      Math.max(counter.cost, regionSize(reservation, counter, at, 0)),
+    ),
   );
 }
 

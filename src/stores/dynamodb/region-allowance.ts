@@ -256,7 +256,7 @@ export class DynamoDbRegionAllowances implements RegionAllowances {
         const outcome = found[i];
         return outcome === undefined ? 0 : this.#mark(counter, now, region, outcome);
       }),
-      refund > 0 ? this.#refund(counter, now, refund) : 0,
+      refund > 0 ? this.refund(counter, now, refund) : 0,
     ]);
     return given.slice(0, regions.length).reduce((sum, units) => sum + units, 0);
   }
@@ -330,7 +330,7 @@ export class DynamoDbRegionAllowances implements RegionAllowances {
    * nowhere, they would stand between the subject and the allowances given back. (Any units
    * no request was admitted with may leave the count: the grants it decided stay within it.)
    */
-  async #refund(counter: CounterSpec, now: number, units: number): Promise<number> {
+  async refund(counter: CounterSpec, now: number, units: number): Promise<number> {
     const { leases } = this.#options;
     await leases.client
       .call("UpdateItem", {

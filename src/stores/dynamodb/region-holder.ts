@@ -28,6 +28,7 @@ const TAKE_ATTEMPTS = 3;
 const TAKE_NAMES = { "#l": "left", "#t": "ttl" };
 const CLAIM_NAMES = { ...TAKE_NAMES, "#a": "ahead" };
 const FILL_NAMES = { "#g": "granted", "#l": "left", "#s": "store", "#t": "ttl" };
+const FULL_NAMES = { "#f": "full", "#t": "ttl" };
 
 export class DynamoDbRegionHolder implements RegionHolder {
   readonly #client: DynamoDbClient;
@@ -85,7 +86,19 @@ export class DynamoDbRegionHolder implements RegionHolder {
         ask = Math.min(ask, numberOf(found?.left));
       }
     }
-    return stateOf(found, 0);
+    const fullAt = found?.full === undefined ? undefined : numberOf(found.full);
+    return fullAt === undefined ? stateOf(found, 0) : { ...stateOf(found, 0), fullAt };
+  }
+
+  async markFull(counter: CounterSpec, now: number): Promise<void> {
+    await this.#update(
+      counter,
+      now,
+      "SET #f = :at, #t = if_not_exists(#t, :ttl)",
+      FULL_NAMES,
+      { ":at": { N: String(now) } },
+      undefined,
+    );
   }
 
   async fill(
