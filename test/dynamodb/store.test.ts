@@ -271,6 +271,14 @@ describe("DynamoDbStore over HTTP against dynalite", () => {
     expect(() => parseDynamodbUrl("dynamodb://limits?region=eu-west-1&regionHolder=yes")).toThrow(
       /regionHolder is true or false; got "yes"/,
     );
+    expect(
+      parseDynamodbUrl(
+        "dynamodb://limits?region=eu-west-1&regions=us-east-1,eu-west-1&regionHolder=true&regionAllowance=true",
+      ),
+    ).toMatchObject({ regionHolder: true, regionAllowance: true });
+    expect(() => parseDynamodbUrl("dynamodb://limits?region=eu-west-1&regionAllowance=1")).toThrow(
+      /regionAllowance is true or false; got "1"/,
+    );
     expect(() => parseDynamodbUrl("dynamodb://limits")).toThrow(/region/);
   });
 });

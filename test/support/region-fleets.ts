@@ -63,6 +63,8 @@ export function dynamodbFleets(
     readonly perRegion: number;
     readonly delayMs: number;
     readonly leaseRoundTripMs?: number;
+    /** Region holders and allowances (the store's opt-in `regionHolder`, `regionAllowance`). */
+    readonly allowances?: boolean;
   },
 ): Fleets {
   const names = regions.regions.map(({ name }) => name);
@@ -79,6 +81,15 @@ export function dynamodbFleets(
         leaseRegion: lease,
         leaseEndpoint: regions.endpoint(region, lease),
         leaseRoundTripMs: region === lease ? 0 : (options.leaseRoundTripMs ?? 2 * options.delayMs),
+        ...(options.allowances === true
+          ? {
+              regionHolder: true,
+              regionAllowance: true,
+              regionEndpoints: Object.fromEntries(
+                names.map((to) => [to, regions.endpoint(region, to)]),
+              ),
+            }
+          : {}),
       }),
     })),
   );

@@ -7,8 +7,8 @@ const DEFAULT_TABLE = "rate-limits";
 
 /**
  * `dynamodb://TABLE?region=R[&endpoint=URL][&regions=R1,R2][&remoteCacheMs=N][&leaseRegion=R]
- * [&leaseTable=T][&regionHolder=true][&holderTable=T]` (where hybrid counting reserves, and its
- * opt-in region holder; see `DynamoDbStoreOptions`), as `edgelimit serve --store` and
+ * [&leaseTable=T][&regionHolder=true][&holderTable=T][&regionAllowance=true]` (where hybrid
+ * counting reserves, and its opt-in region holders and allowances; see `DynamoDbStoreOptions`), as `edgelimit serve --store` and
  * `edgelimit build lambda-edge --store` take it.
  */
 export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
@@ -45,18 +45,23 @@ export function parseDynamodbUrl(url: string): DynamoDbStoreOptions {
     ...(remoteCacheMs ? { remoteCacheMs: Number(remoteCacheMs) } : {}),
     ...optional(parsed.searchParams, "leaseRegion"),
     ...optional(parsed.searchParams, "leaseTable"),
-    ...regionHolderOf(url, parsed.searchParams),
+    ...flag(url, parsed.searchParams, "regionHolder"),
+    ...flag(url, parsed.searchParams, "regionAllowance"),
     ...optional(parsed.searchParams, "holderTable"),
   };
 }
 
-function regionHolderOf(url: string, params: URLSearchParams): { regionHolder?: boolean } {
-  const value = params.get("regionHolder");
+function flag(
+  url: string,
+  params: URLSearchParams,
+  name: "regionHolder" | "regionAllowance",
+): Partial<Record<typeof name, boolean>> {
+  const value = params.get(name);
   if (value === null) return {};
-  if (value === "true" || value === "false") return { regionHolder: value === "true" };
+  if (value === "true" || value === "false") return { [name]: value === "true" };
   throw new EdgelimitError(
     "EL_STORE_URL",
-    `${url}: regionHolder is true or false; got ${JSON.stringify(value)}`,
+    `${url}: ${name} is true or false; got ${JSON.stringify(value)}`,
   );
 }
 
