@@ -50,6 +50,24 @@ describe("edgelimit simulate", () => {
     expect(holder?.legitimate.refusedUnderLimit).toBe(0);
   }, 60_000);
 
+  it("hybrid+allowance (region holders and allowances, opt-in): the far region's legitimate p99 at its own replica's latency, nothing beyond the limit", async () => {
+    const scenario = loadScenario(`${FIXTURES}/ci.yaml`, [
+      "exact",
+      "hybrid+holder",
+      "hybrid+allowance",
+    ]);
+    const [exact, holder, allowance] = (await simulate(scenario)).modes;
+    const far = (mode: typeof exact) => mode?.legitimateLatencyMs.byRegion["eu-west-1"];
+    // Holders leave a subject's first request in the far region waiting for us-east-1 (75 ms
+    // away); its allowance answers it there, so the p99 is within 10 ms of per-region's.
+    expect(far(holder)?.p99).toBeGreaterThan(70);
+    expect(far(allowance)?.p99).toBeLessThanOrEqual((far(exact)?.p99 ?? 0) + 10);
+    expect(allowance?.overAdmission.requests).toBe(0);
+    expect(allowance?.legitimate.refusedUnderLimit).toBeLessThanOrEqual(
+      Math.ceil((allowance?.legitimate.underLimitRequests ?? 0) / 1000),
+    );
+  }, 60_000);
+
   it("loses the two-writes design's increments to last-writer-wins under the spread attack, and none with per-region items", async () => {
     const report = await simulate(twoRegions());
     const [twoWrites, exact] = report.modes;
