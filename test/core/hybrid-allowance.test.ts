@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { claimEarly, reclaimAllowances } from "../../src/core/hybrid/allowance.js";
 import { refusedFull } from "../../src/core/hybrid/holder.js";
 import { newReservation } from "../../src/core/reservation.js";
-import type { CounterSpec, CounterState, RegionAllowances } from "../../src/core/types.js";
+import type { CounterSpec, CounterState, RegionAllowances, Store } from "../../src/core/types.js";
 
 const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
 const counter: CounterSpec = {
@@ -91,5 +91,41 @@ describe("hybrid counting's region allowances, in the layer", () => {
     expect(refused?.allowed).toBe(false);
     expect(refused?.retryAfterMs).toBe(200);
     expect(refusedFull(reservation, counter, T0 + 300)).toBeUndefined();
+  });
+});
+
+describe("hybrid counting with a region holder, when the holder fails", () => {
+  it("a late take that fails after the lease item refused leaves the refusal: the store answered, so it is not a store failure", async () => {
+    const { HybridCounting } = await import("../../src/core/hybrid-counting.js");
+    let takes = 0;
+    const inner: Store = {
+      name: "fake",
+      // The lease item is full: every reservation is counted beyond the limit.
+      async apply(counters) {
+        return counters.map((spec) => ({
+          allowed: true,
+          count: spec.limit + spec.cost,
+          remaining: 0,
+          resetAt: T0 + 1000,
+          retryAfterMs: 0,
+        }));
+      },
+      holder: {
+        async take() {
+          takes++;
+          // The first take finds the holder empty; the one after the lease item's refusal fails.
+          if (takes === 1) return { taken: 0, granted: 0, left: 0, storeCount: 0 };
+          throw new Error("the region's replica did not answer");
+        },
+        async fill() {
+          return { taken: 0, granted: 0, left: 0, storeCount: 0 };
+        },
+      },
+    };
+    const layer = new HybridCounting(inner, { clock: () => T0 });
+    const one = { ...counter, cost: 1 };
+    const [state] = await layer.apply([one], T0);
+    expect(takes).toBe(2);
+    expect(state?.allowed).toBe(false);
   });
 });

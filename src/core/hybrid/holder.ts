@@ -236,9 +236,14 @@ export async function reserveForRegion(
       if (!decision.allowed) {
         const reservation = reservations[j] as Reservation;
         const at = Math.max(now, reservation.start);
-        const late = await layer.holder.take(counter, counter.cost, at, false, progress);
-        if (late.taken >= counter.cost) decision = { ...decision, allowed: true, retryAfterMs: 0 };
-        else if ((decision.heldBack ?? 0) === 0) {
+        // The lease item answered: a late take that fails leaves its refusal standing (taken for
+        // a store failure, the request would be counted on a fresh local count instead).
+        const late = await layer.holder
+          .take(counter, counter.cost, at, false, progress)
+          .catch(() => undefined);
+        if (late !== undefined && late.taken >= counter.cost) {
+          decision = { ...decision, allowed: true, retryAfterMs: 0 };
+        } else if ((decision.heldBack ?? 0) === 0) {
           // Nothing the store could give back: the region's other processes learn it here.
           const ask = asks[j] as number;
           const granted = Math.max(0, Math.min(ask, counter.limit - (decision.count - ask)));

@@ -35,6 +35,8 @@ export class DynamoDbRegionHolder implements RegionHolder {
   readonly #tableName: string;
   readonly #ttlGraceSeconds: number;
   readonly #region: string;
+  /** A failed take came back with the holder's item: this server returns it (DynamoDB does). */
+  #returnsItems = false;
 
   /** `client`: the region's nearest replica; `region`: this store's, the holder's owner. */
   constructor(client: DynamoDbClient, tableName: string, ttlGraceSeconds: number, region: string) {
@@ -79,11 +81,17 @@ export class DynamoDbRegionHolder implements RegionHolder {
           throw error;
         }
         // Less is left than was asked: take what is left, if it covers the request. Without
-        // the item (none yet, the region's first request in the window; or a server that does
-        // not return it, dynalite) nothing is read: the request reserves in the lease item,
-        // and a read here would only add a round trip to the path that already waits.
+        // the item (none yet, the region's first request in the window) nothing is read: the
+        // request reserves in the lease item, and a read here would only add a round trip to
+        // the path that already waits. A server that never returns the item with a failed
+        // condition (dynalite) gets one more take, of the request's own cost, instead: until
+        // one failure has come back with its item, this server may be such a one.
         found = error.item;
-        ask = Math.min(ask, numberOf(found?.left));
+        if (found !== undefined) this.#returnsItems = true;
+        ask =
+          found === undefined && !this.#returnsItems && ask > counter.cost
+            ? counter.cost
+            : Math.min(ask, numberOf(found?.left));
       }
     }
     const fullAt = found?.full === undefined ? undefined : numberOf(found.full);
