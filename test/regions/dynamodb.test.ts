@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { definePolicy } from "../../src/policy/load.js";
 import { dynamodbFleets, type Fleets } from "../support/region-fleets.js";
-import { describeTraffic, percentile, runTraffic } from "../support/region-traffic.js";
+import {
+  describeTraffic,
+  percentile,
+  runTraffic,
+  type TrafficResult,
+} from "../support/region-traffic.js";
 import { type Regions, startRegions } from "../support/regions.js";
 
 /**
@@ -57,21 +62,24 @@ async function atWindowStart(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, wait));
 }
 
+/** Two windows of a spread attack at 60/s and six legitimate subjects a region, one every 400 ms. */
+function attackAndLegit(fleets: Fleets, ip: string, subnet: number): Promise<TrafficResult> {
+  return runTraffic({
+    fleets: fleets.fleets,
+    durationMs: 2 * WINDOW_MS - 100,
+    windowMs: WINDOW_MS,
+    attack: { ip, perSecond: 60 },
+    legit: { perRegion: 6, everyMs: 400, subnet },
+  });
+}
+
 describe("two regions of a global table, 100 ms apart each way: a spread attack and legitimate subjects", () => {
   it("hybrid admits at most the limit in every window; per-region exact at most the limit in each region", async () => {
     const [exact, hybrid] = await Promise.all([fleetsFor("exact"), fleetsFor("hybrid")]);
     await atWindowStart();
-    const run = (fleets: Fleets, ip: string, subnet: number) =>
-      runTraffic({
-        fleets: fleets.fleets,
-        durationMs: 2 * WINDOW_MS - 100,
-        windowMs: WINDOW_MS,
-        attack: { ip, perSecond: 60 },
-        legit: { perRegion: 6, everyMs: 400, subnet },
-      });
     const [exactRun, hybridRun] = await Promise.all([
-      run(exact, "203.0.113.1", 0),
-      run(hybrid, "203.0.113.2", 10),
+      attackAndLegit(exact, "203.0.113.1", 0),
+      attackAndLegit(hybrid, "203.0.113.2", 10),
     ]);
     console.log(describeTraffic("exact", exactRun));
     console.log(describeTraffic("hybrid", hybridRun));
@@ -105,17 +113,9 @@ describe("two regions of a global table, 100 ms apart each way: a spread attack 
       fleetsFor("hybrid", undefined, true),
     ]);
     await atWindowStart();
-    const run = (fleets: Fleets, ip: string, subnet: number) =>
-      runTraffic({
-        fleets: fleets.fleets,
-        durationMs: 2 * WINDOW_MS - 100,
-        windowMs: WINDOW_MS,
-        attack: { ip, perSecond: 60 },
-        legit: { perRegion: 6, everyMs: 400, subnet },
-      });
     const [plainRun, allowedRun] = await Promise.all([
-      run(plain, "203.0.113.4", 20),
-      run(allowed, "203.0.113.5", 30),
+      attackAndLegit(plain, "203.0.113.4", 20),
+      attackAndLegit(allowed, "203.0.113.5", 30),
     ]);
     console.log(describeTraffic("hybrid", plainRun));
     console.log(describeTraffic("hybrid, region holders and allowances", allowedRun));

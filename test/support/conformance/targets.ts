@@ -270,60 +270,46 @@ class WorkerdStore implements Store {
  * `regionHolder`) in a holders table, all on one
  * dynalite. Exact rules count in a table every region shares, as one replica would.
  */
-export async function dynamodbRegionsTarget(): Promise<Target> {
-  const local = await startDynalite();
-  const opened: DynamoDbStore[] = [];
-  return {
-    name: "dynamodb-regions",
-    canReset: false,
-    async stores(count) {
-      const [table, leases, holders] = [freshName(), freshName(), freshName()];
-      await Promise.all(
-        [table, leases, holders].map((name) => createRateLimitTable(local.client, name)),
-      );
-      const stores = Array.from(
-        { length: count },
-        (_, i) =>
-          new DynamoDbStore({
-            table,
-            region: i % 2 === 0 ? "us-east-1" : "eu-west-1",
-            endpoint: local.endpoint,
-            credentials: TEST_CREDENTIALS,
-            requestTimeoutMs: 5000,
-            leaseRegion: "us-east-1",
-            leaseTable: leases,
-            leaseEndpoint: local.endpoint,
-            regionHolder: true,
-            holderTable: holders,
-          }),
-      );
-      opened.push(...stores);
-      return stores;
-    },
-    async cleanup() {
-      await Promise.all(opened.map((store) => store.close()));
-      await local.close();
-    },
-  };
+export function dynamodbRegionsTarget(): Promise<Target> {
+  return holdersTarget("dynamodb-regions", ["us-east-1", "eu-west-1"], false);
 }
 
 /**
  * Hybrid counting's region allowances (DynamoDB `regionAllowance`): processes in three regions
  * (us-east-1 the lease region), each far region's first request of a subject in a window
  * answered from its allowance, a subject at its limit taking back the unspent ones. One dynalite
- * holds every region's tables (each region's items are its own by key).
+ * holds every region's tables (each region's items are its own by key); the regions count their
+ * exact rules in items of their own (`globalRegions`).
  */
-export async function dynamodbAllowanceTarget(): Promise<Target> {
+export function dynamodbAllowanceTarget(): Promise<Target> {
+  return holdersTarget("dynamodb-allowance", ["us-east-1", "eu-west-1", "ap-southeast-1"], true);
+}
+
+/**
+ * Processes in `regions` in turn on one dynalite, the first the lease region, with region
+ * holders, and with `allowances` the regions' allowances too.
+ */
+async function holdersTarget(
+  name: string,
+  regions: readonly string[],
+  allowances: boolean,
+): Promise<Target> {
   const local = await startDynalite();
   const opened: DynamoDbStore[] = [];
-  const regions = ["us-east-1", "eu-west-1", "ap-southeast-1"];
+  const extra = allowances
+    ? {
+        globalRegions: regions,
+        regionAllowance: true,
+        regionEndpoints: Object.fromEntries(regions.map((region) => [region, local.endpoint])),
+      }
+    : {};
   return {
-    name: "dynamodb-allowance",
+    name,
     canReset: false,
     async stores(count) {
       const [table, leases, holders] = [freshName(), freshName(), freshName()];
       await Promise.all(
-        [table, leases, holders].map((name) => createRateLimitTable(local.client, name)),
+        [table, leases, holders].map((table) => createRateLimitTable(local.client, table)),
       );
       const stores = Array.from(
         { length: count },
@@ -334,14 +320,12 @@ export async function dynamodbAllowanceTarget(): Promise<Target> {
             endpoint: local.endpoint,
             credentials: TEST_CREDENTIALS,
             requestTimeoutMs: 5000,
-            globalRegions: regions,
-            leaseRegion: "us-east-1",
+            leaseRegion: regions[0],
             leaseTable: leases,
             leaseEndpoint: local.endpoint,
             regionHolder: true,
             holderTable: holders,
-            regionAllowance: true,
-            regionEndpoints: Object.fromEntries(regions.map((region) => [region, local.endpoint])),
+            ...extra,
           }),
       );
       opened.push(...stores);
