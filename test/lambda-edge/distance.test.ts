@@ -173,4 +173,64 @@ describe("a Lambda@Edge function far from its replica", () => {
     });
     expect(outcomes).toEqual(["4", "3", "2", "1", "0", "429", "429", "429"]);
   });
+
+  it("hybrid with region holders and allowances: the far function's first request is answered in its region, never over the limit", async () => {
+    // The lease region's endpoint answers 300 ms late here: a first request that waited for a
+    // reservation there would take that long.
+    const slow = await distantProxy(Number(new URL(dynamo.endpoint).port), 300);
+    const slowEndpoint = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    const policy = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: { limit: 5, counting: "hybrid" } } },
+    });
+    try {
+      const [built] = await buildLambdaEdge({
+        policy,
+        store: {
+          table: "rate-limits",
+          region: "us-east-1",
+          endpoint: dynamo.endpoint,
+          globalRegions: ["us-east-1", "eu-central-1"],
+          leaseEndpoint: slowEndpoint,
+          regionHolder: true,
+          regionAllowance: true,
+          regionEndpoints: { "us-east-1": slowEndpoint, "eu-central-1": dynamo.endpoint },
+        },
+        outDir: join(work, "allowance"),
+        env: {},
+      });
+      const previous = { ...process.env };
+      Object.assign(process.env, {
+        AWS_REGION: "eu-central-1",
+        AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+      });
+      try {
+        const { handler } = require(built?.script as string) as {
+          handler: (
+            event: CloudFrontRequestEvent,
+          ) => Promise<CloudFrontRequest & { status?: string }>;
+        };
+        const started = performance.now();
+        const first = await handler(viewerRequest("198.51.100.83"));
+        const firstMs = performance.now() - started;
+        expect(first.status).toBeUndefined();
+        expect(firstMs).toBeLessThan(300);
+        let admitted = 1;
+        for (let i = 0; i < 9; i++) {
+          const answer = await handler(viewerRequest("198.51.100.83"));
+          if (answer.status === undefined) admitted++;
+        }
+        expect(admitted).toBeLessThanOrEqual(5);
+        expect(admitted).toBeGreaterThanOrEqual(3);
+        await (
+          handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+        ).limiter.store.close();
+      } finally {
+        process.env = previous;
+      }
+    } finally {
+      slow.close();
+    }
+  });
 });
