@@ -5,7 +5,9 @@
  * a single region). The synth warns for each Lambda@Edge region whose nearest replica is farther
  * than the policy's budget. A policy with `counting: hybrid` rules on a global table gets a
  * single-region table for their reservations (`-c leaseTable=NAME`, default
- * `rate-limit-leases`; `-c leaseTable=` puts them in the global table). A policy with an
+ * `rate-limit-leases`; `-c leaseTable=` puts them in the global table), and with
+ * `-c regionAllowance=true` the store's region holders and allowances, in the global table
+ * (docs/aws.md). A policy with an
  * `overrides:` section builds a viewer-request function that reads operators' overrides, and
  * its role may then run BatchGetItem too.
  * EDGELIMIT_JWT_SECRET and EDGELIMIT_CHALLENGE_SECRET must be set: Lambda@Edge has no environment
@@ -16,7 +18,7 @@ import { join } from "node:path";
 import { App } from "aws-cdk-lib";
 import { buildLambdaEdge } from "../src/cli/build.js";
 import { loadPolicy } from "../src/policy/load.js";
-import { DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "./stack.js";
+import { bundledStore, DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "./stack.js";
 
 const app = new App();
 const policyFile =
@@ -33,24 +35,14 @@ const tableName = (app.node.tryGetContext("table") as string | undefined) ?? "ra
 const bundleDir = join(app.outdir, "edgelimit-functions");
 
 const policy = loadPolicy(policyFile);
-const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
-const leaseContext = app.node.tryGetContext("leaseTable") as string | undefined;
-const leaseTableName =
-  hybrid && replicaRegions.length > 0 && leaseContext !== ""
-    ? (leaseContext ?? "rate-limit-leases")
-    : undefined;
-const built = await buildLambdaEdge({
-  policy,
-  store: {
-    table: tableName,
-    region: "us-east-1",
-    ...(replicaRegions.length > 0 ? { globalRegions: ["us-east-1", ...replicaRegions] } : {}),
-    ...(leaseTableName === undefined
-      ? {}
-      : { leaseRegion: "us-east-1", leaseTable: leaseTableName }),
-  },
-  outDir: bundleDir,
+const { store, leaseTableName } = bundledStore({
+  tableName,
+  replicaRegions,
+  hybrid: policy.rules.some((rule) => rule.counting === "hybrid"),
+  leaseTable: app.node.tryGetContext("leaseTable") as string | undefined,
+  regionAllowance: app.node.tryGetContext("regionAllowance") === "true",
 });
+const built = await buildLambdaEdge({ policy, store, outDir: bundleDir });
 const zipOf = (name: string) => built.find((fn) => fn.name === name)?.zip as string;
 
 new EdgeRateLimitStack(app, "EdgelimitRateLimit", {

@@ -24,6 +24,55 @@ export const DEFAULT_REPLICA_REGIONS = [
   "ap-northeast-1",
 ] as const;
 
+/**
+ * The store settings the app bundles (`edgelimit build`'s `store`) and the lease table it
+ * creates, from its context: a policy with `counting: hybrid` rules on a global table reserves
+ * in a single-region table of its own (`leaseTable`: default `rate-limit-leases`, "" for the
+ * global table's us-east-1 items); `regionAllowance` turns on the store's region holders and
+ * allowances, kept in the global table itself, whose every replica the role may already write.
+ */
+export function bundledStore(context: {
+  readonly tableName: string;
+  readonly replicaRegions: readonly string[];
+  readonly hybrid: boolean;
+  readonly leaseTable?: string | undefined;
+  readonly regionAllowance?: boolean | undefined;
+}): {
+  readonly store: {
+    readonly table: string;
+    readonly region: string;
+    readonly globalRegions?: readonly string[];
+    readonly leaseRegion?: string;
+    readonly leaseTable?: string;
+    readonly regionHolder?: boolean;
+    readonly regionAllowance?: boolean;
+  };
+  readonly leaseTableName: string | undefined;
+} {
+  const global = context.replicaRegions.length > 0;
+  if (context.regionAllowance === true && !(context.hybrid && global)) {
+    throw new Error(
+      "regionAllowance: needs a policy with counting: hybrid rules and replicas (a global table)",
+    );
+  }
+  const leaseTableName =
+    context.hybrid && global && context.leaseTable !== ""
+      ? (context.leaseTable ?? "rate-limit-leases")
+      : undefined;
+  return {
+    store: {
+      table: context.tableName,
+      region: "us-east-1",
+      ...(global ? { globalRegions: ["us-east-1", ...context.replicaRegions] } : {}),
+      ...(leaseTableName === undefined
+        ? {}
+        : { leaseRegion: "us-east-1", leaseTable: leaseTableName }),
+      ...(context.regionAllowance === true ? { regionHolder: true, regionAllowance: true } : {}),
+    },
+    leaseTableName,
+  };
+}
+
 /** The policy's default decision budget (`budget` unset). */
 const DEFAULT_BUDGET_MS = 50;
 

@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { App } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "../../infra/stack.js";
+import { bundledStore, DEFAULT_REPLICA_REGIONS, EdgeRateLimitStack } from "../../infra/stack.js";
 import { buildLambdaEdge } from "../../src/cli/build.js";
-import { loadPolicy } from "../../src/policy/load.js";
+import { definePolicy, loadPolicy } from "../../src/policy/load.js";
 
 const work = mkdtempSync(join(tmpdir(), "edgelimit-infra-"));
 const tableRegions = ["us-east-1", ...DEFAULT_REPLICA_REGIONS];
@@ -214,4 +214,52 @@ describe("the stack warns when an edge region's nearest replica is far for the b
     expect(warnings(190)).toHaveLength(2);
     expect(warnings(250)).toHaveLength(0);
   });
+});
+
+describe("the app's store settings (infra/app.ts's context)", () => {
+  const base = { tableName: "rate-limits", replicaRegions: ["eu-west-1"] };
+
+  it("reserves hybrid rules in a lease table of their own unless told the global table", () => {
+    expect(bundledStore({ ...base, hybrid: true })).toEqual({
+      store: {
+        table: "rate-limits",
+        region: "us-east-1",
+        globalRegions: ["us-east-1", "eu-west-1"],
+        leaseRegion: "us-east-1",
+        leaseTable: "rate-limit-leases",
+      },
+      leaseTableName: "rate-limit-leases",
+    });
+    expect(bundledStore({ ...base, hybrid: true, leaseTable: "" }).leaseTableName).toBeUndefined();
+    expect(bundledStore({ ...base, hybrid: false }).store).not.toHaveProperty("leaseTable");
+  });
+
+  it("regionAllowance: region holders and allowances in the global table, whose replicas the role writes; refused without hybrid rules or replicas", async () => {
+    const { store } = bundledStore({ ...base, hybrid: true, regionAllowance: true });
+    expect(store).toMatchObject({ regionHolder: true, regionAllowance: true });
+    expect(store).not.toHaveProperty("holderTable");
+    expect(() => bundledStore({ ...base, hybrid: false, regionAllowance: true })).toThrow(
+      /regionAllowance: needs a policy with counting: hybrid rules and replicas/,
+    );
+    expect(() =>
+      bundledStore({ ...base, replicaRegions: [], hybrid: true, regionAllowance: true }),
+    ).toThrow(/replicas/);
+    // The bundle carries the allowances only when the settings ask for them.
+    const policy = definePolicy({
+      version: 1,
+      tiers: { anonymous: { global: { limit: 60, counting: "hybrid" } } },
+    });
+    const sizeWith = async (settings: typeof store, dir: string) => {
+      const [request] = await buildLambdaEdge({
+        policy,
+        store: settings,
+        outDir: join(work, dir),
+        env: {},
+      });
+      return request?.minifiedBytes ?? 0;
+    };
+    const without = await sizeWith(bundledStore({ ...base, hybrid: true }).store, "plain");
+    const withAllowances = await sizeWith(store, "allowances");
+    expect(withAllowances).toBeGreaterThan(without + 1000);
+  }, 60_000);
 });
