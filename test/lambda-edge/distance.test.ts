@@ -11,6 +11,7 @@ import type {
 import { roundTripMs } from "../../src/adapters/lambda-edge/regions.js";
 import { buildLambdaEdge } from "../../src/cli/build.js";
 import { definePolicy } from "../../src/policy/load.js";
+import type { ResolvedPolicy } from "../../src/policy/types.js";
 import type { DynamoDbStoreOptions } from "../../src/stores/dynamodb.js";
 import {
   createRateLimitTable,
@@ -92,20 +93,21 @@ describe("a Lambda@Edge function far from its replica", () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  /** Loads a fresh build of the function as Lambda would in `region`, and makes 8 requests. */
-  async function requestsFrom(
+  type Handler = (
+    event: CloudFrontRequestEvent,
+  ) => Promise<CloudFrontRequest & { status?: string }>;
+
+  /**
+   * Builds the function and loads it as Lambda would in `region` (its credentials and
+   * `AWS_REGION` set while it loads and runs), runs `use`, then closes its store.
+   */
+  async function withFunction<T>(
     region: string,
-    clientIp: string,
-    settings: { policy: typeof policy; store: DynamoDbStoreOptions } = {
-      policy,
-      store: { table: "rate-limits", region: "us-east-1", endpoint },
-    },
-  ): Promise<string[]> {
-    const [built] = await buildLambdaEdge({
-      ...settings,
-      outDir: join(work, `${region}-${clientIp}`),
-      env: {},
-    });
+    dir: string,
+    settings: { policy: ResolvedPolicy; store: DynamoDbStoreOptions },
+    use: (handler: Handler) => Promise<T>,
+  ): Promise<T> {
+    const [built] = await buildLambdaEdge({ ...settings, outDir: join(work, dir), env: {} });
     const previous = { ...process.env };
     Object.assign(process.env, {
       AWS_REGION: region,
@@ -113,23 +115,36 @@ describe("a Lambda@Edge function far from its replica", () => {
       AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
     });
     try {
-      const { handler } = require(built?.script as string) as {
-        handler: (
-          event: CloudFrontRequestEvent,
-        ) => Promise<CloudFrontRequest & { status?: string }>;
-      };
+      const { handler } = require(built?.script as string) as { handler: Handler };
+      try {
+        return await use(handler);
+      } finally {
+        await (
+          handler as unknown as { limiter: { store: { close(): Promise<void> } } }
+        ).limiter.store.close();
+      }
+    } finally {
+      process.env = previous;
+    }
+  }
+
+  /** A fresh build of the function in `region`, and 8 requests: each one's status or remaining. */
+  function requestsFrom(
+    region: string,
+    clientIp: string,
+    settings: { policy: ResolvedPolicy; store: DynamoDbStoreOptions } = {
+      policy,
+      store: { table: "rate-limits", region: "us-east-1", endpoint },
+    },
+  ): Promise<string[]> {
+    return withFunction(region, `${region}-${clientIp}`, settings, async (handler) => {
       const outcomes: string[] = [];
       for (let i = 0; i < 8; i++) {
         const answer = await handler(viewerRequest(clientIp));
         outcomes.push(answer.status ?? answer.headers["x-ratelimit-remaining"]?.[0]?.value ?? "?");
       }
-      await (
-        handler as unknown as { limiter: { store: { close(): Promise<void> } } }
-      ).limiter.store.close();
       return outcomes;
-    } finally {
-      process.env = previous;
-    }
+    });
   }
 
   it("counts exactly when built for that distance", async () => {
@@ -184,33 +199,17 @@ describe("a Lambda@Edge function far from its replica", () => {
       tiers: { anonymous: { global: { limit: 5, counting: "hybrid" } } },
     });
     try {
-      const [built] = await buildLambdaEdge({
-        policy,
-        store: {
-          table: "rate-limits",
-          region: "us-east-1",
-          endpoint: dynamo.endpoint,
-          globalRegions: ["us-east-1", "eu-central-1"],
-          leaseEndpoint: slowEndpoint,
-          regionHolder: true,
-          regionAllowance: true,
-          regionEndpoints: { "us-east-1": slowEndpoint, "eu-central-1": dynamo.endpoint },
-        },
-        outDir: join(work, "allowance"),
-        env: {},
-      });
-      const previous = { ...process.env };
-      Object.assign(process.env, {
-        AWS_REGION: "eu-central-1",
-        AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
-      });
-      try {
-        const { handler } = require(built?.script as string) as {
-          handler: (
-            event: CloudFrontRequestEvent,
-          ) => Promise<CloudFrontRequest & { status?: string }>;
-        };
+      const store: DynamoDbStoreOptions = {
+        table: "rate-limits",
+        region: "us-east-1",
+        endpoint: dynamo.endpoint,
+        globalRegions: ["us-east-1", "eu-central-1"],
+        leaseEndpoint: slowEndpoint,
+        regionHolder: true,
+        regionAllowance: true,
+        regionEndpoints: { "us-east-1": slowEndpoint, "eu-central-1": dynamo.endpoint },
+      };
+      await withFunction("eu-central-1", "allowance", { policy, store }, async (handler) => {
         const started = performance.now();
         const first = await handler(viewerRequest("198.51.100.83"));
         const firstMs = performance.now() - started;
@@ -223,12 +222,7 @@ describe("a Lambda@Edge function far from its replica", () => {
         }
         expect(admitted).toBeLessThanOrEqual(5);
         expect(admitted).toBeGreaterThanOrEqual(3);
-        await (
-          handler as unknown as { limiter: { store: { close(): Promise<void> } } }
-        ).limiter.store.close();
-      } finally {
-        process.env = previous;
-      }
+      });
     } finally {
       slow.close();
     }
