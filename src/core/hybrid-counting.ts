@@ -49,19 +49,13 @@
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
-import { claimEarly, reclaimAllowances, spendAllowances } from "./hybrid/allowance.js";
+import { reclaimAllowances } from "./hybrid/allowance.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
 import { FENCE_MARGIN_MS, fencesFor, RecentResets, raiseFences } from "./hybrid/fence.js";
 import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
-import {
-  fillRegion,
-  type HolderLayer,
-  holderLayer,
-  refusedFull,
-  reserveForRegion,
-  takeChunks,
-} from "./hybrid/holder.js";
+import { type HolderLayer, holderLayer } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
+import { reserveThroughRegion } from "./hybrid/region-path.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
 import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
 
@@ -279,57 +273,20 @@ export class HybridCounting implements Store {
     if (missing.length === 0) return false;
     const holder = this.#holder;
     if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
-    // The region's holder is marked full (this process saw it): nothing is left for the
-    // subject in this window, here or in the store; refused without a call.
-    if (this.#refusedFull(counters, missing, now, states)) return true;
-    // The region's holder first (one local write), the lease region only when it is empty.
-    const held = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
-    const allowances = this.#allowances;
-    const early =
-      allowances === undefined
-        ? undefined
-        : claimEarly(allowances, counters, missing, held, now, progress);
-    await takeChunks(holder, counters, missing, held, now, progress);
-    missing = missing.filter((i, j) => !this.#take(held[j], counters[i], states, taken, i));
-    if (missing.length === 0) return false;
-    if (this.#refusedFull(counters, missing, now, states)) return true;
-    // The holder is empty (the subject's first request in the region, this window): the
-    // region's allowance answers it here, where there is one.
-    if (allowances !== undefined && early !== undefined) {
-      const left = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
-      missing = await spendAllowances(
-        (reservation, counter, at) => fillRegion(holder, reservation, counter, at),
-        allowances,
-        early,
-        counters,
-        missing,
-        left,
-        now,
-        progress,
-        states,
-      );
-      if (missing.length === 0) return false;
-    }
-    const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
-    return reserveForRegion(holder, counters, missing, reservations, now, progress, states);
-  }
-
-  /** Refuses the counters of `missing` whose region's holder is full; whether there was one. */
-  #refusedFull(
-    counters: readonly CounterSpec[],
-    missing: readonly number[],
-    now: number,
-    states: CounterState[],
-  ): boolean {
-    let full = false;
-    for (const i of missing) {
-      const counter = counters[i] as CounterSpec;
-      const refused = refusedFull(this.#reservationOf(counter, now), counter, now);
-      if (refused === undefined) continue;
-      states[i] = refused;
-      full = true;
-    }
-    return full;
+    return reserveThroughRegion(
+      {
+        holder,
+        allowances: this.#allowances,
+        reservationOf: (counter) => this.#reservationOf(counter, now),
+        take: (reservation, i) =>
+          this.#take(reservation, counters[i] as CounterSpec, states, taken, i),
+      },
+      counters,
+      missing,
+      now,
+      progress,
+      states,
+    );
   }
 
   /** One store call reserving for every counter in `missing`; admits from what is granted. */

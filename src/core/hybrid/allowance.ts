@@ -5,8 +5,8 @@
  * in this window) spends its region's allowance, one conditional write in the region, instead
  * of waiting for the lease region; the region's holder is filled behind it. A request refused
  * by the lease item while units are still held back for allowances starts taking back those no
- * region spent, for the requests after it. The lease item counted every allowance from its first write, so
- * neither step can admit beyond the limit.
+ * region spent, for the requests after it. The lease item counted every allowance from its
+ * first write, so neither step can admit beyond the limit.
  */
 import type { Reservation } from "../reservation.js";
 import type { CounterSpec, CounterState, RegionAllowances, StoreCallProgress } from "../types.js";

@@ -31,12 +31,11 @@ import type { Refiller } from "./refill.js";
 const LOW_ROUND_TRIPS = 4;
 /**
  * How long after a region's holder was marked full its processes refuse the subject without
- * asking the store: units may come back (a reservation's refund, allowances taken back), and
- * a refusal answered at once draws a Lambda@Edge region's traffic to the instances that refuse,
- * away from those still holding units. On `enterprise.yaml` and `mixed.yaml` with
- * `--modes hybrid+allowance`: 1 s kept the far region's p99 at the lease region's round trip in
- * `mixed`, and to the window's end left the key at its limit 2.4% short; 3 s does neither
- * (docs/accuracy.md, "Region allowances").
+ * asking the store. Not to the window's end: units may come back (a reservation's refund,
+ * allowances taken back), and a refusal answered at once draws a Lambda@Edge region's traffic
+ * to the instances that refuse, away from those still holding units. Not much shorter: each
+ * process asks the lease region again once it has passed. docs/accuracy.md, "Region allowances
+ * (opt-in)", measures the choice (`--modes hybrid+allowance` on enterprise.yaml and mixed.yaml).
  */
 const FULL_RECHECK_MS = 3000;
 /** A region reserves the next window in the last this share of the current one. */

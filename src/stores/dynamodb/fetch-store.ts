@@ -3,7 +3,8 @@ import { checkOptions } from "../../core/options.js";
 import { isWorkerd } from "../remote/runtime.js";
 import { type AwsCredentialsProvider, DynamoDbFetchClient } from "./fetch-client.js";
 import { dynamodbFetchStoreShape } from "./options.js";
-import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
+import type { DynamoDbTableOptions } from "./table-options.js";
+import { DynamoDbTableStore } from "./table-store.js";
 
 export interface DynamoDbFetchStoreOptions extends DynamoDbTableOptions {
   /**

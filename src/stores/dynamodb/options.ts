@@ -8,7 +8,7 @@ import type { DynamoDbClientOptions } from "./client.js";
 import type { DynamoDbFetchClientOptions } from "./fetch-client.js";
 import type { DynamoDbFetchStoreOptions } from "./fetch-store.js";
 import type { DynamoDbStoreOptions } from "./store.js";
-import type { DynamoDbTableOptions } from "./table-store.js";
+import type { DynamoDbTableOptions } from "./table-options.js";
 
 const REGION: OptionKind = {
   describe: "a region such as eu-west-1",

@@ -4,7 +4,8 @@ import { DynamoDbHttpClient } from "./client.js";
 import { dynamodbStoreShape } from "./options.js";
 import type { DynamoDbTransport } from "./protocol.js";
 import { ALLOWANCE_SUPPORT } from "./region-allowance.js";
-import { type DynamoDbTableOptions, DynamoDbTableStore } from "./table-store.js";
+import type { DynamoDbTableOptions } from "./table-options.js";
+import { DynamoDbTableStore } from "./table-store.js";
 import { parseDynamodbUrl } from "./url.js";
 
 export interface DynamoDbStoreOptions extends DynamoDbTableOptions {
