@@ -7,7 +7,6 @@
  * each must apply in the Worker within its refresh (`REFRESH_MS`, short here) plus a round
  * trip, and a request must make no call of its own for them.
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -17,7 +16,7 @@ import { createLimiter, type Limiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
-import { workerOverrideCases } from "../support/worker-overrides.js";
+import { overrideCli, workerOverrideCases } from "../support/worker-overrides.js";
 import {
   type CountingProxy,
   createRateLimitTable,
@@ -126,34 +125,15 @@ async function send(ip: string) {
 }
 
 /** `edgelimit override …` in a child process (asynchronously: dynalite answers from this one). */
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const store = `dynamodb://${TABLE}?region=us-east-1&endpoint=${dynamo.endpoint}`;
-  const env = {
-    ...process.env,
-    AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
-  };
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "override",
-        ...args,
-        "--store",
-        store,
-        "--policy",
-        policyFile,
-      ],
-      { encoding: "utf8", env },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
-        done({ code, stdout, stderr });
-      },
-    );
-  });
+function cli(args: string[]) {
+  return overrideCli(
+    `dynamodb://${TABLE}?region=us-east-1&endpoint=${dynamo.endpoint}`,
+    policyFile,
+    {
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
+    },
+  )(args);
 }
 
 describe("overrides of DynamoDB over fetch in a Worker", () => {

@@ -7,7 +7,6 @@
  * its refresh (`REFRESH_MS`, short here) plus a round trip, and a request must send no command
  * of its own for them (Redis `INFO commandstats`).
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -20,7 +19,7 @@ import { redisRestStore } from "../../src/stores/redis-rest.js";
 import { startRedis } from "../redis/redis-server.js";
 import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
 import { type RedisRestBridge, startRedisRestBridge } from "../support/redis-rest-bridge.js";
-import { workerOverrideCases } from "../support/worker-overrides.js";
+import { overrideCli, workerOverrideCases } from "../support/worker-overrides.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-rest-overrides-workerd-"));
 const policyFile = join(dir, "policy.json");
@@ -106,29 +105,8 @@ async function send(ip: string) {
 }
 
 /** `edgelimit override …` in a child process, against the store through the REST bridge. */
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const store = `redis+http://:${bridge.token}@${new URL(bridge.url).host}`;
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "override",
-        ...args,
-        "--store",
-        store,
-        "--policy",
-        policyFile,
-      ],
-      { encoding: "utf8" },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
-        done({ code, stdout, stderr });
-      },
-    );
-  });
+function cli(args: string[]) {
+  return overrideCli(`redis+http://:${bridge.token}@${new URL(bridge.url).host}`, policyFile)(args);
 }
 
 /** Calls of each Redis command since the server started. */

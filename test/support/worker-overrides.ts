@@ -3,9 +3,34 @@
  * HTTP and DynamoDB over fetch in workerd): the rig says how to reach that test's isolate, its
  * store's operator and the CLI against it.
  */
+import { execFile } from "node:child_process";
 import { expect, it } from "vitest";
 import type { Limiter } from "../../src/limiter.js";
+import { cliEntry } from "./cli-entry.js";
 import { within } from "./within.js";
+
+/**
+ * `edgelimit override …` in a child process against `store` with `policyFile`, asynchronously
+ * (the store's server may answer from the test's own process); `env` adds to the environment.
+ */
+export function overrideCli(
+  store: string,
+  policyFile: string,
+  env: Readonly<Record<string, string>> = {},
+): WorkerOverrideRig["cli"] {
+  return (args) =>
+    new Promise((done) => {
+      execFile(
+        process.execPath,
+        [...cliEntry(), "override", ...args, "--store", store, "--policy", policyFile],
+        { encoding: "utf8", env: { ...process.env, ...env } },
+        (error, stdout, stderr) => {
+          const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+          done({ code, stdout, stderr });
+        },
+      );
+    });
+}
 
 export interface WorkerOverrideRig {
   /** A limiter on the same store, outside the Worker: the operator's library admin. */
