@@ -19,7 +19,7 @@ export interface DurableObjectStubLike {
 
 export interface DurableObjectNamespaceLike {
   idFromName(name: string): DurableObjectIdLike;
-  get(id: DurableObjectIdLike): DurableObjectStubLike;
+  get(id: DurableObjectIdLike, options?: { locationHint?: string }): DurableObjectStubLike;
 }
 
 export interface DurableObjectStorageLike {

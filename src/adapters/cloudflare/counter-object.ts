@@ -1,29 +1,32 @@
 import { ALGORITHMS, applyCounters } from "../../core/algorithms/index.js";
-import type { CounterSpec, CounterState } from "../../core/types.js";
+import type { CounterSpec } from "../../core/types.js";
 import { LATE_GRACE_MS, windowAt, windowLengthMs } from "../../core/windows.js";
+import { AREA_PATH, AreaLedger } from "./area-object.js";
 import type { DurableObjectStateLike, WorkerEnv } from "./bindings.js";
+import {
+  type Entries,
+  holdingFor,
+  limitedBy,
+  type OpenedEntries,
+  parseRelease,
+  RELEASE_PATH,
+  type ReleaseRequest,
+  release,
+  withHolding,
+} from "./held-back.js";
 import { isOverridesKey, OVERRIDES_PATH, OverrideLedger } from "./override-object.js";
-
-/** What the Worker sends to a counter object: the counters of one request that live in it. */
-export interface CounterObjectRequest {
-  readonly counters: readonly CounterSpec[];
-  readonly now: number;
-}
-
-export interface CounterObjectAnswer {
-  readonly states: CounterState[];
-  /** Whether every enforce counter in this object admitted the request (and so counted it). */
-  readonly admitted: boolean;
-}
+import {
+  APPLY_PATH,
+  type CounterObjectAnswer,
+  type CounterObjectRequest,
+  REFUND_PATH,
+} from "./protocol.js";
 
 interface StoredCounter {
   // biome-ignore lint/suspicious/noExplicitAny: the algorithm's own state, opaque here.
   readonly state: any;
   readonly expiresAt: number;
 }
-
-export const APPLY_PATH = "/apply";
-export const REFUND_PATH = "/refund";
 
 /**
  * The exact counter: a Durable Object per counter key (the Worker addresses it with
@@ -42,9 +45,13 @@ export class EdgelimitCounter {
   #alarmAt: number | undefined;
   /** Made by the first call to `/overrides/…`: only the `{overrides}` object gets one. */
   #overrides: OverrideLedger | undefined;
+  /** Made by the first call to `/area/…`: only an area object gets one (area-object.ts). */
+  #area: AreaLedger | undefined;
+  readonly #env: WorkerEnv;
 
-  constructor(state: DurableObjectStateLike, _env?: WorkerEnv) {
+  constructor(state: DurableObjectStateLike, env: WorkerEnv = {}) {
     this.#storage = state.storage;
+    this.#env = env;
     void state.blockConcurrencyWhile(async () => {
       const stored = await this.#storage.list<StoredCounter>();
       for (const [key, counter] of stored) {
@@ -60,6 +67,25 @@ export class EdgelimitCounter {
       // The operators' overrides (override-object.ts): the object named `{overrides}` holds them.
       this.#overrides ??= new OverrideLedger(this.#storage);
       return this.#overrides.handle(request, pathname.slice(OVERRIDES_PATH.length));
+    }
+    if (pathname.startsWith(AREA_PATH)) {
+      // An area object (area-object.ts): its allowances are entries of this object.
+      this.#area ??= new AreaLedger(this.#env, (now) => this.#open(now));
+      return this.#area.handle(request, pathname.slice(AREA_PATH.length));
+    }
+    if (request.method === "POST" && pathname === RELEASE_PATH) {
+      let asked: ReleaseRequest;
+      try {
+        asked = parseRelease(await request.json());
+      } catch (error) {
+        return new Response(error instanceof Error ? error.message : "bad request", {
+          status: 400,
+        });
+      }
+      const opened = this.#open(Date.now());
+      const given = release(opened.entries, asked);
+      await opened.save();
+      return Response.json({ given });
     }
     if (request.method !== "POST" || (pathname !== APPLY_PATH && pathname !== REFUND_PATH)) {
       return new Response("not found", { status: 404 });
@@ -78,7 +104,7 @@ export class EdgelimitCounter {
       await this.#persist(this.#refund(body.counters, now));
       return new Response(null, { status: 204 });
     }
-    const { answer, changed } = this.#apply(body.counters, now);
+    const { answer, changed } = this.#apply(body.counters, now, body.held ?? 0);
     await this.#persist(changed);
     return Response.json(answer);
   }
@@ -109,22 +135,51 @@ export class EdgelimitCounter {
     return counter !== undefined && counter.expiresAt + LATE_GRACE_MS > now ? counter : undefined;
   }
 
-  /** The store contract's three steps (`applyCounters`), for the counters held by this object. */
+  /** This object's entries as of `now`, and the write of what was changed in them. */
+  #open(now: number): OpenedEntries {
+    const changed: Record<string, StoredCounter> = {};
+    return { entries: this.#entries(now, changed), save: () => this.#persist(changed) };
+  }
+
+  /**
+   * This object's entries as of `now`, whose writes are kept in memory and in `changed` (for
+   * `#persist`).
+   */
+  #entries(now: number, changed: Record<string, StoredCounter> = {}): Entries {
+    return {
+      get: (key) => this.#lookup(key, now),
+      set: (key, state, expiresAt) => {
+        const current = { state, expiresAt };
+        this.#counters.set(key, current);
+        changed[key] = current;
+      },
+    };
+  }
+
+  /**
+   * The store contract's three steps (`applyCounters`), for the counters held by this object;
+   * with areas, the units held back for their allowances count as counted (held-back.ts).
+   */
   #apply(
     counters: readonly CounterSpec[],
     now: number,
+    far: number,
   ): { answer: CounterObjectAnswer; changed: Record<string, StoredCounter> } {
     const changed: Record<string, StoredCounter> = {};
-    const { states, admitted } = applyCounters(counters, now, {
-      get: (spec) => this.#lookup(spec.key, now)?.state,
-      set: (spec, state, expiresAt) => {
-        const current = { state, expiresAt };
-        this.#counters.set(spec.key, current);
-        changed[spec.key] = current;
-      },
+    const entries = this.#entries(now, changed);
+    const holdings = counters.map((spec) =>
+      far === 0 ? undefined : holdingFor(entries, spec, now, far),
+    );
+    const limited = counters.map((spec, i) => limitedBy(spec, holdings[i]));
+    const { states, admitted } = applyCounters(limited, now, {
+      get: (spec) => entries.get(spec.key)?.state,
+      set: (spec, state, expiresAt) => entries.set(spec.key, state, expiresAt),
     });
     // The object's clock goes with each answer: hybrid counting's reservations follow it.
-    const answer = { states: states.map((state) => ({ ...state, storeNow: now })), admitted };
+    const answer = {
+      states: states.map((state, i) => withHolding({ ...state, storeNow: now }, holdings[i])),
+      admitted,
+    };
     return { answer, changed };
   }
 
@@ -187,5 +242,10 @@ function parseRequest(input: unknown): CounterObjectRequest {
       throw new TypeError(`counter ${spec.key}: limit, cost and window are required`);
     }
   }
-  return { counters: body.counters, now: body.now };
+  if (body.held !== undefined && !(Number.isInteger(body.held) && body.held >= 0)) {
+    throw new TypeError("held must be a whole number of areas");
+  }
+  return body.held === undefined
+    ? { counters: body.counters, now: body.now }
+    : { counters: body.counters, now: body.now, held: body.held };
 }

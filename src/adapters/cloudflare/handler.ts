@@ -21,6 +21,7 @@ import {
   webGuard,
   withHeaders,
 } from "../web.js";
+import type { AreaOptions } from "./areas.js";
 import type { ExecutionContextLike, WorkerEnv } from "./bindings.js";
 import { approximateRules, bindingLimits, checkCloudflarePolicy } from "./check.js";
 import {
@@ -77,6 +78,13 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
    * the route `edgelimit override` talks to (off by default; docs/cloudflare.md). Read when this
    * option is given or the policy has an `overrides:` section; `false`: none are read.
    */
+  /**
+   * Hybrid counting by area (docs/cloudflare.md, "Areas"): the hybrid rules of a request count
+   * in its area's object of the subject, near the isolate, instead of in the rule's object in
+   * one place; a subject's first request in a window in a far area is answered there. Off by
+   * default.
+   */
+  readonly areas?: AreaOptions;
   readonly overrides?:
     | false
     | {
@@ -97,6 +105,7 @@ function cloudflareShape() {
     onDecision: "function",
     blockCache: [false, fields({ maxKeys: "number" })],
     challenge: [false, "function"],
+    areas: fields({ lease: required("string"), byContinent: "object" }),
     overrides: [
       false,
       fields({
@@ -118,6 +127,12 @@ function checkCloudflareOptions(name: string, options: unknown, origin = false):
 interface Prepared {
   readonly limiter: Limiter;
   readonly guard: WebGuard<WorkerEnv>;
+  readonly store: CloudflareStore;
+}
+
+/** The Worker's request as workerd gives it: `cf` says where it arrived. */
+function cfOf(request: Request): unknown {
+  return (request as Request & { cf?: unknown }).cf;
 }
 
 /** The handler's name in the messages of options it refuses. */
@@ -147,6 +162,7 @@ export class CloudflareLimiter {
    */
   async check(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Verdict> {
     const prepared = this.#prepare(env);
+    prepared.store.locate(cfOf(request));
     try {
       return await prepared.limiter.check(describeRequest(request, undefined));
     } finally {
@@ -157,6 +173,7 @@ export class CloudflareLimiter {
   /** `limiter.peek` for a Worker request: each matched rule's numbers, counting nothing. */
   async peek(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Peek> {
     const prepared = this.#prepare(env);
+    prepared.store.locate(cfOf(request));
     try {
       return await prepared.limiter.peek(describeRequest(request, undefined));
     } finally {
@@ -186,6 +203,7 @@ export class CloudflareLimiter {
     ctx?: ExecutionContextLike,
   ): Promise<Response> {
     const prepared = this.#prepare(env);
+    prepared.store.locate(cfOf(request));
     const route = this.#options.overrides === false ? undefined : this.#options.overrides?.admin;
     if (route !== undefined && isOverrideRoute(request, route)) {
       try {
@@ -219,9 +237,12 @@ export class CloudflareLimiter {
       counter: options.counter ?? DEFAULT_COUNTER_BINDING,
       approximate: approximateRules(policy),
       bindingLimits: bindingLimits(policy),
+      ...(options.areas === undefined ? {} : { areas: options.areas }),
     });
-    // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting).
-    const hybrid = policy.rules.some((rule) => rule.counting === "hybrid");
+    // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting); with
+    // areas, the area objects reserve for them (areas.ts).
+    const hybrid =
+      options.areas === undefined && policy.rules.some((rule) => rule.counting === "hybrid");
     const store = hybrid ? hybridCounting(counted) : counted;
     const limiter = createLimiter({
       overrides: overridesOf(options, policy),
@@ -237,7 +258,7 @@ export class CloudflareLimiter {
     const guard = webGuard<WorkerEnv>(GUARD_NAME, limiter, { ...options, challenge }, (request) =>
       describeRequest(request, undefined),
     );
-    const prepared = { limiter, guard };
+    const prepared = { limiter, guard, store: counted };
     this.#prepared.set(env, prepared);
     return prepared;
   }

@@ -3,6 +3,8 @@
  * as the cheap approximate filter and a Durable Object (`EdgelimitCounter`) as the exact counter.
  * Export `EdgelimitCounter` from the Worker's main module so that wrangler can bind it.
  */
+
+export { type AreaOptions, DEFAULT_CONTINENT_AREAS } from "./areas.js";
 export type {
   DurableObjectNamespaceLike,
   DurableObjectStateLike,

@@ -1,19 +1,27 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
-import { checkOptions, type OptionsShape, required } from "../../core/options.js";
+import { checkOptions, fields, type OptionsShape, required } from "../../core/options.js";
 import type { OverrideSource } from "../../core/overrides.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
 import { windowAt } from "../../core/windows.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
+import {
+  type AreaOptions,
+  type AreaPlan,
+  areaObjectName,
+  areaOfContinent,
+  farAreas,
+} from "./areas.js";
 import type { DurableObjectNamespaceLike, RateLimitBinding, WorkerEnv } from "./bindings.js";
 import { bindingNameFor } from "./check.js";
+import { RELEASE_PATH, type ReleaseRequest } from "./held-back.js";
+import { DurableObjectOverrides } from "./override-source.js";
 import {
   APPLY_PATH,
   type CounterObjectAnswer,
   type CounterObjectRequest,
   REFUND_PATH,
-} from "./counter-object.js";
-import { DurableObjectOverrides } from "./override-source.js";
+} from "./protocol.js";
 
 export interface CloudflareStoreOptions {
   /** The Worker's `env`, where the bindings live. */
@@ -39,6 +47,13 @@ export interface CloudflareStoreOptions {
    * and counts for that object's circuit breaker.
    */
   readonly callTimeoutMs?: number;
+  /**
+   * Hybrid counting by area (areas.ts; docs/cloudflare.md, "Areas"): an isolate counts a
+   * request's hybrid rules through its area's object of the subject, near it, which spends units
+   * it reserved in the rule objects (created in the `lease` area). The store then counts hybrid
+   * rules itself (no `hybridCounting` in front). Off by default.
+   */
+  readonly areas?: AreaOptions;
 }
 
 function cloudflareStoreShape() {
@@ -49,10 +64,12 @@ function cloudflareStoreShape() {
     bindingLimits: "object",
     counter: required("string"),
     callTimeoutMs: "number",
+    areas: fields({ lease: required("string"), byContinent: "object" }),
   } satisfies OptionsShape<CloudflareStoreOptions>;
 }
 
 const OBJECT_ORIGIN = "https://edgelimit-counter";
+const AREA_ORIGIN = "https://edgelimit-area";
 const DEFAULT_CALL_TIMEOUT_MS = 1000;
 /** Counter objects whose failures are remembered (at most twice this many). */
 const GUARDED_OBJECTS_PER_GENERATION = 4096;
@@ -80,8 +97,12 @@ const GUARDED_OBJECTS_PER_GENERATION = 4096;
 export class CloudflareStore implements Store {
   readonly name = "cloudflare";
   // workerd refuses to let one request await I/O another request started.
-  readonly traits: StoreTraits = { requestScopedIo: true };
+  readonly traits: StoreTraits;
   readonly #options: CloudflareStoreOptions;
+  /** With areas: every area but the lease area (each has an allowance). */
+  readonly #far: readonly string[];
+  /** With areas: this isolate's area, from its first request (`locate`). */
+  #here: string | undefined;
   readonly #approximate: ReadonlySet<string>;
   readonly #objects: DurableObjectNamespaceLike;
   readonly #guards = new GenerationalCache<RemoteGuard>(GUARDED_OBJECTS_PER_GENERATION);
@@ -100,6 +121,31 @@ export class CloudflareStore implements Store {
     }
     this.#objects = objects;
     this.#approximate = new Set(options.approximate ?? []);
+    this.#far = options.areas === undefined ? [] : farAreas(options.areas);
+    // With areas, the area objects count hybrid rules (area-object.ts).
+    this.traits =
+      options.areas === undefined
+        ? { requestScopedIo: true }
+        : { requestScopedIo: true, hybrid: true };
+  }
+
+  /**
+   * With areas, the isolate's area, from a request's `cf.continent`: the first request's (an
+   * isolate runs in one data center). Until then, hybrid rules count in the rule objects.
+   */
+  locate(cf: unknown): void {
+    const areas = this.#options.areas;
+    if (areas === undefined || this.#here !== undefined) return;
+    this.#here = areaOfContinent(areas, (cf as { continent?: unknown } | undefined)?.continent);
+  }
+
+  /** Settles an area's allowance in the rule object (held-back.ts): units given back. */
+  async release(request: ReleaseRequest): Promise<number> {
+    const key = request.counter.key;
+    const answer = (await this.#guard(key).run(() =>
+      this.#post(this.#ruleObject(key), OBJECT_ORIGIN + RELEASE_PATH, request, key),
+    )) as { given: number };
+    return answer.given;
   }
 
   /**
@@ -152,13 +198,31 @@ export class CloudflareStore implements Store {
 
     // The exact counters, one object per key, for what passed the filter.
     const byKey = new Map<string, number[]>();
+    const objects: number[] = [];
     counters.forEach((spec, i) => {
       if (this.#backendOf(spec) !== "exact") return;
       if (!admitted && spec.mode === "enforce") return;
+      objects.push(i);
       const indexes = byKey.get(spec.key);
       if (indexes === undefined) byKey.set(spec.key, [i]);
       else indexes.push(i);
     });
+    const area = this.#here;
+    const hybrid = objects.find((i) => (counters[i] as CounterSpec).counting === "hybrid");
+    if (area !== undefined && hybrid !== undefined) {
+      // Through the area's object of the first hybrid counter's subject: one call, near.
+      const own = objects.map((i) => counters[i] as CounterSpec);
+      const answer = await this.#callArea(
+        area,
+        (counters[hybrid] as CounterSpec).subject,
+        own,
+        now,
+      );
+      objects.forEach((index, j) => {
+        states[index] = answer[j];
+      });
+      return counters.map((_spec, i) => states[i] ?? notConsulted(now));
+    }
     const calls = [...byKey].map(async ([key, indexes]) => {
       const own = indexes.map((i) => counters[i] as CounterSpec);
       const answer = (await this.#call(key, APPLY_PATH, own, now)) as CounterObjectAnswer;
@@ -210,33 +274,73 @@ export class CloudflareStore implements Store {
     return success;
   }
 
-  #call(
-    key: string,
-    path: string,
-    counters: readonly CounterSpec[],
-    now: number,
-  ): Promise<CounterObjectAnswer | undefined> {
-    let guard = this.#guards.get(key);
+  /** The guard of the calls to one object (named `name`). */
+  #guard(name: string): RemoteGuard {
+    let guard = this.#guards.get(name);
     if (guard === undefined) {
       guard = new RemoteGuard({
-        name: `counter object for ${key}`,
+        name: `counter object for ${name}`,
         owner: "cloudflareStore",
         timeoutMs: this.#options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
       });
-      this.#guards.set(key, guard);
+      this.#guards.set(name, guard);
     }
-    return guard.run(() => this.#callObject(key, path, counters, now));
+    return guard;
   }
 
-  async #callObject(
+  async #call(
     key: string,
     path: string,
     counters: readonly CounterSpec[],
     now: number,
   ): Promise<CounterObjectAnswer | undefined> {
-    const stub = this.#objects.get(this.#objects.idFromName(key));
-    const body: CounterObjectRequest = { counters, now };
-    const response = await stub.fetch(OBJECT_ORIGIN + path, {
+    // With areas, the rule object holds units back for the far areas' allowances.
+    const body: CounterObjectRequest =
+      this.#far.length === 0 ? { counters, now } : { counters, now, held: this.#far.length };
+    const answer = await this.#guard(key).run(() =>
+      this.#post(this.#ruleObject(key), OBJECT_ORIGIN + path, body, key),
+    );
+    return path === APPLY_PATH ? (answer as CounterObjectAnswer) : undefined;
+  }
+
+  /** Counts `counters` in `area`'s object of `subject` (area-object.ts). */
+  async #callArea(
+    area: string,
+    subject: string,
+    counters: readonly CounterSpec[],
+    now: number,
+  ): Promise<CounterState[]> {
+    const areas = this.#options.areas as AreaOptions;
+    const name = areaObjectName(area, subject);
+    const plan: AreaPlan = {
+      area,
+      lease: areas.lease,
+      far: this.#far,
+      binding: this.#options.counter,
+    };
+    const stub = this.#objects.get(this.#objects.idFromName(name), { locationHint: area });
+    const answer = await this.#guard(name).run(() =>
+      this.#post(stub, `${AREA_ORIGIN}/area/apply`, { counters, now, plan, subject }, name),
+    );
+    return (answer as { states: CounterState[] }).states;
+  }
+
+  /** A rule object: where the lease area says, with areas (else where first asked for). */
+  #ruleObject(key: string) {
+    const lease = this.#options.areas?.lease;
+    const id = this.#objects.idFromName(key);
+    return lease === undefined
+      ? this.#objects.get(id)
+      : this.#objects.get(id, { locationHint: lease });
+  }
+
+  async #post(
+    stub: ReturnType<DurableObjectNamespaceLike["get"]>,
+    url: string,
+    body: unknown,
+    name: string,
+  ): Promise<unknown> {
+    const response = await stub.fetch(url, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(body),
@@ -244,10 +348,10 @@ export class CloudflareStore implements Store {
     if (!response.ok) {
       throw new EdgelimitError(
         "EL_STORE_FAILED",
-        `cloudflare: counter object for ${key} answered ${response.status}: ${await response.text()}`,
+        `cloudflare: counter object for ${name} answered ${response.status}: ${await response.text()}`,
       );
     }
-    return path === APPLY_PATH ? ((await response.json()) as CounterObjectAnswer) : undefined;
+    return response.status === 204 ? undefined : response.json();
   }
 }
 
