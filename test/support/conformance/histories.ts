@@ -140,6 +140,7 @@ export function historyArbitrary(options: {
  */
 class FaultyStore implements Store {
   readonly name: string;
+  readonly traits: Store["traits"];
   readonly #inner: Store;
   readonly holder: Store["holder"];
   readonly allowances: Store["allowances"];
@@ -148,6 +149,8 @@ class FaultyStore implements Store {
   constructor(inner: Store) {
     this.#inner = inner;
     this.name = inner.name;
+    // A store that counts hybrid rules itself stays so (its hybrid layer is not doubled).
+    this.traits = inner.traits?.hybrid === true ? { hybrid: true } : undefined;
     this.holder = inner.holder;
     this.allowances = inner.allowances;
     if (inner.reset !== undefined)

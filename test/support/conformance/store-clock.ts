@@ -45,6 +45,7 @@ export class HistoryClock {
  */
 export class OwnClockStore implements Store {
   readonly name: string;
+  readonly traits: Store["traits"];
   readonly #inner: Store;
   readonly #clock: HistoryClock;
   reset?: (counters: readonly CounterSpec[]) => Promise<void>;
@@ -53,6 +54,8 @@ export class OwnClockStore implements Store {
     this.#inner = inner;
     this.#clock = clock;
     this.name = inner.name;
+    // A store that counts hybrid rules itself stays so (its hybrid layer is not doubled).
+    this.traits = inner.traits?.hybrid === true ? { hybrid: true } : undefined;
     if (inner.reset !== undefined)
       this.reset = (counters) => inner.reset?.(counters) as Promise<void>;
   }

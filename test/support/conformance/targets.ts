@@ -235,27 +235,59 @@ export async function durableObjectTarget(): Promise<Target> {
   };
 }
 
+/**
+ * The Durable Objects with areas (adapters/cloudflare/areas.ts): the "processes" are isolates in
+ * North America (the lease area), Europe and Asia in turn; hybrid rules count through each
+ * area's object of the subject, the far areas' with a holder and an allowance.
+ */
+export async function durableObjectAreasTarget(): Promise<Target> {
+  const target = await durableObjectTarget();
+  const continents = ["NA", "EU", "AS"];
+  return {
+    ...target,
+    name: "durable-object-areas",
+    async stores(count) {
+      const [first] = (await target.stores(1)) as WorkerdStore[];
+      return Array.from(
+        { length: count },
+        (_, i) =>
+          new WorkerdStore(
+            first?.miniflare as Miniflare,
+            first?.prefix as string,
+            continents[i % 3],
+          ),
+      );
+    },
+  };
+}
+
 class WorkerdStore implements Store {
   readonly name = "cloudflare";
-  readonly #miniflare: Miniflare;
+  readonly miniflare: Miniflare;
   /** Keeps histories apart: every key is prefixed (in its subject, so objects differ too). */
-  readonly #prefix: string;
+  readonly prefix: string;
+  /** With areas: the continent of this isolate's requests. */
+  readonly #continent: string | undefined;
+  /** With areas, the store counts hybrid rules itself (no hybrid layer in front of it). */
+  readonly traits: Store["traits"];
 
-  constructor(miniflare: Miniflare, prefix: string) {
-    this.#miniflare = miniflare;
-    this.#prefix = prefix;
+  constructor(miniflare: Miniflare, prefix: string, continent?: string) {
+    this.miniflare = miniflare;
+    this.prefix = prefix;
+    this.#continent = continent;
+    this.traits = continent === undefined ? undefined : { hybrid: true };
   }
 
   async apply(counters: readonly CounterSpec[], now: number): Promise<CounterState[]> {
     const prefixed = counters.map((counter) => ({
       ...counter,
-      key: `${this.#prefix}${counter.key}`,
-      subject: `${this.#prefix}${counter.subject}`,
+      key: `${this.prefix}${counter.key}`,
+      subject: `${this.prefix}${counter.subject}`,
     }));
-    const response = await this.#miniflare.dispatchFetch("https://store.test/apply", {
+    const response = await this.miniflare.dispatchFetch("https://store.test/apply", {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ counters: prefixed, now }),
+      body: JSON.stringify({ counters: prefixed, now, continent: this.#continent }),
     });
     if (!response.ok)
       throw new Error(`workerd store answered ${response.status}: ${await response.text()}`);
