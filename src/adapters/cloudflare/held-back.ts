@@ -72,6 +72,8 @@ export function holdingFor(
   now: number,
   far: number,
 ): Holding | undefined {
+  // Only fixed windows have allowances (areas.ts, `heldFor`).
+  if (spec.algorithm !== "fixed-window") return undefined;
   const units = heldFor(spec, far) ?? 0;
   const key = heldKey(spec.key);
   const found = entries.get(key)?.state as HeldEntry | undefined;
