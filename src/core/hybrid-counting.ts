@@ -345,7 +345,15 @@ export class HybridCounting implements Store {
         this.#leaseMs,
       );
       if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
-      if (granted === "own") {
+      // Held but already past the store's window as this process reckons it (the answer came
+      // back within a round trip of the window's end): the store counted the request's own cost
+      // in its window, which admits the request that asked, as exact counting would; the rest
+      // stays unspent. Refused instead, a far store's subjects would be refused under their
+      // limit in each window's last round trip (test/core/hybrid-window-end.test.ts).
+      if (
+        granted === "own" ||
+        (granted === "held" && grantCovers(counter, asks[j] as number, state))
+      ) {
         // Counted in the store for this request alone: admitted, nothing held.
         states[i] = ownState(counter, asks[j] as number, state);
         return;
@@ -429,4 +437,9 @@ export function hybridCounting(store: Store, options?: HybridOptions): Store {
   if (typeof EDGELIMIT_BUNDLE === "undefined") checkHybridArguments(store, options);
   if (store.traits?.applySync !== undefined || store.traits?.hybrid === true) return store;
   return new HybridCounting(store, options);
+}
+
+/** Whether a store's answer to a reservation of `asked` units grants the request's own cost. */
+function grantCovers(counter: CounterSpec, asked: number, state: CounterState): boolean {
+  return Math.max(0, Math.min(asked, counter.limit - (state.count - asked))) >= counter.cost;
 }
