@@ -34,6 +34,8 @@ const STORES: Record<string, string> = {
   "core/hybrid/refill.ts": "hybrid counting's top-ups, on the store it wraps",
   "core/hybrid/holder.ts": "hybrid counting's region holder, filled from the store it wraps",
   "core/local-fallback.ts": "local counting, the step's fallback, on its own counter",
+  "adapters/cloudflare/area-object.ts":
+    "a Worker's area object, the far end of the Cloudflare store: hybrid counting in front of the rule objects",
   "simulate/world.ts": "the simulator's modeled store network",
 };
 

@@ -4,7 +4,7 @@
  * Export `EdgelimitCounter` from the Worker's main module so that wrangler can bind it.
  */
 
-export { type AreaOptions, DEFAULT_CONTINENT_AREAS } from "./areas.js";
+export type { AreaOptions } from "./areas.js";
 export type {
   DurableObjectNamespaceLike,
   DurableObjectStateLike,
