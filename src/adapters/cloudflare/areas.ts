@@ -20,7 +20,8 @@ export interface AreaOptions {
   readonly lease: string;
   /**
    * The area of an isolate, by its requests' `cf.continent`; a continent not named here is
-   * served from the lease area. Default: `DEFAULT_CONTINENT_AREAS`.
+   * served from the lease area. Default: each continent's nearest hint (NA enam, SA sam, EU weur,
+   * AF afr, AS apac, OC oc).
    */
   readonly byContinent?: Readonly<Record<string, string>>;
 }
