@@ -91,8 +91,11 @@ async function answersWithServerTime(store: Store): Promise<void> {
   const after = Date.now();
   for (const state of answers.flat()) {
     expect(state.count).toBe(1);
-    expect(state.storeNow).toBeGreaterThanOrEqual(before);
-    expect(state.storeNow).toBeLessThanOrEqual(after);
+    // The store estimates the server's clock from samples, within half their round trip
+    // (stores/redis/server-clock.ts), and both clocks are read in whole milliseconds: 1 ms
+    // either way (1 ms before `before` once, on a loaded CI machine).
+    expect(state.storeNow).toBeGreaterThanOrEqual(before - 1);
+    expect(state.storeNow).toBeLessThanOrEqual(after + 1);
   }
 }
 
