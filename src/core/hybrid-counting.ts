@@ -61,7 +61,7 @@ import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
 
 export type { HybridOptions } from "./hybrid-options.js";
 
-import { newReservation, type Reservation, reservationSize } from "./reservation.js";
+import { grantedBy, newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type { Sent } from "./reservation-clock.js";
 import type {
   CounterSpec,
@@ -352,7 +352,7 @@ export class HybridCounting implements Store {
       // limit in each window's last round trip (test/core/hybrid-window-end.test.ts).
       if (
         granted === "own" ||
-        (granted === "held" && grantCovers(counter, asks[j] as number, state))
+        (granted === "held" && grantedBy(counter, asks[j] as number, state) >= counter.cost)
       ) {
         // Counted in the store for this request alone: admitted, nothing held.
         states[i] = ownState(counter, asks[j] as number, state);
@@ -437,9 +437,4 @@ export function hybridCounting(store: Store, options?: HybridOptions): Store {
   if (typeof EDGELIMIT_BUNDLE === "undefined") checkHybridArguments(store, options);
   if (store.traits?.applySync !== undefined || store.traits?.hybrid === true) return store;
   return new HybridCounting(store, options);
-}
-
-/** Whether a store's answer to a reservation of `asked` units grants the request's own cost. */
-function grantCovers(counter: CounterSpec, asked: number, state: CounterState): boolean {
-  return Math.max(0, Math.min(asked, counter.limit - (state.count - asked))) >= counter.cost;
 }

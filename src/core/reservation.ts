@@ -224,6 +224,19 @@ export function moveReservation(reservation: Reservation, window: WindowSpec, in
 }
 
 /**
+ * The units a store's answer to a reservation of `asked` units grants: it counted them all
+ * (an `observe` counter), and what it had counted before them leaves `limit - (count - asked)`,
+ * at most `asked`.
+ */
+export function grantedBy(
+  counter: Pick<CounterSpec, "limit">,
+  asked: number,
+  state: Pick<CounterState, "count">,
+): number {
+  return Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+}
+
+/**
  * Holds what the store granted for a reservation of `asked` units, sent as an observe counter
  * (counted in full whatever the outcome): the part of it that fits under the limit.
  */
@@ -233,7 +246,7 @@ export function addGrant(
   asked: number,
   state: CounterState,
 ): void {
-  const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+  const granted = grantedBy(counter, asked, state);
   reservation.held += granted;
   reservation.reserved += granted;
   reservation.storeCount = Math.max(reservation.storeCount, state.count);

@@ -8,7 +8,7 @@
  * region spent, for the requests after it. The lease item counted every allowance from its
  * first write, so neither step can admit beyond the limit.
  */
-import type { Reservation } from "../reservation.js";
+import { grantedBy, type Reservation } from "../reservation.js";
 import type { CounterSpec, CounterState, RegionAllowances, StoreCallProgress } from "../types.js";
 import { ownState } from "./grant.js";
 
@@ -138,7 +138,7 @@ export function reclaimAllowances(
     reservation.reclaimed = true;
     // The refused reservation's units beyond its grant go back too: counted, held nowhere. (A
     // grant short of the request's cost may be held, and spent by a smaller request: it stays.)
-    const granted = Math.max(0, Math.min(asked, counter.limit - (refused.count - asked)));
+    const granted = grantedBy(counter, asked, refused);
     allowances.reclaim(counter, now, asked - granted).catch(() => 0);
   }
   return { ...refused, retryAfterMs: Math.max(1, Math.min(refused.retryAfterMs, retryMs)) };

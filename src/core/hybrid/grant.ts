@@ -3,7 +3,13 @@
  * hybrid-counting.ts): a reservation is sent as an `observe` counter of cost N, counted in full
  * whatever the outcome; the units granted are `limit - (count - N)`, at most N.
  */
-import { addGrant, moveReservation, type Reservation, storeWindowIndex } from "../reservation.js";
+import {
+  addGrant,
+  grantedBy,
+  moveReservation,
+  type Reservation,
+  storeWindowIndex,
+} from "../reservation.js";
 import { type Sent, storeWindowEndsAt } from "../reservation-clock.js";
 import type { CounterSpec, CounterState } from "../types.js";
 
@@ -22,7 +28,7 @@ export function keepGrant(
   sent: Sent,
   leaseMs: number,
 ): "held" | "own" | "none" {
-  const granted = Math.max(0, Math.min(asked, counter.limit - (state.count - asked)));
+  const granted = grantedBy(counter, asked, state);
   if (fence !== undefined) reservation.fenced = fence.count > 0;
   if (reservation.fenced) {
     // A reset is under way: drop what was held, hold nothing until it has taken effect (and

@@ -12,7 +12,7 @@
  * window, and gives back nothing (a unit it does not spend is capacity lost, never admitted).
  */
 import type { Scheduler } from "../deadline.js";
-import { type Reservation, storeWindowIndex } from "../reservation.js";
+import { grantedBy, type Reservation, storeWindowIndex } from "../reservation.js";
 import type {
   CounterSpec,
   CounterState,
@@ -210,7 +210,7 @@ export async function reserveForRegion(
       const counter = counters[i] as CounterSpec;
       const state = answers[j] as CounterState;
       const ask = asks[j] as number;
-      const granted = Math.max(0, Math.min(ask, counter.limit - (state.count - ask)));
+      const granted = grantedBy(counter, ask, state);
       if (granted < counter.cost) return refusedState(state);
       const rest = granted - counter.cost;
       if (rest > 0) fills.push(fill(layer, reservations[j] as Reservation, counter, rest, state));
@@ -245,7 +245,7 @@ export async function reserveForRegion(
         } else if ((decision.heldBack ?? 0) === 0) {
           // Nothing the store could give back: the region's other processes learn it here.
           const ask = asks[j] as number;
-          const granted = Math.max(0, Math.min(ask, counter.limit - (decision.count - ask)));
+          const granted = grantedBy(counter, ask, decision);
           if (ask > granted) layer.allowances?.refund(counter, at, ask - granted).catch(() => 0);
           layer.holder.markFull?.(counter, at).catch(() => undefined);
         } else if (layer.allowances !== undefined) {
@@ -320,7 +320,7 @@ function topUp(
       .then((answers) => {
         layer.measured(sentAt);
         const state = answers[0] as CounterState;
-        const granted = Math.max(0, Math.min(size, counter.limit - (state.count - size)));
+        const granted = grantedBy(counter, size, state);
         if (granted > 0) return fill(layer, reservation, counter, granted, state);
         return undefined;
       })
