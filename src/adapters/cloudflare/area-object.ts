@@ -22,7 +22,6 @@
  * What the holder keeps is in memory only: an object that is evicted loses its units (capacity
  * lost, never admitted). Allowances are in the object's storage, written before its answer.
  */
-import { EdgelimitError } from "../../core/errors.js";
 import { hybridCounting } from "../../core/hybrid-counting.js";
 import type {
   CounterSpec,
@@ -32,14 +31,13 @@ import type {
   RegionHolder,
   Store,
 } from "../../core/types.js";
-import { LATE_GRACE_MS, windowEndOf, windowIndexAt } from "../../core/windows.js";
-import { type AreaPlan, areaObjectName, heldFor } from "./areas.js";
-import type { DurableObjectNamespaceLike, WorkerEnv } from "./bindings.js";
+import { LATE_GRACE_MS, windowAt, windowIndexAt } from "../../core/windows.js";
+import { type AreaPlan, heldFor } from "./areas.js";
+import type { WorkerEnv } from "./bindings.js";
 import { type AllowanceOutcome, type OpenedEntries, REVOKED, SPENT } from "./held-back.js";
 import { CloudflareStore } from "./store.js";
 
 export const AREA_PATH = "/area/";
-const AREA_ORIGIN = "https://edgelimit-area";
 
 /** `POST /area/apply`: an isolate's counters of one request. */
 export interface AreaApplyRequest {
@@ -94,7 +92,7 @@ export class AreaLedger {
     const { entries, save } = this.#open(Date.now());
     const key = allowanceKey(counter, now);
     if (entries.get(key) !== undefined) return false;
-    entries.set(key, SPENT, windowEndOf(counter.window, windowIndexAt(counter.window, now)));
+    entries.set(key, SPENT, windowAt(counter.window, now).end);
     await save();
     return true;
   }
@@ -104,7 +102,7 @@ export class AreaLedger {
     const { entries, save } = this.#open(Date.now());
     const key = allowanceKey(counter, now);
     if (entries.get(key)?.state === SPENT) return SPENT;
-    entries.set(key, REVOKED, windowEndOf(counter.window, windowIndexAt(counter.window, now)));
+    entries.set(key, REVOKED, windowAt(counter.window, now).end);
     await save();
     return REVOKED;
   }
@@ -118,17 +116,18 @@ export class AreaLedger {
       env: this.#env,
       ratelimits: {},
       counter: binding,
+      // The same far areas as the isolates' (`farAreas`: each hint that is not the lease's);
+      // never located, this store counts in the rule objects.
       areas: { lease, byContinent: Object.fromEntries(far.map((hint) => [hint, hint])) },
     });
     const farHere = area !== lease;
-    const objects = this.#env[binding] as DurableObjectNamespaceLike;
     const inner: Store = {
       name: rules.name,
       apply: (counters, now) => rules.apply(counters, now),
       ...(farHere
         ? {
             holder: new AreaHolder(),
-            allowances: new AreaAllowances(asked.plan, asked.subject, this, rules, objects),
+            allowances: new AreaAllowances(asked.plan, asked.subject, this, rules),
           }
         : {}),
     };
@@ -185,7 +184,7 @@ class AreaHolder implements RegionHolder {
         left: 0,
         storeCount: 0,
         fullAt: undefined,
-        end: windowEndOf(counter.window, windowIndexAt(counter.window, now)),
+        end: windowAt(counter.window, now).end,
       };
       this.#held.set(key, held);
     }
@@ -225,20 +224,12 @@ class AreaAllowances implements RegionAllowances {
   readonly #subject: string;
   readonly #here: AreaLedger;
   readonly #rules: CloudflareStore;
-  readonly #objects: DurableObjectNamespaceLike;
 
-  constructor(
-    plan: AreaPlan,
-    subject: string,
-    here: AreaLedger,
-    rules: CloudflareStore,
-    objects: DurableObjectNamespaceLike,
-  ) {
+  constructor(plan: AreaPlan, subject: string, here: AreaLedger, rules: CloudflareStore) {
     this.#plan = plan;
     this.#subject = subject;
     this.#here = here;
     this.#rules = rules;
-    this.#objects = objects;
   }
 
   covers(counter: CounterSpec): boolean {
@@ -287,21 +278,10 @@ class AreaAllowances implements RegionAllowances {
     return 0;
   }
 
-  async #call(area: string, op: string, counter: CounterSpec, now: number): Promise<unknown> {
-    const name = areaObjectName(area, counter.subject);
-    const stub = this.#objects.get(this.#objects.idFromName(name), { locationHint: area });
-    const response = await stub.fetch(`${AREA_ORIGIN}${AREA_PATH}${op}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ counter, now } satisfies AllowanceRequest),
-    });
-    if (!response.ok) {
-      throw new EdgelimitError(
-        "EL_STORE_FAILED",
-        `cloudflare: area object ${name} answered ${response.status}: ${await response.text()}`,
-      );
-    }
-    return response.json();
+  /** The allowance of `counter` in `area`, kept by that area's object of its subject. */
+  #call(area: string, op: string, counter: CounterSpec, now: number): Promise<unknown> {
+    const body: AllowanceRequest = { counter, now };
+    return this.#rules.callArea(area, counter.subject, op, body);
   }
 }
 

@@ -71,6 +71,13 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
     | false
     | ((policy: ResolvedPolicy, env: WorkerEnv) => ChallengeHandler | undefined);
   /**
+   * Hybrid counting by area (docs/cloudflare.md, "Areas"): the hybrid rules of a request count
+   * in its area's object of the subject, near the isolate, instead of in the rule's object in
+   * one place; a subject's first request in a window in a far area is answered there. Off by
+   * default.
+   */
+  readonly areas?: AreaOptions;
+  /**
    * Operators' overrides, kept in the Durable Object `{overrides}` of the counter binding
    * (docs/overrides.md). Each isolate holds a copy; a request that finds it `refreshMs` old
    * (default 5 s) refreshes it beside itself (`ctx.waitUntil`), and a new isolate's first
@@ -78,13 +85,6 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
    * the route `edgelimit override` talks to (off by default; docs/cloudflare.md). Read when this
    * option is given or the policy has an `overrides:` section; `false`: none are read.
    */
-  /**
-   * Hybrid counting by area (docs/cloudflare.md, "Areas"): the hybrid rules of a request count
-   * in its area's object of the subject, near the isolate, instead of in the rule's object in
-   * one place; a subject's first request in a window in a far area is answered there. Off by
-   * default.
-   */
-  readonly areas?: AreaOptions;
   readonly overrides?:
     | false
     | {
@@ -161,8 +161,7 @@ export class CloudflareLimiter {
    * `ctx`: the request's, so that a refresh of the overrides it begins outlives its answer.
    */
   async check(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Verdict> {
-    const prepared = this.#prepare(env);
-    prepared.store.locate(cfOf(request));
+    const prepared = this.#prepareFor(request, env);
     try {
       return await prepared.limiter.check(describeRequest(request, undefined));
     } finally {
@@ -172,8 +171,7 @@ export class CloudflareLimiter {
 
   /** `limiter.peek` for a Worker request: each matched rule's numbers, counting nothing. */
   async peek(request: Request, env: WorkerEnv, ctx?: ExecutionContextLike): Promise<Peek> {
-    const prepared = this.#prepare(env);
-    prepared.store.locate(cfOf(request));
+    const prepared = this.#prepareFor(request, env);
     try {
       return await prepared.limiter.peek(describeRequest(request, undefined));
     } finally {
@@ -202,8 +200,7 @@ export class CloudflareLimiter {
     next: (request: Request) => Response | Promise<Response>,
     ctx?: ExecutionContextLike,
   ): Promise<Response> {
-    const prepared = this.#prepare(env);
-    prepared.store.locate(cfOf(request));
+    const prepared = this.#prepareFor(request, env);
     const route = this.#options.overrides === false ? undefined : this.#options.overrides?.admin;
     if (route !== undefined && isOverrideRoute(request, route)) {
       try {
@@ -221,6 +218,13 @@ export class CloudflareLimiter {
     if (action.kind !== "forward") return answerOf(action) as Response;
     const upstream = await next(forwardRequest(request, action));
     return withHeaders(upstream, action.respond);
+  }
+
+  /** What `env` prepared, its store located by the request (areas: the isolate's area). */
+  #prepareFor(request: Request, env: WorkerEnv): Prepared {
+    const prepared = this.#prepare(env);
+    prepared.store.locate(cfOf(request));
+    return prepared;
   }
 
   #prepare(env: WorkerEnv): Prepared {

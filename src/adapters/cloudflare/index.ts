@@ -30,8 +30,8 @@ export {
   rateLimitMiddleware,
   type WorkerFetch,
 } from "./handler.js";
+export { bindingKey } from "./rate-limit-binding.js";
 export {
-  bindingKey,
   CloudflareStore,
   type CloudflareStoreOptions,
   cloudflareStore,

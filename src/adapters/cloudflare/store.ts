@@ -3,7 +3,6 @@ import { GenerationalCache } from "../../core/generational-cache.js";
 import { checkOptions, fields, type OptionsShape, required } from "../../core/options.js";
 import type { OverrideSource } from "../../core/overrides.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
-import { windowAt } from "../../core/windows.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
 import {
   type AreaOptions,
@@ -22,6 +21,7 @@ import {
   type CounterObjectRequest,
   REFUND_PATH,
 } from "./protocol.js";
+import { bindingKey, bindingState } from "./rate-limit-binding.js";
 
 export interface CloudflareStoreOptions {
   /** The Worker's `env`, where the bindings live. */
@@ -311,18 +311,21 @@ export class CloudflareStore implements Store {
     now: number,
   ): Promise<CounterState[]> {
     const areas = this.#options.areas as AreaOptions;
-    const name = areaObjectName(area, subject);
     const plan: AreaPlan = {
       area,
       lease: areas.lease,
       far: this.#far,
       binding: this.#options.counter,
     };
-    const stub = this.#objects.get(this.#objects.idFromName(name), { locationHint: area });
-    const answer = await this.#guard(name).run(() =>
-      this.#post(stub, `${AREA_ORIGIN}/area/apply`, { counters, now, plan, subject }, name),
-    );
+    const answer = await this.callArea(area, subject, "apply", { counters, now, plan, subject });
     return (answer as { states: CounterState[] }).states;
+  }
+
+  /** `POST /area/<op>` to `area`'s object of `subject` (area-object.ts), through its guard. */
+  callArea(area: string, subject: string, op: string, body: unknown): Promise<unknown> {
+    const name = areaObjectName(area, subject);
+    const stub = this.#objects.get(this.#objects.idFromName(name), { locationHint: area });
+    return this.#guard(name).run(() => this.#post(stub, `${AREA_ORIGIN}/area/${op}`, body, name));
   }
 
   /** A rule object: where the lease area says, with areas (else where first asked for). */
@@ -353,47 +356,6 @@ export class CloudflareStore implements Store {
     }
     return response.status === 204 ? undefined : response.json();
   }
-}
-
-/**
- * Seed 003's `operation:subject`: short, from data the limiter controls (the subject is an
- * escaped IP or verified user id). The scope is added when it is not the namespace itself, so
- * that two rules sharing a binding never share a count.
- */
-export function bindingKey(spec: Pick<CounterSpec, "key" | "subject" | "namespace">): string {
-  const scope = spec.key.slice(spec.key.lastIndexOf("|") + 1);
-  const operation = spec.key.slice(spec.subject.length + 1, spec.key.length - scope.length - 1);
-  return scope === operation
-    ? `${operation}:${spec.subject}`
-    : `${operation}/${scope}:${spec.subject}`;
-}
-
-/**
- * The binding answers only yes or no. When it refuses, the client may pass again when the
- * binding's period rolls over; Cloudflare does not say when that is, so this assumes periods
- * aligned to the epoch (as the local emulator does): a Retry-After of at most the period.
- */
-function bindingState(spec: CounterSpec, success: boolean, now: number): CounterState {
-  const { end } = windowAt(spec.window, now);
-  if (success) {
-    return {
-      allowed: true,
-      count: 0,
-      remaining: 0,
-      resetAt: end,
-      retryAfterMs: 0,
-      countUnknown: true,
-    };
-  }
-  // The binding never reports a count: the state says so, and the limiter discloses none.
-  return {
-    allowed: false,
-    count: spec.limit,
-    remaining: 0,
-    resetAt: end,
-    retryAfterMs: end - now,
-    countUnknown: true,
-  };
 }
 
 /** An exact counter the request never reached, because a binding refused it first. */
