@@ -196,9 +196,8 @@ describe("a Lambda@Edge function far from its replica", () => {
     // reservation there would take that long.
     const slow = await distantProxy(Number(new URL(dynamo.endpoint).port), 300);
     const slowEndpoint = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
-    // An hour's window: with both cores busy, 7 to 10 of the ten requests were admitted in about
-    // one run in eight with a minute's window (none in 12 runs with an hour's): a minute's end
-    // during the requests lets the next minute admit its own 5.
+    // An hour's window: on a busy machine the ten requests may straddle a minute's end, and the
+    // next minute would admit its own 5.
     const policy = definePolicy({
       version: 1,
       tiers: { anonymous: { global: { limit: 5, window: "1h", counting: "hybrid" } } },
