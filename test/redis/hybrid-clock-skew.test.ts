@@ -93,7 +93,7 @@ async function answersWithServerTime(store: Store): Promise<void> {
     expect(state.count).toBe(1);
     // The store estimates the server's clock from samples, within half their round trip
     // (stores/redis/server-clock.ts), and both clocks are read in whole milliseconds: 1 ms
-    // either way (1 ms before `before` once, on a loaded CI machine).
+    // either way.
     expect(state.storeNow).toBeGreaterThanOrEqual(before - 1);
     expect(state.storeNow).toBeLessThanOrEqual(after + 1);
   }
