@@ -1,4 +1,4 @@
-import { createServer, request as httpRequest, type Server } from "node:http";
+import { createServer, request as httpRequest, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import type { CounterSpec } from "../../src/core/types.js";
@@ -40,6 +40,17 @@ export async function startDynalite(
 ): Promise<LocalDynamo> {
   const dynalite = require("dynalite") as (options: object) => Server;
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0, ...options });
+  // dynalite throws (an uncaught exception in the test process) when a request it had already
+  // taken reaches its database after close; close waits for every request taken to be answered.
+  let answering = 0;
+  server.on("request", (_request, response: ServerResponse) => {
+    answering++;
+    const end = response.end.bind(response) as (...args: unknown[]) => ServerResponse;
+    response.end = ((...args: unknown[]) => {
+      answering--;
+      return end(...args);
+    }) as ServerResponse["end"];
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   const endpoint = `http://127.0.0.1:${port}`;
@@ -49,6 +60,9 @@ export async function startDynalite(
     client,
     async close() {
       client.close();
+      for (let waited = 0; answering > 0 && waited < 10_000; waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
       server.closeAllConnections?.();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
