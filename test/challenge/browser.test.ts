@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/chromium.js";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 import { HOUR_MS, withinOneWindow } from "../support/windows.js";
 
 const LIMIT = 3;
@@ -35,27 +35,6 @@ lists:
   - { name: blocked, kind: deny, file: DENY_FILE }
 `;
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-async function waitFor(url: string, deadlineMs: number): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  for (;;) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`${url} did not come up`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe("challenge end to end in Chromium through edgelimit serve", () => {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-challenge-e2e-"));
   let origin: Server;
@@ -64,8 +43,7 @@ describe("challenge end to end in Chromium through edgelimit serve", () => {
   let base = "";
   let admin = "";
   let denyFile = "";
-  let served: ServeProcess | undefined;
-  const gatewayOutput = (): string => (served?.output() ?? "").slice(-4000);
+  let served: StartedServe | undefined;
 
   beforeAll(async () => {
     origin = createServer((req, res) => {
@@ -78,21 +56,14 @@ describe("challenge end to end in Chromium through edgelimit serve", () => {
     denyFile = join(dir, "deny.txt");
     writeFileSync(denyFile, "203.0.113.66\n");
     writeFileSync(policyFile, POLICY.replace("DENY_FILE", JSON.stringify(denyFile)));
-    const port = await freePort();
-    const adminPort = await freePort();
-    served = spawnServe({
+    served = await startServe({
       policy: policyFile,
       upstream: originUrl,
-      port,
-      adminPort,
       env: { EDGELIMIT_PASS_SECRET: "e2e-pass-secret" },
     });
     gateway = served.child;
-    base = `http://127.0.0.1:${port}`;
-    admin = `http://127.0.0.1:${adminPort}`;
-    await waitFor(`http://127.0.0.1:${adminPort}/healthz`, 20_000).catch((error) => {
-      throw new Error(`${(error as Error).message}\n${gatewayOutput()}`);
-    });
+    base = served.base;
+    admin = served.admin;
     context = await launchChromium(join(dir, "profile"));
   }, 60_000);
 

@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { closedPort, TEST_SECRET } from "../gateway/helpers.js";
+import { TEST_SECRET } from "../gateway/helpers.js";
 import { cliEntry } from "../support/cli-entry.js";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 
 /** The real CLI in a child process, as the other CLI tests run it (../support/cli-entry.ts). */
 function cli(
@@ -152,29 +152,20 @@ describe("edgelimit check", () => {
 });
 
 describe("edgelimit serve --admin-host", () => {
-  let served: ServeProcess | undefined;
+  let served: StartedServe | undefined;
   afterAll(() => {
     served?.child.kill("SIGKILL");
   });
 
   it("listens where it is told, warning on stderr when that is not loopback", async () => {
-    const port = await closedPort();
-    const adminPort = await closedPort();
-    served = spawnServe({
+    served = await startServe({
       policy: policyFile("tiers: { anonymous: { global: 5 } }\n"),
-      port,
-      adminPort,
       args: ["--admin-host", "0.0.0.0", "--log-sample", "0"],
     });
-    const deadline = Date.now() + 20_000;
-    while (!served.output().includes('"msg":"gateway started"')) {
-      if (Date.now() > deadline) throw new Error(`no start; output:\n${served.output()}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
     expect(served.output()).toContain(
       "warning: --admin-host 0.0.0.0 is not a loopback address: the dashboard, /metrics and /api/snapshot have no authentication",
     );
-    const health = await fetch(`http://127.0.0.1:${adminPort}/healthz`);
+    const health = await fetch(`${served.admin}/healthz`);
     expect(health.status).toBe(200);
   }, 30_000);
 

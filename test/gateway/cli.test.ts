@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 import { HOUR_MS, withHourWindows, withinOneWindow } from "../support/windows.js";
-import { closedPort, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
+import { startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
  * The real CLI in a child process: `node --import tsx src/cli/main.ts serve ...`, driven with
@@ -22,7 +22,7 @@ const policyFile = join(dir, "policy.yaml");
 
 let origin: TestServer;
 let child: ChildProcess | undefined;
-let served: ServeProcess | undefined;
+let served: StartedServe | undefined;
 const output = (): string => served?.output() ?? "";
 let base: string;
 
@@ -57,19 +57,14 @@ beforeAll(async () => {
     }, delay);
   });
   writeFileSync(policyFile, example);
-  const port = await closedPort();
-  const adminPort = await closedPort();
-  base = `http://127.0.0.1:${port}`;
-  served = spawnServe({
+  served = await startServe({
     policy: policyFile,
     upstream: origin.url,
-    port,
-    adminPort,
     args: ["--log-sample", "0"],
     env: { EDGELIMIT_JWT_SECRET: TEST_SECRET, EDGELIMIT_CHALLENGE_SECRET: TEST_SECRET },
   });
+  base = served.base;
   child = served.child;
-  await waitFor(() => output().includes('"msg":"gateway started"'), "the gateway to start");
 }, 30_000);
 
 afterAll(async () => {

@@ -11,8 +11,7 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import { networkInterfaces } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
-import { spawnServe } from "../support/serve-process.js";
-import { closedPort } from "./helpers.js";
+import { startServe } from "../support/serve-process.js";
 
 const children: ChildProcess[] = [];
 
@@ -27,21 +26,9 @@ afterEach(async () => {
 
 /** `npm start`'s command line (without `--host` unless given), started and its banner read. */
 async function startDemo(host: string | null) {
-  const port = await closedPort();
-  const served = spawnServe({
-    policy: "examples/policies/cloudfront.yaml",
-    port,
-    adminPort: await closedPort(),
-    host,
-  });
+  const served = await startServe({ policy: "examples/policies/cloudfront.yaml", host });
   children.push(served.child);
-  const deadline = Date.now() + 20_000;
-  while (!served.output().includes('"msg":"gateway started"')) {
-    if (Date.now() > deadline || served.child.exitCode !== null)
-      throw new Error(`the demo did not start; output:\n${served.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return { port, output: served.output() };
+  return { port: Number(new URL(served.base).port), output: served.output() };
 }
 
 function answers(host: string, port: number): Promise<boolean> {

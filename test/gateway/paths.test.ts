@@ -9,9 +9,9 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 import { HOUR_MS, withinOneWindow } from "../support/windows.js";
-import { closedPort, startOrigin, type TestServer } from "./helpers.js";
+import { startOrigin, type TestServer } from "./helpers.js";
 
 /**
  * Hour windows: a test needs some 10 s in one window, which only an hour's last 10 s do not
@@ -33,7 +33,7 @@ tiers:
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-gw-paths-"));
 let origin: TestServer;
-let served: ServeProcess | undefined;
+let served: StartedServe | undefined;
 let child: ChildProcess | undefined;
 let base: string;
 /** Requests the origin was reached with, by path as received. */
@@ -47,22 +47,9 @@ beforeAll(async () => {
   });
   const policy = join(dir, "policy.yaml");
   writeFileSync(policy, POLICY);
-  const port = await closedPort();
-  base = `http://127.0.0.1:${port}`;
-  served = spawnServe({
-    policy,
-    upstream: origin.url,
-    port,
-    adminPort: await closedPort(),
-    args: ["--log-sample", "0"],
-  });
+  served = await startServe({ policy, upstream: origin.url, args: ["--log-sample", "0"] });
+  base = served.base;
   child = served.child;
-  const deadline = Date.now() + 20_000;
-  while (!served.output().includes('"msg":"gateway started"')) {
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`the gateway did not start:\n${served.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }, 30_000);
 
 afterAll(async () => {

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
-import { closedPort, startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
+import { startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
  * A reload rebuilds what the policy describes beside its rules: the lists it names and its
@@ -28,7 +28,7 @@ const dir = mkdtempSync(join(tmpdir(), "edgelimit-reload-"));
 let origin: TestServer;
 let child: ChildProcess;
 let base: string;
-let served: ServeProcess | undefined;
+let served: StartedServe | undefined;
 const output = (): string => served?.output() ?? "";
 
 async function waitUntil(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -48,16 +48,12 @@ beforeAll(async () => {
   writeFileSync(join(dir, "deny-a.txt"), "203.0.113.1\n");
   writeFileSync(join(dir, "deny-b.txt"), "203.0.113.2\n");
   writeFileSync(join(dir, "policy.yaml"), policyWith(join(dir, "deny-a.txt"), 2));
-  const port = await closedPort();
-  const adminPort = await closedPort();
-  base = `http://127.0.0.1:${port}`;
-  served = spawnServe({
+  served = await startServe({
     policy: join(dir, "policy.yaml"),
     upstream: origin.url,
-    port,
-    adminPort,
     env: { EDGELIMIT_JWT_SECRET: TEST_SECRET },
   });
+  base = served.base;
   child = served.child;
   await waitUntil(async () => (await statusFrom("198.51.100.99")) === 200, "the gateway");
 }, 30_000);

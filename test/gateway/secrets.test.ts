@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { cliEntry } from "../support/cli-entry.js";
-import { closedPort, TEST_SECRET } from "./helpers.js";
+import { TEST_SECRET } from "./helpers.js";
 
 /**
  * How `edgelimit serve` treats the challenge secret of the seed policy
@@ -22,8 +22,6 @@ function freshEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 async function serve(args: string[], env: NodeJS.ProcessEnv) {
-  const port = await closedPort();
-  const adminPort = await closedPort();
   const child = spawn(
     process.execPath,
     [
@@ -31,10 +29,11 @@ async function serve(args: string[], env: NodeJS.ProcessEnv) {
       "serve",
       "--host",
       "127.0.0.1",
+      // Ports the system picks, read back from the "gateway started" line.
       "--port",
-      String(port),
+      "0",
       "--admin-port",
-      String(adminPort),
+      "0",
       ...args,
     ],
     { env, stdio: ["ignore", "pipe", "pipe"] },
@@ -48,15 +47,29 @@ async function serve(args: string[], env: NodeJS.ProcessEnv) {
     output += chunk.toString("utf8");
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  let base = "";
   const started = async (): Promise<void> => {
     const deadline = Date.now() + 20_000;
-    while (!output.includes('"msg":"gateway started"')) {
+    for (;;) {
+      const line = output.split("\n").find((text) => text.includes('"msg":"gateway started"'));
+      if (line !== undefined) {
+        base = `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`;
+        return;
+      }
       if (Date.now() > deadline || child.exitCode !== null)
         throw new Error(`the gateway did not start; output:\n${output}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   };
-  return { base: `http://127.0.0.1:${port}`, output: () => output, exited, started };
+  return {
+    /** Known once `started()` resolved. */
+    get base() {
+      return base;
+    },
+    output: () => output,
+    exited,
+    started,
+  };
 }
 
 afterEach(async () => {

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 import { withinOneWindow } from "../support/windows.js";
-import { closedPort, startOrigin, type TestServer } from "./helpers.js";
+import { startOrigin, type TestServer } from "./helpers.js";
 
 /**
  * A policy's `shadow: true` rule in the real `edgelimit serve`: every request it would have
@@ -15,7 +15,7 @@ import { closedPort, startOrigin, type TestServer } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-shadow-"));
 let origin: TestServer;
-let served: ServeProcess | undefined;
+let served: StartedServe | undefined;
 let base: string;
 let admin: string;
 let reached = 0;
@@ -40,21 +40,9 @@ beforeAll(async () => {
       "",
     ].join("\n"),
   );
-  const port = await closedPort();
-  const adminPort = await closedPort();
-  base = `http://127.0.0.1:${port}`;
-  admin = `http://127.0.0.1:${adminPort}`;
-  served = spawnServe({ policy: join(dir, "policy.yaml"), upstream: origin.url, port, adminPort });
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const up = await fetch(`${admin}/healthz`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (up) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`serve did not start:\n${served.output()}`);
+  served = await startServe({ policy: join(dir, "policy.yaml"), upstream: origin.url });
+  base = served.base;
+  admin = served.admin;
 }, 30_000);
 
 afterAll(async () => {

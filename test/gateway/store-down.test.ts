@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { redisStoreFromUrl } from "../../src/stores/redis.js";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type StartedServe, startServe } from "../support/serve-process.js";
 import { closedPort } from "./helpers.js";
 
 async function waitFor(predicate: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
@@ -30,40 +30,32 @@ function startWarning(output: string): string | undefined {
 }
 
 describe("a store that is down", () => {
-  let served: ServeProcess | undefined;
+  let served: StartedServe | undefined;
   afterAll(() => {
     served?.child.kill("SIGKILL");
   });
 
   it("is said at start, logged with its cause, and reported by /healthz as degraded", async () => {
-    const [port, adminPort, redisPort] = [
-      await closedPort(),
-      await closedPort(),
-      await closedPort(),
-    ];
-    served = spawnServe({
+    served = await startServe({
       policy: "examples/policies/cloudfront.yaml",
       built: true,
-      port,
-      adminPort,
-      args: ["--store", `redis://127.0.0.1:${redisPort}`],
+      args: ["--store", `redis://127.0.0.1:${await closedPort()}`],
     });
-    const output = served.output;
-    await waitFor(() => output().includes('"msg":"gateway started"'), "the gateway to start");
+    const { output, admin } = served;
     // Said as it is: the seed policy's rules count in the gateway, its failClosed paths answer 503.
     expect(startWarning(output())).toBe(
       "the store is not reachable at start; until it answers, all 11 rules (failMode local) are counted in this process, each against its own limit; requests under /api/admin/, /api/billing/ (failClosed) are answered 503",
     );
 
-    const health = async () => (await fetch(`http://127.0.0.1:${adminPort}/healthz`)).json();
+    const health = async () => (await fetch(`${admin}/healthz`)).json();
     expect(await health()).toMatchObject({ status: "ok", store: { name: "redis", failures: 0 } });
 
     // Fail-open paths still answer; fail-closed ones answer 503; the cause is logged once.
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) {
-      statuses.push((await fetch(`http://127.0.0.1:${port}/api/search?q=${i}`)).status);
+      statuses.push((await fetch(`${served.base}/api/search?q=${i}`)).status);
     }
-    statuses.push((await fetch(`http://127.0.0.1:${port}/api/admin/users`)).status);
+    statuses.push((await fetch(`${served.base}/api/admin/users`)).status);
     expect(statuses).toEqual([200, 200, 200, 200, 200, 503]);
 
     const state = (await health()) as { status: string; store: Record<string, unknown> };
@@ -107,23 +99,12 @@ describe("a store that is down", () => {
         "",
       ].join("\n"),
     );
-    const [port, adminPort, redisPort] = [
-      await closedPort(),
-      await closedPort(),
-      await closedPort(),
-    ];
-    const mixed = spawnServe({
+    const mixed = await startServe({
       policy,
       upstream: `http://127.0.0.1:${await closedPort()}`,
-      port,
-      adminPort,
-      args: ["--store", `redis://127.0.0.1:${redisPort}`],
+      args: ["--store", `redis://127.0.0.1:${await closedPort()}`],
     });
     try {
-      await waitFor(
-        () => mixed.output().includes('"msg":"gateway started"'),
-        "the gateway to start",
-      );
       expect(startWarning(mixed.output())).toBe(
         "the store is not reachable at start; until it answers, rule anonymous.global (failMode local) is counted in this process against its own limit; rules anonymous.path./api/search, anonymous.path./api/beta (failMode open, or closed on a shadow rule) are not counted: their requests are admitted; a request matching rule anonymous.path./api/pay (failMode closed) is answered 503; requests under /api/admin/ (failClosed) are answered 503",
       );

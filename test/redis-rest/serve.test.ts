@@ -9,10 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closedPort, startOrigin, type TestServer } from "../gateway/helpers.js";
+import { startOrigin, type TestServer } from "../gateway/helpers.js";
 import { type RedisServer, startRedis } from "../redis/redis-server.js";
 import { type RedisRestBridge, startRedisRestBridge } from "../support/redis-rest-bridge.js";
-import { spawnServe } from "../support/serve-process.js";
+import { startServe } from "../support/serve-process.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-rest-serve-"));
 let server: RedisServer;
@@ -40,31 +40,14 @@ afterAll(async () => {
 });
 
 async function gateway(store: string, env: Record<string, string> = {}) {
-  // A port found free may be taken before the gateway binds it (other files start servers
-  // beside this one: once EADDRINUSE in CI): then again, on other ports.
-  for (let attempt = 1; ; attempt++) {
-    const port = await closedPort();
-    const served = spawnServe({
-      policy: join(dir, "policy.yaml"),
-      upstream: origin.url,
-      port,
-      adminPort: await closedPort(),
-      args: ["--store", store, "--log-sample", "0"],
-      env,
-    });
-    children.push(served.child);
-    const deadline = Date.now() + 20_000;
-    while (!served.output().includes('"msg":"gateway started"')) {
-      if (served.child.exitCode !== null && served.output().includes("EADDRINUSE") && attempt < 3)
-        break;
-      if (Date.now() > deadline || served.child.exitCode !== null)
-        throw new Error(`the gateway did not start; output:\n${served.output()}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    if (served.output().includes('"msg":"gateway started"')) {
-      return { base: `http://127.0.0.1:${port}`, output: served.output };
-    }
-  }
+  const served = await startServe({
+    policy: join(dir, "policy.yaml"),
+    upstream: origin.url,
+    args: ["--store", store, "--log-sample", "0"],
+    env,
+  });
+  children.push(served.child);
+  return { base: served.base, output: served.output };
 }
 
 describe("serve --store redis+http://", () => {

@@ -17,8 +17,8 @@ import { definePolicy } from "../../src/policy/load.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb.js";
 import { DynamoDbFetchStore } from "../../src/stores/dynamodb-fetch.js";
 import { RedisRestStore } from "../../src/stores/redis-rest.js";
-import { closedPort, startOrigin, type TestServer } from "../gateway/helpers.js";
-import { spawnServe } from "../support/serve-process.js";
+import { startOrigin, type TestServer } from "../gateway/helpers.js";
+import { startServe } from "../support/serve-process.js";
 
 const TOKEN = "AYe9c2VjcmV0LXRva2VuLXRoYXQtbXVzdC1uZXZlci1sZWFr";
 const SESSION_TOKEN = "IQoJb3JpZ2luX2VjEXAMPLEsessionTOKENthatMustNotLeak/+=";
@@ -158,31 +158,20 @@ describe.each(Object.keys(ECHOES))("an endpoint that answers %s", (how) => {
 describe("serve --store redis+http:// in front of an endpoint that echoes the token", () => {
   it("never logs it", async () => {
     echo = ECHOES["a 500 with the fields as text"] as Echo;
-    const port = await closedPort();
-    const adminPort = await closedPort();
-    const served = spawnServe({
+    const served = await startServe({
       policy: join(dir, "policy.yaml"),
       upstream: origin.url,
-      port,
-      adminPort,
       args: ["--store", `redis+http://${url.slice("http://".length)}`, "--log-sample", "1"],
       env: { EDGELIMIT_REDIS_REST_TOKEN: TOKEN },
     });
     children.push(served.child);
-    const deadline = Date.now() + 20_000;
-    while (!served.output().includes('"msg":"gateway started"')) {
-      if (Date.now() > deadline || served.child.exitCode !== null) {
-        throw new Error(`the gateway did not start; output:\n${served.output()}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
     for (let i = 0; i < 3; i++) {
-      const response = await fetch(`http://127.0.0.1:${port}/api/items`);
+      const response = await fetch(`${served.base}/api/items`);
       await response.arrayBuffer();
       expect(response.status).toBe(200);
     }
-    const health = await (await fetch(`http://127.0.0.1:${adminPort}/healthz`)).text();
-    const snapshot = await (await fetch(`http://127.0.0.1:${adminPort}/api/snapshot`)).text();
+    const health = await (await fetch(`${served.admin}/healthz`)).text();
+    const snapshot = await (await fetch(`${served.admin}/api/snapshot`)).text();
     // The failures were logged (and quoted the answer), with the token hidden.
     const output = served.output();
     expect(output).toContain("authorization=Bearer ***");

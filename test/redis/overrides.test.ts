@@ -15,9 +15,8 @@ import { createLimiter } from "../../src/limiter.js";
 import { loadPolicy } from "../../src/policy/load.js";
 import { storeFromUrl } from "../../src/stores/from-url.js";
 import { RedisStore } from "../../src/stores/redis.js";
-import { closedPort } from "../gateway/helpers.js";
 import { cliEntry } from "../support/cli-entry.js";
-import { type ServeProcess, spawnServe } from "../support/serve-process.js";
+import { type ServeProcess, startServe } from "../support/serve-process.js";
 import { within } from "../support/within.js";
 import { startRedis } from "./redis-server.js";
 
@@ -71,19 +70,8 @@ async function status(base: string, user: string): Promise<number> {
 beforeAll(async () => {
   redis = await startRedis();
   for (let i = 0; i < 2; i++) {
-    const port = await closedPort();
-    const adminPort = await closedPort();
-    const served = spawnServe({
-      policy: policyFile,
-      port,
-      adminPort,
-      args: ["--store", redis.server.url],
-    });
-    gateways.push({
-      base: `http://127.0.0.1:${port}`,
-      admin: `http://127.0.0.1:${adminPort}`,
-      served,
-    });
+    const served = await startServe({ policy: policyFile, args: ["--store", redis.server.url] });
+    gateways.push({ base: served.base, admin: served.admin, served });
   }
   for (const { base } of gateways) {
     await within(async () => (await status(base, "warmup").catch(() => 0)) === 200, "a gateway");

@@ -137,8 +137,18 @@ export async function startRedis(
   extraArgs: readonly string[] = [],
 ): Promise<{ server: RedisServer; cleanup: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "edgelimit-redis-"));
-  const server = new RedisServer(await freePort(), dir, extraArgs);
-  await server.start();
+  let server = new RedisServer(await freePort(), dir, extraArgs);
+  // The port found free may be taken before redis-server binds it (another test's server, on a
+  // busy machine); redis-server then exits at once, and another port is tried.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await server.start();
+      break;
+    } catch (error) {
+      if (attempt === 3 || !String(error).includes("exited early")) throw error;
+      server = new RedisServer(await freePort(), dir, extraArgs);
+    }
+  }
   return {
     server,
     cleanup: async () => {

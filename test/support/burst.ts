@@ -4,9 +4,8 @@
  * with enough connections that every request of a burst is in flight at once. Shared by
  * test/redis/burst.test.ts and bench/burst.bench.ts.
  */
-import { once } from "node:events";
 import { Pool } from "undici";
-import { spawnServe } from "./serve-process.js";
+import { startServe } from "./serve-process.js";
 
 export const CLOUDFRONT_POLICY = "examples/policies/cloudfront.yaml";
 
@@ -34,59 +33,35 @@ export async function startBurstGateway(options: {
   readonly policy?: string;
   readonly startTimeoutMs?: number;
 }): Promise<BurstGateway> {
-  const served = spawnServe({
-    policy: options.policy ?? CLOUDFRONT_POLICY,
-    built: true,
-    port: 0,
-    adminPort: 0,
-    args: ["--store", options.store, "--log-sample", "0"],
-  });
+  const served = await startServe(
+    {
+      policy: options.policy ?? CLOUDFRONT_POLICY,
+      built: true,
+      args: ["--store", options.store, "--log-sample", "0"],
+    },
+    options.startTimeoutMs,
+  );
   const child = served.child;
   const killOnExit = (): void => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   };
   process.once("exit", killOnExit);
-  const stop = async (): Promise<void> => {
-    process.off("exit", killOnExit);
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, "exit");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-    child.kill("SIGTERM");
-    await exited;
-    clearTimeout(timer);
-  };
-  const deadline = Date.now() + (options.startTimeoutMs ?? 20_000);
-  let ports: { port: number; adminPort: number } | undefined;
-  while (ports === undefined) {
-    ports = startedPorts(served.output());
-    if (ports !== undefined) break;
-    if (child.exitCode !== null || Date.now() > deadline) {
-      await stop();
-      throw new Error(`edgelimit serve did not start; output:\n${served.output()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  const adminBase = `http://127.0.0.1:${ports.adminPort}`;
   return {
     pid: child.pid as number,
-    base: `http://127.0.0.1:${ports.port}`,
-    adminBase,
+    base: served.base,
+    adminBase: served.admin,
     output: served.output,
     scrape: async () => {
-      const response = await fetch(`${adminBase}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      const response = await fetch(`${served.admin}/metrics`, {
+        signal: AbortSignal.timeout(10_000),
+      });
       return response.text();
     },
-    stop,
+    stop: async () => {
+      process.off("exit", killOnExit);
+      await served.stop();
+    },
   };
-}
-
-function startedPorts(output: string): { port: number; adminPort: number } | undefined {
-  for (const line of output.split("\n")) {
-    if (!line.includes('"msg":"gateway started"')) continue;
-    const started = JSON.parse(line) as { port: number; adminPort: number };
-    return { port: started.port, adminPort: started.adminPort };
-  }
-  return undefined;
 }
 
 /** A keep-alive pool to `base` that can hold `connections` requests in flight at once. */
