@@ -20,6 +20,7 @@ import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
 import { loopbackServers } from "../support/listen.js";
+import { withinOneWindow } from "../support/windows.js";
 
 const policy = definePolicy({
   tiers: { anonymous: { global: 5, paths: { "/api/export": 2 } } },
@@ -35,6 +36,8 @@ afterAll(async () => {
 
 /** The behaviour every adapter must show, through a real socket. */
 async function expectLimited(base: string) {
+  // Minute windows on the real clock: the requests below must not straddle a minute's end.
+  await withinOneWindow(60_000, 2_000);
   const seen: string[] = [];
   for (let i = 0; i < 3; i++) {
     const response = await fetch(`${base}/api/export`, {
