@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { cliEntry } from "../support/cli-entry.js";
+import { startedPorts } from "../support/serve-process.js";
 import { TEST_SECRET } from "./helpers.js";
 
 /**
@@ -51,9 +52,9 @@ async function serve(args: string[], env: NodeJS.ProcessEnv) {
   const started = async (): Promise<void> => {
     const deadline = Date.now() + 20_000;
     for (;;) {
-      const line = output.split("\n").find((text) => text.includes('"msg":"gateway started"'));
-      if (line !== undefined) {
-        base = `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`;
+      const ports = startedPorts(output);
+      if (ports !== undefined) {
+        base = `http://127.0.0.1:${ports.port}`;
         return;
       }
       if (Date.now() > deadline || child.exitCode !== null)

@@ -61,8 +61,8 @@ export interface StartedServe extends ServeProcess {
 
 /**
  * `spawnServe` on ports the system picks, resolved once the gateway printed "gateway started"
- * (the ports are read from that line). A port found free and handed to a child may be taken
- * before the child binds it, by a server another test file starts: that failed CI once.
+ * (the ports are read from that line): a port found free and handed to a child may be taken,
+ * before the child binds it, by a server another test file starts.
  */
 export async function startServe(
   options: Omit<Parameters<typeof spawnServe>[0], "port" | "adminPort">,
@@ -97,7 +97,8 @@ export async function startServe(
   }
 }
 
-function startedPorts(output: string): { port: number; adminPort: number } | undefined {
+/** The ports of the gateway's "gateway started" line in `output`, once it printed one. */
+export function startedPorts(output: string): { port: number; adminPort: number } | undefined {
   for (const line of output.split("\n")) {
     if (!line.includes('"msg":"gateway started"')) continue;
     const started = JSON.parse(line) as { port: number; adminPort: number };
