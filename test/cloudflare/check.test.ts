@@ -4,6 +4,7 @@ import {
   checkCloudflarePolicy,
   createCloudflareHandler,
 } from "../../src/adapters/cloudflare/index.js";
+import { CloudflareStore } from "../../src/adapters/cloudflare/store.js";
 import { EdgelimitError } from "../../src/core/errors.js";
 import { counterKey, subjectKey } from "../../src/core/keys.js";
 import { loadPolicy, parsePolicy } from "../../src/policy/load.js";
@@ -92,6 +93,34 @@ describe("checkCloudflarePolicy", () => {
     expect((thrown as EdgelimitError).code).toBe("EL_POLICY_INVALID");
     expect((thrown as EdgelimitError).message).toContain(issue?.message);
     expect((thrown as EdgelimitError).issues).toEqual([issue]);
+  });
+});
+
+describe("callTimeoutMs", () => {
+  const namespace = { idFromName: () => ({}), get: () => ({ fetch: async () => new Response() }) };
+
+  it("refuses a call timeout that is not a positive number of milliseconds", () => {
+    const policy = policyWith("limit: 5\nwindow: 30s\nbackend: exact");
+    for (const callTimeoutMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => createCloudflareHandler({ policy, ratelimits: {}, callTimeoutMs })).toThrow(
+        expect.objectContaining({
+          code: "EL_BAD_OPTION",
+          message: expect.stringContaining("callTimeoutMs must be a positive number"),
+        }),
+      );
+      expect(
+        () =>
+          new CloudflareStore({
+            env: { EDGELIMIT_COUNTER: namespace },
+            ratelimits: {},
+            counter: "EDGELIMIT_COUNTER",
+            callTimeoutMs,
+          }),
+      ).toThrow(expect.objectContaining({ code: "EL_STORE_OPTION" }));
+    }
+    expect(() =>
+      createCloudflareHandler({ policy, ratelimits: {}, callTimeoutMs: 2500 }),
+    ).not.toThrow();
   });
 });
 

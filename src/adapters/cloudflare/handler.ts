@@ -29,7 +29,7 @@ import {
   isOverrideRoute,
   type OverrideRouteOptions,
 } from "./override-route.js";
-import { CloudflareStore } from "./store.js";
+import { CloudflareStore, DEFAULT_CALL_TIMEOUT_MS } from "./store.js";
 
 export const DEFAULT_COUNTER_BINDING = "EDGELIMIT_COUNTER";
 /** How old an isolate's copy of the overrides may grow before a request refreshes it. */
@@ -57,6 +57,13 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
    * that, or the exact rules fail open (see docs/cloudflare.md).
    */
   readonly budgetMs?: number;
+  /**
+   * A counter object's call still unanswered after this long has failed, and counts for that
+   * object's circuit breaker. Default: the decision budget, and at least 1000 ms (a call that
+   * fails before the budget ends would apply the rule's fail mode to a request that could still
+   * have been counted).
+   */
+  readonly callTimeoutMs?: number;
   readonly clock?: () => number;
   readonly onDecision?: LimiterOptions["onDecision"];
   readonly blockCache?: LimiterOptions["blockCache"];
@@ -101,6 +108,7 @@ function cloudflareShape() {
     ratelimits: required("object"),
     counter: "string",
     budgetMs: "number",
+    callTimeoutMs: "number",
     clock: "function",
     onDecision: "function",
     blockCache: [false, fields({ maxKeys: "number" })],
@@ -148,6 +156,13 @@ export class CloudflareLimiter {
 
   constructor(options: CloudflareLimiterOptions) {
     checkCloudflareOptions("cloudflareLimiter", options);
+    const timeout = options.callTimeoutMs;
+    if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) {
+      throw new EdgelimitError(
+        "EL_BAD_OPTION",
+        `${GUARD_NAME}: callTimeoutMs must be a positive number of milliseconds; got ${timeout}`,
+      );
+    }
     this.#options = options;
     if (typeof options.policy !== "function") {
       assertCloudflarePolicy(options.policy, options.ratelimits);
@@ -241,6 +256,7 @@ export class CloudflareLimiter {
       counter: options.counter ?? DEFAULT_COUNTER_BINDING,
       approximate: approximateRules(policy),
       bindingLimits: bindingLimits(policy),
+      callTimeoutMs: options.callTimeoutMs ?? Math.max(DEFAULT_CALL_TIMEOUT_MS, policy.budgetMs),
       ...(options.areas === undefined ? {} : { areas: options.areas }),
     });
     // Hybrid rules reserve in their Durable Objects (docs/policy.md, hybrid counting); with

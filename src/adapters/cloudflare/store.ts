@@ -70,7 +70,8 @@ function cloudflareStoreShape() {
 
 const OBJECT_ORIGIN = "https://edgelimit-counter";
 const AREA_ORIGIN = "https://edgelimit-area";
-const DEFAULT_CALL_TIMEOUT_MS = 1000;
+/** How long a counter object's call may take before it has failed, unless told otherwise. */
+export const DEFAULT_CALL_TIMEOUT_MS = 1000;
 /** Counter objects whose failures are remembered (at most twice this many). */
 const GUARDED_OBJECTS_PER_GENERATION = 4096;
 
@@ -111,6 +112,13 @@ export class CloudflareStore implements Store {
   constructor(options: CloudflareStoreOptions) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
       checkOptions("cloudflareStore", options, cloudflareStoreShape(), { code: "EL_STORE_OPTION" });
+    const timeout = options.callTimeoutMs;
+    if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) {
+      throw new EdgelimitError(
+        "EL_STORE_OPTION",
+        `cloudflareStore: callTimeoutMs must be a positive number of milliseconds; got ${timeout}`,
+      );
+    }
     this.#options = options;
     const objects = options.env[options.counter] as DurableObjectNamespaceLike | undefined;
     if (typeof objects?.idFromName !== "function") {
