@@ -14,6 +14,7 @@ import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
 import { loopbackServers } from "../support/listen.js";
+import { withinOneWindow } from "../support/windows.js";
 
 const policy = definePolicy({ tiers: { anonymous: { global: 5 } } });
 const listen = loopbackServers();
@@ -44,6 +45,8 @@ describe("nodeRateLimit options (Express)", () => {
       response.send(`remaining ${verdict?.remaining ?? "none"}`);
     });
     const base = await listen(createServer(app));
+    // `global: 5` is a minute window on the real clock: the requests must not straddle one.
+    await withinOneWindow(60_000, 2_000);
 
     // Skipped: never counted, no headers, no verdict.
     for (let i = 0; i < 10; i++) {
@@ -100,6 +103,8 @@ describe("withRateLimit options (fetch handlers)", () => {
     await once(server, "listening");
     servers.push(server);
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // `global: 5` is a minute window on the real clock: the requests must not straddle one.
+    await withinOneWindow(60_000, 2_000);
 
     expect(await (await fetch(`${base}/health`)).text()).toBe("remaining none");
     expect(await (await fetch(`${base}/api/bulk`)).text()).toBe("remaining 1");
@@ -175,6 +180,8 @@ describe("resetting a subject's counters (after a successful login)", () => {
   });
 
   it("forgets the failures of the rule named, in the store and the block cache, and nothing else", async () => {
+    // Minute windows on the real clock: the counts below must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const limiter = createLimiter({ policy: loginPolicy, store: memoryStore(), blockCache: {} });
     const login = { ip: "198.51.100.30", method: "POST", path: "/login" };
     const results: string[] = [];

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import type { Plugin } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
 import { bundleForEdge, runInWorkerd } from "../support/edge-bundle.js";
+import { withinOneWindow } from "../support/windows.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edgelimit-next-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -73,6 +74,8 @@ export default {
     expect(nodeBuiltins).toEqual([]);
     const miniflare = await runInWorkerd(outfile, dir);
     try {
+      // The example's minute windows on workerd's real clock: the six requests in one minute.
+      await withinOneWindow(60_000, 5_000);
       const statuses: number[] = [];
       let first: Response | undefined;
       for (let i = 0; i < 6; i++) {

@@ -11,6 +11,7 @@ import type { CounterSpec, CounterState, Store, StoreStatus } from "../../src/co
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { MemoryStore } from "../../src/stores/memory.js";
+import { withinOneWindow } from "../support/windows.js";
 
 /** The memory store, `delayMs` away, reporting `state` as its calls' status. */
 function slowStore(delayMs: number, state: StoreStatus["state"] | undefined) {
@@ -80,6 +81,8 @@ describe("failMode: local on a hybrid rule whose store is slow, not failed", () 
       // once landed during them and the next checks were admitted from what it reserved.
       const { store } = slowStore(3000, state);
       const check = limiterOn(store, "hybrid");
+      // The local count is per minute window on the real clock: the seven must not straddle one.
+      await withinOneWindow(60_000, 2_000);
       const verdicts: string[] = [];
       for (let i = 0; i < 7; i++) verdicts.push(await check("203.0.113.9"));
       expect(verdicts).toEqual([
@@ -93,6 +96,8 @@ describe("failMode: local on a hybrid rule whose store is slow, not failed", () 
   it("still counts an exact rule locally while the store is slow", async () => {
     const { store } = slowStore(150, "ok");
     const check = limiterOn(store, "exact");
+    // The local count is per minute window on the real clock: the six must not straddle one.
+    await withinOneWindow(60_000, 2_000);
     const verdicts: string[] = [];
     for (let i = 0; i < 6; i++) verdicts.push(await check("203.0.113.10"));
     expect(verdicts).toEqual([

@@ -6,6 +6,7 @@ import { definePolicy } from "../../src/policy/load.js";
 import type { PolicyInput } from "../../src/policy/schema.js";
 import { memoryStore } from "../../src/stores/memory.js";
 import { JWT_SECRET, signToken } from "../support/jwt.js";
+import { withinOneWindow } from "../support/windows.js";
 
 const env = { EDGELIMIT_JWT_SECRET: JWT_SECRET };
 const jwt = {
@@ -62,6 +63,8 @@ describe("client address", () => {
   };
 
   it("ignores X-Forwarded-For from an untrusted peer: forging it buys no fresh counter", async () => {
+    // `global: 5` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter(behindProxy);
     const passed = await admitted(
       (i) =>
@@ -72,6 +75,8 @@ describe("client address", () => {
   });
 
   it("walks X-Forwarded-For right to left over trusted proxies only", async () => {
+    // `global: 5` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter(behindProxy);
     // The client wrote "1.1.1.1"; our proxies appended the real address and themselves.
     const verdict = await l.check({
@@ -126,6 +131,8 @@ describe("client address", () => {
   });
 
   it("counts IPv6 clients per /64: rotating addresses inside it buys nothing", async () => {
+    // `global: 5` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter({ tiers: { anonymous: { global: 5 } } });
     const passed = await admitted(
       (i) => l.check({ ip: `2001:db8:1:2:${i.toString(16)}:abcd:0:${i}`, path: "/" }),
@@ -136,6 +143,8 @@ describe("client address", () => {
   });
 
   it("counts IPv4-mapped IPv6 as the IPv4 address", async () => {
+    // `global: 2` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter({ tiers: { anonymous: { global: 2 } } });
     await l.check({ ip: "::ffff:192.0.2.33", path: "/" });
     await l.check({ ip: "192.0.2.33", path: "/" });
@@ -160,6 +169,8 @@ describe("user identity", () => {
   };
 
   it("ignores a forged x-user-id header: only verified identities count", async () => {
+    // `global: 3` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter(policy);
     const passed = await admitted(
       (i) => l.check({ ip: "203.0.113.70", path: "/", headers: { "x-user-id": `u_${i}` } }),
@@ -169,6 +180,8 @@ describe("user identity", () => {
   });
 
   it("counts a token with a bad signature as anonymous, by IP", async () => {
+    // `global: 3` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     const l = limiter(policy);
     const passed = await admitted(
       async (i) =>
@@ -242,6 +255,8 @@ describe("user identity", () => {
   });
 
   it("judges the peer on every request, whichever way the same address came before", async () => {
+    // `global: 50` is a minute window on the real clock: the count must stay in one minute.
+    await withinOneWindow(60_000, 2_000);
     // Both arrive as the same address, one cache entry in the resolver: the address a trusted
     // proxy named must not lend its trust to the same address connecting directly, nor the reverse.
     const l = limiter({

@@ -9,6 +9,7 @@ import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { DynamoDbStore } from "../../src/stores/dynamodb/store.js";
 import { startTlsTerminator, type TlsTerminator } from "../support/tls.js";
+import { withinOneWindow } from "../support/windows.js";
 import {
   createRateLimitTable,
   type LocalDynamo,
@@ -112,6 +113,8 @@ describe("a fresh process's first decision against a TLS endpoint", () => {
       console.log(JSON.stringify({ budgetMs: policy.budgetMs, seen }));
       await store.close();
     `;
+    // `global: 2` a minute on the real clock: the child's start and 3 decisions in one minute.
+    await withinOneWindow(60_000, 5_000);
     const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script], {
       env: { ...process.env, NODE_EXTRA_CA_CERTS: caFile },
       timeout: 20_000,

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StartedServe, startServe } from "../support/serve-process.js";
+import { withinOneWindow } from "../support/windows.js";
 import { startOrigin, TEST_SECRET, type TestServer } from "./helpers.js";
 
 /**
@@ -66,6 +67,8 @@ afterAll(async () => {
 
 describe("policy reload", () => {
   it("rebuilds the lists and the challenge from the new policy", async () => {
+    // Minute windows on the real clock: the count must hold from the first request to the last.
+    await withinOneWindow(60_000, 5_000);
     expect(await statusFrom("203.0.113.1")).toBe(403);
     expect(await statusFrom("203.0.113.2")).toBe(200);
     // Band 2: the third request of a client is challenged.

@@ -9,6 +9,7 @@ import type { Verdict } from "../../src/http/respond.js";
 import { createLimiter } from "../../src/limiter.js";
 import { definePolicy } from "../../src/policy/load.js";
 import { memoryStore } from "../../src/stores/memory.js";
+import { withinOneWindow } from "../support/windows.js";
 
 interface Incoming {
   readonly path: string;
@@ -51,6 +52,8 @@ describe("the guard", () => {
   });
 
   it("waits for an asynchronous skip and onRefused", async () => {
+    // A limit of 1 a minute on the real clock: the refusal below needs the same minute.
+    await withinOneWindow(60_000, 2_000);
     const guard = guardOf(
       {
         skip: async (request) => request.path === "/health",

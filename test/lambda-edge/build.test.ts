@@ -20,6 +20,7 @@ import {
   startDynalite,
   TEST_CREDENTIALS,
 } from "../dynamodb/harness.js";
+import { withinOneWindow } from "../support/windows.js";
 
 const require = createRequire(import.meta.url);
 const work = mkdtempSync(join(tmpdir(), "edgelimit-build-"));
@@ -109,6 +110,8 @@ describe("edgelimit build lambda-edge", () => {
       const { handler } = require(request.script) as {
         handler: (event: CloudFrontRequestEvent) => Promise<CloudFrontRequest>;
       };
+      // The seed's minute windows on the real clock: the second count needs the first's minute.
+      await withinOneWindow(60_000, 2_000);
       const first = await handler(event("/api/export"));
       expect(first.headers["x-ratelimit-remaining"]?.[0]?.value).toBe("2");
       const second = await handler(event("/api/export"));
@@ -190,6 +193,8 @@ describe("edgelimit build lambda-edge", () => {
       for (let i = 0; i < 3; i++)
         outcomes.push((await handler(from("198.51.100.7"))).status ?? "forwarded");
       expect(outcomes).toEqual(["forwarded", "forwarded", "forwarded"]);
+      // `global: 1` a minute on the real clock: the refusal needs the first request's minute.
+      await withinOneWindow(60_000, 2_000);
       const stranger = [await handler(from("192.0.2.201")), await handler(from("192.0.2.201"))];
       expect(stranger.map((result) => result.status ?? "forwarded")).toEqual(["forwarded", "429"]);
       await (

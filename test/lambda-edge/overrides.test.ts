@@ -29,6 +29,7 @@ import {
   startDynalite,
   TEST_CREDENTIALS,
 } from "../dynamodb/harness.js";
+import { withinOneWindow } from "../support/windows.js";
 import { within } from "../support/within.js";
 
 const require = createRequire(import.meta.url);
@@ -232,6 +233,8 @@ describe("overrides in the Lambda@Edge viewer-request bundle", () => {
     const table = await freshTable();
     const refreshMs = 300;
     const handler = load(await build(table, { refreshMs }));
+    // The policy's 600 s window: the 429s at the start and after the raise's expiry in one.
+    await withinOneWindow(600_000, 12_000);
     const seen: string[] = [];
     for (let i = 0; i < 4; i++) seen.push(await outcome(handler, "u_raise"));
     expect(seen).toEqual(["forwarded 3", "forwarded 3", "forwarded 3", "429"]);

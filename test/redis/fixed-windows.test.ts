@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CounterSpec } from "../../src/core/types.js";
 import { LATE_GRACE_MS, windowIndexAt } from "../../src/core/windows.js";
 import { RedisStore } from "../../src/stores/redis.js";
+import { withinOneWindow } from "../support/windows.js";
 import { type RedisServer, startRedis } from "./redis-server.js";
 import { counter } from "./reference.js";
 
@@ -42,6 +43,8 @@ describe("fixed windows without the script", () => {
     const store = new RedisStore({ client: server.url, prefix: "stats:" });
     await store.ready();
     try {
+      // Minute windows on the server's clock: a new minute would make new keys and expiries.
+      await withinOneWindow(60_000, 2_000);
       const one = [counter("ip:192.0.2.10", "global", "fixed-window", 100, { ms: 60_000 })];
       const two = [...one, counter("ip:192.0.2.10", "path", "fixed-window", 100, { ms: 60_000 })];
       // The first call samples the server's clock (TIME) and makes the key; the read after it

@@ -17,6 +17,7 @@ import { storeFromUrl } from "../../src/stores/from-url.js";
 import { RedisStore } from "../../src/stores/redis.js";
 import { cliEntry } from "../support/cli-entry.js";
 import { type ServeProcess, startServe } from "../support/serve-process.js";
+import { withinOneWindow } from "../support/windows.js";
 import { within } from "../support/within.js";
 import { startRedis } from "./redis-server.js";
 
@@ -87,6 +88,8 @@ afterAll(async () => {
 describe("overrides across processes on one redis-server", () => {
   it("a CLI limit override raises a user's limit on every gateway within the bound; its expiry restores the plan's", async () => {
     const [a, b] = gateways as [(typeof gateways)[0], (typeof gateways)[0]];
+    // The policy's 600 s windows: the refusals before the raise and after its expiry in one.
+    await withinOneWindow(600_000, 15_000);
     for (let i = 0; i < 3; i++) expect(await status(a.base, "u_raise")).toBe(200);
     expect(await status(b.base, "u_raise")).toBe(429);
     const until = new Date(Date.now() + 6_000).toISOString();

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis } from "../redis/redis-server.js";
 import { cliEntry } from "../support/cli-entry.js";
+import { withinOneWindow } from "../support/windows.js";
 import { within } from "../support/within.js";
 import { type RlsProcess, startRls } from "./harness.js";
 
@@ -80,6 +81,8 @@ describe("overrides in edgelimit rls", () => {
   it("raise a client's limit and block another within the bound; the dashboard lists them", async () => {
     const raised = "198.51.100.41";
     const blocked = "198.51.100.42";
+    // The policy's 600 s window on the real clock: the refusal needs the two's window.
+    await withinOneWindow(600_000, 5_000);
     for (let i = 0; i < 2; i++) expect((await check(raised)).status).toBe(200);
     expect((await check(raised)).status).toBe(429);
     const set = override(["set", `ip:${raised}`, "--limit", "50", "--policy", policyFile]);
