@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { SignJWT } from "jose";
 import { Miniflare } from "miniflare";
+import { afterAll, beforeAll } from "vitest";
 import { buildCloudflareWorker, EXAMPLE_ENTRY } from "../../scripts/build-cloudflare.js";
 import type { ResolvedPolicy } from "../../src/policy/types.js";
 
@@ -82,6 +83,58 @@ export async function startRuntime(
         body: await response.text(),
       };
     },
+  };
+}
+
+/** A Worker that `startWorker` started, with what disposes of it. */
+export type StartedWorker = Runtime & { close(): Promise<void> };
+
+/**
+ * A Worker bundled with `policy` (from `entry`, whose counter class is `counterClass`) and
+ * running in workerd, in a scratch folder of its own: `close` disposes of it and removes the
+ * folder.
+ */
+export async function startWorker(
+  policy: ResolvedPolicy | string,
+  entry = EXAMPLE_ENTRY,
+  counterClass = "EdgelimitCounter",
+): Promise<StartedWorker> {
+  const folder = await scratch();
+  try {
+    const script = await buildWorker(folder.dir, policy, entry);
+    const runtime = await startRuntime(script, join(folder.dir, "objects"), counterClass);
+    return {
+      ...runtime,
+      async close() {
+        await runtime.miniflare.dispose();
+        await folder.cleanup();
+      },
+    };
+  } catch (error) {
+    await folder.cleanup();
+    throw error;
+  }
+}
+
+/**
+ * Starts a Worker (`startWorker`) before the enclosing suite's tests and closes it after them;
+ * the function returned gives it to a test.
+ */
+export function workerInSuite(
+  policy: ResolvedPolicy | string,
+  entry = EXAMPLE_ENTRY,
+  counterClass = "EdgelimitCounter",
+): () => StartedWorker {
+  let worker: StartedWorker | undefined;
+  beforeAll(async () => {
+    worker = await startWorker(policy, entry, counterClass);
+  }, 60_000);
+  afterAll(async () => {
+    await worker?.close();
+  });
+  return () => {
+    if (worker === undefined) throw new Error("the suite's Worker did not start");
+    return worker;
   };
 }
 

@@ -2,11 +2,10 @@
  * `cloudflareLimiter(...).peek` in workerd: an exact rule reports its Durable Object's count
  * and a peek writes nothing there; a rule on the native binding has no count to tell.
  */
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Peek } from "../../src/core/peek.js";
 import { parsePolicy } from "../../src/policy/load.js";
-import { buildWorker, type Runtime, scratch, startRuntime, tokenFor } from "./harness.js";
+import { tokenFor, workerInSuite } from "./harness.js";
 
 const POLICY = `
 version: 1
@@ -36,29 +35,19 @@ namespaces:
 `;
 
 describe("peek on Cloudflare Workers, in workerd", () => {
-  let runtime: Runtime;
-  let cleanup: () => Promise<void> = async () => {};
-
-  beforeAll(async () => {
-    const folder = await scratch();
-    cleanup = folder.cleanup;
-    const script = await buildWorker(
-      folder.dir,
-      parsePolicy(POLICY, "peek.yaml"),
-      "test/cloudflare/fixtures/inspectable-worker.ts",
-    );
-    runtime = await startRuntime(script, join(folder.dir, "objects"), "InspectableCounter");
-  }, 60_000);
-
-  afterAll(async () => {
-    await runtime?.miniflare.dispose();
-    await cleanup();
-  });
+  const worker = workerInSuite(
+    parsePolicy(POLICY, "peek.yaml"),
+    "test/cloudflare/fixtures/inspectable-worker.ts",
+    "InspectableCounter",
+  );
 
   it("reports the object's count and the binding's none, counting nothing", async () => {
     const token = await tokenFor("u_peek", "pro");
     const as = (path: string) =>
-      runtime.dispatch(path, { ip: "203.0.113.81", headers: { authorization: `Bearer ${token}` } });
+      worker().dispatch(path, {
+        ip: "203.0.113.81",
+        headers: { authorization: `Bearer ${token}` },
+      });
     for (let i = 0; i < 5; i++) expect((await as("/api/data")).status).toBe(200);
     const peeks: Peek[] = [];
     for (let i = 0; i < 20; i++) peeks.push(JSON.parse((await as("/__peek/api/data")).body));

@@ -6,18 +6,11 @@
  * stop waiting, and once the object answers again it counts again, paid what the isolate
  * admitted meanwhile, so the window's limit is not admitted a second time.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { counterKey, subjectKey } from "../../src/core/keys.js";
 import { parsePolicy } from "../../src/policy/load.js";
 import { HOUR_MS } from "../support/windows.js";
-import {
-  buildWorker,
-  type Runtime,
-  scratch,
-  startRuntime,
-  tally,
-  withinOneWindow,
-} from "./harness.js";
+import { tally, withinOneWindow, workerInSuite } from "./harness.js";
 
 /** The decision budget: roomy, so that a healthy object under a loaded machine stays within it. */
 const BUDGET_MS = 300;
@@ -50,31 +43,18 @@ namespaces:
 `;
 
 describe("a Durable Object that never answers, in workerd", () => {
-  let runtime: Runtime;
-  let cleanup: () => Promise<void> = async () => {};
-
-  beforeAll(async () => {
-    const folder = await scratch();
-    cleanup = folder.cleanup;
-    const script = await buildWorker(
-      folder.dir,
-      parsePolicy(POLICY, "silent.yaml"),
-      "test/cloudflare/fixtures/silent-worker.ts",
-    );
-    runtime = await startRuntime(script, `${folder.dir}/objects`, "SilentCounter");
-  }, 60_000);
-
-  afterAll(async () => {
-    await runtime?.miniflare.dispose();
-    await cleanup();
-  });
+  const worker = workerInSuite(
+    parsePolicy(POLICY, "silent.yaml"),
+    "test/cloudflare/fixtures/silent-worker.ts",
+    "SilentCounter",
+  );
 
   const objectKey = (ip: string, namespace: string) =>
     counterKey(subjectKey("ip", ip), namespace, namespace);
 
   async function timed(path: string, ip: string): Promise<{ status: number; ms: number }> {
     const started = performance.now();
-    const response = await runtime.dispatch(path, { ip });
+    const response = await worker().dispatch(path, { ip });
     return { status: response.status, ms: performance.now() - started };
   }
 
@@ -86,7 +66,7 @@ describe("a Durable Object that never answers, in workerd", () => {
     // The object counts while it answers.
     expect((await timed("/burst", ip)).status).toBe(200);
 
-    expect((await runtime.dispatch(`/__silence?key=${key}`)).status).toBe(200);
+    expect((await worker().dispatch(`/__silence?key=${key}`)).status).toBe(200);
     const silent: { status: number; ms: number }[] = [];
     for (let i = 0; i < 12; i++) silent.push(await timed("/burst", ip));
     // The isolate's own count: the rule's 3, from zero (it does not know the object's 1).
@@ -95,7 +75,7 @@ describe("a Durable Object that never answers, in workerd", () => {
     // Five calls timed out (1 s each) and opened the breaker: of 20 concurrent decisions now, at
     // most one (the breaker's probe) is sent to the object and waits; the others do not.
     const held = async () =>
-      (JSON.parse((await runtime.dispatch(`/__held?key=${key}`)).body) as { held: number }).held;
+      (JSON.parse((await worker().dispatch(`/__held?key=${key}`)).body) as { held: number }).held;
     const heldBefore = await held();
     expect(heldBefore).toBeGreaterThanOrEqual(5);
     const open = await Promise.all(Array.from({ length: 20 }, () => timed("/burst", ip)));
@@ -103,12 +83,12 @@ describe("a Durable Object that never answers, in workerd", () => {
     for (const answer of open) expect(answer.ms).toBeLessThan(BUDGET_MS + SLACK_MS);
     expect((await held()) - heldBefore).toBeLessThanOrEqual(1);
 
-    const spoken = await runtime.dispatch(`/__speak?key=${key}`);
+    const spoken = await worker().dispatch(`/__speak?key=${key}`);
     expect((JSON.parse(spoken.body) as { held: number }).held).toBeGreaterThanOrEqual(5);
     // After the breaker's cooldown (250 ms) a probe goes through: the object counts again, with
     // the 3 the isolate admitted paid on top of its 1. Without that payment it would admit 2 more.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const after = await runtime.dispatch("/burst", { ip });
+    const after = await worker().dispatch("/burst", { ip });
     expect(after.status).toBe(429);
     expect(after.headers.get("x-ratelimit-remaining")).toBe("0");
   }, 40_000);
@@ -117,10 +97,10 @@ describe("a Durable Object that never answers, in workerd", () => {
     const ip = "198.51.100.8";
     const key = encodeURIComponent(objectKey(ip, "critical"));
     expect((await timed("/critical", ip)).status).toBe(200);
-    expect((await runtime.dispatch(`/__silence?key=${key}`)).status).toBe(200);
+    expect((await worker().dispatch(`/__silence?key=${key}`)).status).toBe(200);
     const answer = await timed("/critical", ip);
     expect(answer.status).toBe(503);
     expect(answer.ms).toBeLessThan(BUDGET_MS + SLACK_MS);
-    await runtime.dispatch(`/__speak?key=${key}`);
+    await worker().dispatch(`/__speak?key=${key}`);
   }, 30_000);
 });

@@ -4,11 +4,11 @@
  * calls to the object wait as long as the budget does, so the exact rule counts in the object,
  * instead of each call failing at a fixed 1 s and the rule's fail mode answering (503 here).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { counterKey, subjectKey } from "../../src/core/keys.js";
 import { parsePolicy } from "../../src/policy/load.js";
 import { HOUR_MS } from "../support/windows.js";
-import { buildWorker, type Runtime, scratch, startRuntime, withinOneWindow } from "./harness.js";
+import { withinOneWindow, workerInSuite } from "./harness.js";
 
 /** Past the object's old fixed call timeout (1 s), and below the budget. */
 const DELAY_MS = 1300;
@@ -30,35 +30,22 @@ namespaces:
 `;
 
 describe("a Durable Object slower than a second, with a budget that allows for it, in workerd", () => {
-  let runtime: Runtime;
-  let cleanup: () => Promise<void> = async () => {};
-
-  beforeAll(async () => {
-    const folder = await scratch();
-    cleanup = folder.cleanup;
-    const script = await buildWorker(
-      folder.dir,
-      parsePolicy(POLICY, "slow.yaml"),
-      "test/cloudflare/fixtures/silent-worker.ts",
-    );
-    runtime = await startRuntime(script, `${folder.dir}/objects`, "SilentCounter");
-  }, 60_000);
-
-  afterAll(async () => {
-    await runtime?.miniflare.dispose();
-    await cleanup();
-  });
+  const worker = workerInSuite(
+    parsePolicy(POLICY, "slow.yaml"),
+    "test/cloudflare/fixtures/silent-worker.ts",
+    "SilentCounter",
+  );
 
   it("waits for the object within the budget and counts there", async () => {
     // Four calls of some 1.3 s each: they must not straddle two of the rule's windows.
     await withinOneWindow(HOUR_MS, 20_000);
     const ip = "198.51.100.9";
     const key = encodeURIComponent(counterKey(subjectKey("ip", ip), "quota", "quota"));
-    expect((await runtime.dispatch(`/__slow?key=${key}&ms=${DELAY_MS}`)).status).toBe(200);
+    expect((await worker().dispatch(`/__slow?key=${key}&ms=${DELAY_MS}`)).status).toBe(200);
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
       const started = performance.now();
-      const response = await runtime.dispatch("/quota", { ip });
+      const response = await worker().dispatch("/quota", { ip });
       statuses.push(response.status);
       // The answer came from the object, after its delay, not from a timeout before it.
       expect(performance.now() - started).toBeGreaterThanOrEqual(DELAY_MS - 50);
