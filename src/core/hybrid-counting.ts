@@ -58,6 +58,7 @@ import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { reserveThroughRegion } from "./hybrid/region-path.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
 import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
+import { positiveMs } from "./options.js";
 
 export type { HybridOptions } from "./hybrid-options.js";
 
@@ -115,13 +116,7 @@ export class HybridCounting implements Store {
     this.#reserveMs = options.reserveMs ?? Number.POSITIVE_INFINITY;
     this.#clock = options.clock ?? Date.now;
     this.#scheduler = options.scheduler ?? REAL_SCHEDULER;
-    const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
-    if (!Number.isFinite(leaseMs) || leaseMs <= 0) {
-      throw new EdgelimitError(
-        "EL_STORE_OPTION",
-        `hybrid counting: leaseMs must be a positive number of milliseconds; got ${leaseMs}`,
-      );
-    }
+    const leaseMs = positiveMs(options.leaseMs ?? DEFAULT_LEASE_MS, "hybrid counting", "leaseMs");
     this.#leaseMs = inner.reset === undefined ? 0 : leaseMs;
     this.#reservations = new GenerationalCache(Math.max(1, (options.maxKeys ?? 20_000) / 2));
     const own = inner.traits ?? {};

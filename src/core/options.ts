@@ -276,3 +276,22 @@ function editDistance(a: string, b: string): number {
   }
   return (rows[a.length] as number[])[b.length] as number;
 }
+
+/**
+ * `ms`, the duration option `name` of `owner`, refused with `code` unless it is a positive,
+ * finite number of milliseconds.
+ */
+export function positiveMs(
+  ms: number,
+  owner: string,
+  name: string,
+  code: ErrorCode = "EL_STORE_OPTION",
+): number {
+  if (!Number.isFinite(ms) || ms <= 0) {
+    throw new EdgelimitError(
+      code,
+      `${owner}: ${name} must be a positive number of milliseconds; got ${ms}`,
+    );
+  }
+  return ms;
+}

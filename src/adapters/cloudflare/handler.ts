@@ -3,7 +3,14 @@ import { requireSharedChallengeSecret } from "../../challenge/shared-secret.js";
 import { EdgelimitError } from "../../core/errors.js";
 import { hybridCounting } from "../../core/hybrid-counting.js";
 import type { ResolvedPolicy } from "../../core/model.js";
-import { checkOptions, fields, type OptionsShape, POLICY, required } from "../../core/options.js";
+import {
+  checkOptions,
+  fields,
+  type OptionsShape,
+  POLICY,
+  positiveMs,
+  required,
+} from "../../core/options.js";
 import type { OverrideAdmin } from "../../core/override-admin.js";
 import type { Peek } from "../../core/peek.js";
 import type { ChallengeHandler } from "../../core/types.js";
@@ -156,12 +163,8 @@ export class CloudflareLimiter {
 
   constructor(options: CloudflareLimiterOptions) {
     checkCloudflareOptions("cloudflareLimiter", options);
-    const timeout = options.callTimeoutMs;
-    if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) {
-      throw new EdgelimitError(
-        "EL_BAD_OPTION",
-        `${GUARD_NAME}: callTimeoutMs must be a positive number of milliseconds; got ${timeout}`,
-      );
+    if (options.callTimeoutMs !== undefined) {
+      positiveMs(options.callTimeoutMs, GUARD_NAME, "callTimeoutMs", "EL_BAD_OPTION");
     }
     this.#options = options;
     if (typeof options.policy !== "function") {

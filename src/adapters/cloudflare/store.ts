@@ -1,6 +1,12 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { GenerationalCache } from "../../core/generational-cache.js";
-import { checkOptions, fields, type OptionsShape, required } from "../../core/options.js";
+import {
+  checkOptions,
+  fields,
+  type OptionsShape,
+  positiveMs,
+  required,
+} from "../../core/options.js";
 import type { OverrideSource } from "../../core/overrides.js";
 import type { CounterSpec, CounterState, Store, StoreTraits } from "../../core/types.js";
 import { RemoteGuard } from "../../stores/remote/guard.js";
@@ -112,12 +118,8 @@ export class CloudflareStore implements Store {
   constructor(options: CloudflareStoreOptions) {
     if (typeof EDGELIMIT_BUNDLE === "undefined")
       checkOptions("cloudflareStore", options, cloudflareStoreShape(), { code: "EL_STORE_OPTION" });
-    const timeout = options.callTimeoutMs;
-    if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) {
-      throw new EdgelimitError(
-        "EL_STORE_OPTION",
-        `cloudflareStore: callTimeoutMs must be a positive number of milliseconds; got ${timeout}`,
-      );
+    if (options.callTimeoutMs !== undefined) {
+      positiveMs(options.callTimeoutMs, "cloudflareStore", "callTimeoutMs");
     }
     this.#options = options;
     const objects = options.env[options.counter] as DurableObjectNamespaceLike | undefined;

@@ -1,7 +1,7 @@
 import { type AwsCredentials, dynamoDbRequest } from "../../aws/sigv4-request.js";
 import { deriveWebSigningKey, signAwsRequestWeb } from "../../aws/sigv4-web.js";
 import { EdgelimitError } from "../../core/errors.js";
-import { checkOptions } from "../../core/options.js";
+import { checkOptions, positiveMs } from "../../core/options.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
 import { type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
@@ -98,8 +98,16 @@ export class DynamoDbFetchClient implements DynamoDbClient {
     this.#url = url.href;
     this.#host = url.host;
     this.#credentials = options.credentials;
-    this.#timeoutMs = positiveMs(options.requestTimeoutMs ?? 3000, "requestTimeoutMs");
-    this.#connectTimeoutMs = positiveMs(options.connectTimeoutMs ?? 1000, "connectTimeoutMs");
+    this.#timeoutMs = positiveMs(
+      options.requestTimeoutMs ?? 3000,
+      "dynamodbFetchStore",
+      "requestTimeoutMs",
+    );
+    this.#connectTimeoutMs = positiveMs(
+      options.connectTimeoutMs ?? 1000,
+      "dynamodbFetchStore",
+      "connectTimeoutMs",
+    );
     this.#guard = new RemoteGuard({
       name: `dynamodb ${url.host}`,
       owner: "dynamodbFetchStore",
@@ -228,16 +236,6 @@ export class DynamoDbFetchClient implements DynamoDbClient {
     this.#signingKey = { date, secret, key };
     return key;
   }
-}
-
-function positiveMs(ms: number, name: string): number {
-  if (!Number.isFinite(ms) || ms <= 0) {
-    throw new EdgelimitError(
-      "EL_STORE_OPTION",
-      `dynamodbFetchStore: ${name} must be a positive number of milliseconds; got ${ms}`,
-    );
-  }
-  return ms;
 }
 
 /** The body as text, refused past `MAX_BODY_BYTES` whether or not its length was declared. */

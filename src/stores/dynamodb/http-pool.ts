@@ -2,6 +2,7 @@ import type { ClientRequest, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { type StoreCallProgress, timeoutAfterPendingIo } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { positiveMs } from "../../core/options.js";
 import {
   DEFAULT_MAX_BODY_BYTES,
   describeFailure,
@@ -84,14 +85,11 @@ export class HttpPool {
     this.#maxSockets = options.maxSockets ?? 64;
     this.#maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.#ca = options.ca;
-    const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs <= 0) {
-      throw new EdgelimitError(
-        "EL_STORE_OPTION",
-        `connectTimeoutMs must be a positive number of milliseconds; got ${connectTimeoutMs}`,
-      );
-    }
-    this.#connectTimeoutMs = connectTimeoutMs;
+    this.#connectTimeoutMs = positiveMs(
+      options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      "dynamodb",
+      "connectTimeoutMs",
+    );
   }
 
   /** Sockets open now (idle and busy). */

@@ -1,5 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
-import { type OptionsShape, oneOf } from "../../core/options.js";
+import { type OptionsShape, oneOf, positiveMs } from "../../core/options.js";
 import { breakerOption, type CircuitBreakerOptions } from "../remote/breaker.js";
 
 /** What the two stores that run the script take beside their connection (redis, redis-rest). */
@@ -63,13 +63,7 @@ export function scriptStoreSettings(
       `${factory}: maxBatch must be a whole number of at least 1; got ${maxBatch}`,
     );
   }
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new EdgelimitError(
-      "EL_STORE_OPTION",
-      `${factory}: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
-    );
-  }
+  const timeoutMs = positiveMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, factory, "timeoutMs");
   return {
     prefix: options.prefix ?? DEFAULT_PREFIX,
     serverClock: (options.clock ?? "server") === "server",

@@ -1,5 +1,6 @@
 import { afterPendingIo, type StoreCallProgress } from "../../core/deadline.js";
 import { EdgelimitError } from "../../core/errors.js";
+import { positiveMs } from "../../core/options.js";
 
 export interface ConnectionGateOptions {
   /** Names the store in messages (`redis`). */
@@ -45,13 +46,11 @@ export class ConnectionGate {
 
   constructor(options: ConnectionGateOptions) {
     this.#name = options.name;
-    this.#timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    if (!Number.isFinite(this.#timeoutMs) || this.#timeoutMs <= 0) {
-      throw new EdgelimitError(
-        "EL_STORE_OPTION",
-        `${options.name}: connectTimeoutMs must be a positive number of milliseconds; got ${this.#timeoutMs}`,
-      );
-    }
+    this.#timeoutMs = positiveMs(
+      options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      options.name,
+      "connectTimeoutMs",
+    );
     this.#onStalled = options.onStalled;
     this.#state = options.ready === true ? "ready" : "first";
     if (this.#state === "first") this.attempting();

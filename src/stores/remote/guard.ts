@@ -1,4 +1,5 @@
 import { EdgelimitError } from "../../core/errors.js";
+import { positiveMs } from "../../core/options.js";
 import type { StoreCallProgress } from "../../core/types.js";
 import { CircuitBreaker, type CircuitBreakerOptions, monotonicNow } from "./breaker.js";
 import { answeredInTime } from "./call-timeout.js";
@@ -58,14 +59,10 @@ export class RemoteGuard {
         : new CircuitBreaker(options.breaker, options.clock ?? monotonicNow, options.owner);
     this.#probe = options.probe;
     this.#refusal = options.refusal;
-    const timeoutMs = options.timeoutMs;
-    if (timeoutMs !== undefined && (!Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
-      throw new EdgelimitError(
-        "EL_STORE_OPTION",
-        `${options.owner}: timeoutMs must be a positive number of milliseconds; got ${timeoutMs}`,
-      );
-    }
-    this.#timeoutMs = timeoutMs;
+    this.#timeoutMs =
+      options.timeoutMs === undefined
+        ? undefined
+        : positiveMs(options.timeoutMs, options.owner, "timeoutMs");
   }
 
   /**
