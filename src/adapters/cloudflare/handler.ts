@@ -61,7 +61,8 @@ export interface CloudflareLimiterOptions extends Omit<WebGuardOptions<WorkerEnv
   /**
    * Overrides the policy's decision time budget. A Durable Object lives in one place, so a
    * request from the other side of the world pays a long round trip to it: size the budget for
-   * that, or the exact rules fail open (see docs/cloudflare.md).
+   * that, or the exact rules apply their fail mode (by default each isolate counts them itself:
+   * docs/cloudflare.md, "Time budget").
    */
   readonly budgetMs?: number;
   /**
