@@ -86,55 +86,31 @@ export async function startRuntime(
   };
 }
 
-/** A Worker that `startWorker` started, with what disposes of it. */
-export type StartedWorker = Runtime & { close(): Promise<void> };
-
 /**
  * A Worker bundled with `policy` (from `entry`, whose counter class is `counterClass`) and
- * running in workerd, in a scratch folder of its own: `close` disposes of it and removes the
- * folder.
- */
-export async function startWorker(
-  policy: ResolvedPolicy | string,
-  entry = EXAMPLE_ENTRY,
-  counterClass = "EdgelimitCounter",
-): Promise<StartedWorker> {
-  const folder = await scratch();
-  try {
-    const script = await buildWorker(folder.dir, policy, entry);
-    const runtime = await startRuntime(script, join(folder.dir, "objects"), counterClass);
-    return {
-      ...runtime,
-      async close() {
-        await runtime.miniflare.dispose();
-        await folder.cleanup();
-      },
-    };
-  } catch (error) {
-    await folder.cleanup();
-    throw error;
-  }
-}
-
-/**
- * Starts a Worker (`startWorker`) before the enclosing suite's tests and closes it after them;
- * the function returned gives it to a test.
+ * running in workerd, started before the enclosing suite's tests in a scratch folder of its own,
+ * and disposed of with the folder after them; the function returned gives it to a test.
  */
 export function workerInSuite(
   policy: ResolvedPolicy | string,
   entry = EXAMPLE_ENTRY,
   counterClass = "EdgelimitCounter",
-): () => StartedWorker {
-  let worker: StartedWorker | undefined;
+): () => Runtime {
+  let runtime: Runtime | undefined;
+  let cleanup = async () => {};
   beforeAll(async () => {
-    worker = await startWorker(policy, entry, counterClass);
+    const folder = await scratch();
+    cleanup = folder.cleanup;
+    const script = await buildWorker(folder.dir, policy, entry);
+    runtime = await startRuntime(script, join(folder.dir, "objects"), counterClass);
   }, 60_000);
   afterAll(async () => {
-    await worker?.close();
+    await runtime?.miniflare.dispose();
+    await cleanup();
   });
   return () => {
-    if (worker === undefined) throw new Error("the suite's Worker did not start");
-    return worker;
+    if (runtime === undefined) throw new Error("the suite's Worker did not start");
+    return runtime;
   };
 }
 
