@@ -1,4 +1,3 @@
-import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { uplotFiles } from "../charts/uplot.js";
 import { parseDurationMs } from "../core/duration.js";
@@ -11,6 +10,7 @@ import { formatHtml } from "../replay/report-html.js";
 import { formatText } from "../replay/report-text.js";
 import { parseShare } from "../replay/tuning.js";
 import { parsedOrExit, usageError, writeCommandError } from "./errors.js";
+import { writeReport } from "./report-output.js";
 import { REPLAY_FORMAT_LINE, REPLAY_USAGE } from "./usage.js";
 
 const USAGE = REPLAY_USAGE.replace(
@@ -79,16 +79,12 @@ export async function run(argv: string[]): Promise<number> {
       onProgress: progress?.update,
     });
     progress?.done();
-    if (values.html !== undefined)
-      writeFileSync(values.html, formatHtml(result.report, result.series, files));
-    process.stdout.write(
-      values.json === true
-        ? `${JSON.stringify(result.report, null, 2)}\n`
-        : formatText(result.report),
+    writeReport(
+      values,
+      result.report,
+      () => formatText(result.report),
+      () => formatHtml(result.report, result.series, files),
     );
-    if (values.html !== undefined && values.json !== true) {
-      process.stdout.write(`\nWrote ${values.html}\n`);
-    }
     return 0;
   } catch (error) {
     progress?.done();

@@ -1,4 +1,3 @@
-import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { uplotFiles } from "../charts/uplot.js";
 import { readOverridesFile } from "../offline/overrides-file.js";
@@ -9,6 +8,7 @@ import { formatText } from "../simulate/report-text.js";
 import { simulate } from "../simulate/run.js";
 import { loadScenario, ScenarioError } from "../simulate/scenario.js";
 import { parsedOrExit, usageError, writeCommandError } from "./errors.js";
+import { writeReport } from "./report-output.js";
 import { SIMULATE_USAGE } from "./usage.js";
 
 const fail = (message: string): number => usageError("simulate", SIMULATE_USAGE, message);
@@ -43,12 +43,12 @@ export async function run(argv: string[]): Promise<number> {
         : { overrides: readOverridesFile(overridesFile), overridesFile }),
     });
     progress?.done();
-    const text = formatText(report, scenario.busyAbove);
-    if (values.html !== undefined)
-      writeFileSync(values.html, formatHtml(report, scenario.busyAbove, files));
-    process.stdout.write(values.json === true ? `${JSON.stringify(report, null, 2)}\n` : text);
-    if (values.html !== undefined && values.json !== true)
-      process.stdout.write(`\nWrote ${values.html}\n`);
+    writeReport(
+      values,
+      report,
+      () => formatText(report, scenario.busyAbove),
+      () => formatHtml(report, scenario.busyAbove, files),
+    );
     return 0;
   } catch (error) {
     progress?.done();
