@@ -221,11 +221,15 @@ export class Accounting {
       underRefused += client.refused;
     }
     const shortfalls: number[] = [];
-    for (const tally of this.#counters.values()) {
+    let worst: { share: number; key: string; tally: CounterTally } | undefined;
+    for (const [key, tally] of this.#counters) {
       if (!tally.legitimate || tally.reference === tally.attempts || tally.limit === 0) continue;
-      shortfalls.push(Math.max(0, tally.reference - tally.admitted) / tally.limit);
+      const share = Math.max(0, tally.reference - tally.admitted) / tally.limit;
+      shortfalls.push(share);
+      if (worst === undefined || share > worst.share) worst = { share, key, tally };
     }
     shortfalls.sort((a, b) => a - b);
+    const [rule, subject, window] = worst?.key.split("\u0000") ?? [];
     return {
       underLimitRequests: underRequests,
       refusedUnderLimit: underRefused,
@@ -236,6 +240,17 @@ export class Accounting {
             ? 0
             : shortfalls.reduce((sum, x) => sum + x, 0) / shortfalls.length,
         maxShortfall: shortfalls.at(-1) ?? 0,
+        worst:
+          worst === undefined
+            ? null
+            : {
+                rule,
+                subject,
+                window: Number(window),
+                admitted: worst.tally.admitted,
+                reference: worst.tally.reference,
+                limit: worst.tally.limit,
+              },
       },
     };
   }

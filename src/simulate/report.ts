@@ -16,11 +16,7 @@ export interface ModeReport {
     readonly underLimitRequests: number;
     readonly refusedUnderLimit: number;
     /** Clients at their limit: what exact counting admitted and this mode did not. */
-    readonly atLimit: {
-      readonly windows: number;
-      readonly meanShortfall: number;
-      readonly maxShortfall: number;
-    };
+    readonly atLimit: ReturnType<Accounting["legitimateOutcomes"]>["atLimit"];
     /** Every legitimate request refused that the reference admitted, at the limit or not. */
     readonly refusedWhereExactAdmitted: number;
   };

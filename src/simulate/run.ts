@@ -200,7 +200,14 @@ async function runMode(
       if (served.arrival.legitimate) {
         const { decision } = served;
         const keys = decision.rules.map((rule) => `${rule.id}\u0000${decision.subject}`);
-        waits.legitimate(served.arrival.region, served.process, keys, epochAt, served.decisionMs);
+        waits.legitimate(
+          served.arrival.region,
+          served.process,
+          decision.subject,
+          keys,
+          epochAt,
+          served.decisionMs,
+        );
       }
       options.onDecision?.(mode, served.arrival, served.decision, epochAt);
     },

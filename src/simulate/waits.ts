@@ -28,7 +28,15 @@ export interface RegionWaits {
   seenHereWindowBefore: number;
   seenInRegion: number;
   newInRegion: number;
+  /**
+   * The subjects that waited most here (at most `TOP_SUBJECTS`, most first): whether a few
+   * subjects or many make the waits.
+   */
+  topSubjects: { subject: string; waited: number }[];
 }
+
+/** How many subjects `RegionWaits.topSubjects` names. */
+const TOP_SUBJECTS = 3;
 
 export class WaitCauses {
   readonly #windowMs: number;
@@ -36,17 +44,20 @@ export class WaitCauses {
   /** The last report window each key was seen in, by process and key, and by region and key. */
   readonly #atProcess = new Map<string, number>();
   readonly #inRegion = new Map<string, number>();
-  readonly #byRegion = new Map<string, RegionWaits>();
+  readonly #byRegion = new Map<string, Omit<RegionWaits, "topSubjects">>();
+  /** Waits by region and subject (only subjects that waited: at most one entry per wait). */
+  readonly #subjects = new Map<string, Map<string, number>>();
 
   constructor(windowMs: number, ownStoreMs: (region: string) => number) {
     this.#windowMs = windowMs;
     this.#ownStoreMs = ownStoreMs;
   }
 
-  /** A legitimate decision: its region and process, its subject's rules, when and how long. */
+  /** A legitimate decision: its region and process, its subject and rules, when and how long. */
   legitimate(
     region: string,
     process: number,
+    subject: string,
     keys: readonly string[],
     epochAt: number,
     decisionMs: number,
@@ -69,6 +80,7 @@ export class WaitCauses {
     const there = keys.map((key) => this.#inRegion.get(`${region}\u0000${key}`));
     if (decisionMs > this.#ownStoreMs(region) + WAIT_MARGIN_MS) {
       waits.waited++;
+      this.#waitedBy(region, subject);
       if (here.every((last) => last === window)) waits.heldRanOut++;
       else if (here.every((last) => last !== undefined && last >= window - 1))
         waits.seenHereWindowBefore++;
@@ -86,8 +98,21 @@ export class WaitCauses {
   byRegion(): Record<string, RegionWaits> {
     const out: Record<string, RegionWaits> = {};
     for (const name of [...this.#byRegion.keys()].sort()) {
-      out[name] = { ...(this.#byRegion.get(name) as RegionWaits) };
+      const subjects = [...(this.#subjects.get(name) ?? new Map<string, number>())]
+        .map(([subject, waited]) => ({ subject, waited }))
+        .sort((a, b) => b.waited - a.waited || (a.subject < b.subject ? -1 : 1))
+        .slice(0, TOP_SUBJECTS);
+      out[name] = { ...(this.#byRegion.get(name) as RegionWaits), topSubjects: subjects };
     }
     return out;
+  }
+
+  #waitedBy(region: string, subject: string): void {
+    let subjects = this.#subjects.get(region);
+    if (subjects === undefined) {
+      subjects = new Map();
+      this.#subjects.set(region, subjects);
+    }
+    subjects.set(subject, (subjects.get(subject) ?? 0) + 1);
   }
 }

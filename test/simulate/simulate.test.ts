@@ -266,6 +266,39 @@ describe("edgelimit simulate", () => {
     expect(hybrid?.failedOpen).toBe(0);
   }, 60_000);
 
+  it("names the subject-window furthest short of its limit: a pro user over its limit of 1,000 a minute", async () => {
+    const scenario = twoRegions({
+      modes: ["hybrid"],
+      duration: "120s",
+      traffic: {
+        legitimate: [
+          {
+            name: "pro",
+            clients: 1,
+            tier: "authenticated",
+            plan: "pro",
+            requestsPerMinute: 1500,
+            paths: { "/api/products": 1 },
+          },
+        ],
+      },
+    });
+    const [hybrid] = (await simulate(scenario)).modes;
+    const atLimit = hybrid?.legitimate.atLimit;
+    expect(atLimit?.windows).toBeGreaterThanOrEqual(2);
+    const worst = atLimit?.worst;
+    expect(worst).toMatchObject({ rule: "authenticated.plan.pro", limit: 1000, reference: 1000 });
+    expect(worst?.subject).toMatch(/^user:/);
+    // Its window is a minute of the run, and its shortfall the report's maximum.
+    expect(Number.isSafeInteger(worst?.window)).toBe(true);
+    expect(worst?.admitted).toBeLessThanOrEqual(1000);
+    expect(((worst?.reference ?? 0) - (worst?.admitted ?? 0)) / 1000).toBeCloseTo(
+      atLimit?.maxShortfall ?? -1,
+      10,
+    );
+    expect(hybrid?.overAdmission.requests).toBe(0);
+  }, 60_000);
+
   it("keeps a loose pace: a small scenario runs at more than 20,000 simulated requests a second", async () => {
     const scenario = twoRegions({ modes: ["exact"], duration: "120s" });
     const started = performance.now();
