@@ -152,7 +152,7 @@ export class Accounting {
     for (const rule of reference.rules) {
       if (rule.shadow || !("ms" in rule.window)) continue;
       // The subject as the policy counts it (two-writes counts each IPv6 address apart).
-      const id = `${rule.id}\u0000${reference.subject}\u0000${Math.floor(epochAt / rule.window.ms)}`;
+      const id = counterWindowKey(rule.id, reference.subject, Math.floor(epochAt / rule.window.ms));
       let tally = this.#counters.get(id);
       if (tally === undefined) {
         tally = {
@@ -228,8 +228,6 @@ export class Accounting {
       shortfalls.push(share);
       if (worst === undefined || share > worst.share) worst = { share, key, tally };
     }
-    shortfalls.sort((a, b) => a - b);
-    const [rule, subject, window] = worst?.key.split("\u0000") ?? [];
     return {
       underLimitRequests: underRequests,
       refusedUnderLimit: underRefused,
@@ -239,14 +237,12 @@ export class Accounting {
           shortfalls.length === 0
             ? 0
             : shortfalls.reduce((sum, x) => sum + x, 0) / shortfalls.length,
-        maxShortfall: shortfalls.at(-1) ?? 0,
+        maxShortfall: worst?.share ?? 0,
         worst:
           worst === undefined
             ? null
             : {
-                rule,
-                subject,
-                window: Number(window),
+                ...counterWindowOf(worst.key),
                 admitted: worst.tally.admitted,
                 reference: worst.tally.reference,
                 limit: worst.tally.limit,
@@ -270,7 +266,6 @@ export class Accounting {
         worst = { share, key, admitted: tally.admitted, limit: tally.limit };
     }
     shares.sort((a, b) => a - b);
-    const [rule, subject, window] = worst?.key.split("\u0000") ?? [];
     return {
       contestedWindows: shares.length,
       requests,
@@ -280,7 +275,7 @@ export class Accounting {
       worst:
         worst === undefined
           ? null
-          : { rule, subject, window: Number(window), admitted: worst.admitted, limit: worst.limit },
+          : { ...counterWindowOf(worst.key), admitted: worst.admitted, limit: worst.limit },
     };
   }
 
@@ -375,4 +370,17 @@ function percentileOfHistogram(histogram: Uint32Array, total: number, share: num
 function percentileOf(sorted: readonly number[], share: number): number {
   if (sorted.length === 0) return 0;
   return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * share) - 1)] as number;
+}
+
+/**
+ * The key of a counter's tally in one window: its rule, subject and window index
+ * (`counterWindowOf` reads them back).
+ */
+function counterWindowKey(rule: string, subject: string, window: number): string {
+  return `${rule}\u0000${subject}\u0000${window}`;
+}
+
+function counterWindowOf(key: string): { rule: string; subject: string; window: number } {
+  const [rule = "", subject = "", window = ""] = key.split("\u0000");
+  return { rule, subject, window: Number(window) };
 }

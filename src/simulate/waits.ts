@@ -38,15 +38,16 @@ export interface RegionWaits {
 /** How many subjects `RegionWaits.topSubjects` names. */
 const TOP_SUBJECTS = 3;
 
+/** A region's counts as they grow, and its waits by subject (only subjects that waited). */
+type RegionTally = Omit<RegionWaits, "topSubjects"> & { readonly subjects: Map<string, number> };
+
 export class WaitCauses {
   readonly #windowMs: number;
   readonly #ownStoreMs: (region: string) => number;
   /** The last report window each key was seen in, by process and key, and by region and key. */
   readonly #atProcess = new Map<string, number>();
   readonly #inRegion = new Map<string, number>();
-  readonly #byRegion = new Map<string, Omit<RegionWaits, "topSubjects">>();
-  /** Waits by region and subject (only subjects that waited: at most one entry per wait). */
-  readonly #subjects = new Map<string, Map<string, number>>();
+  readonly #byRegion = new Map<string, RegionTally>();
 
   constructor(windowMs: number, ownStoreMs: (region: string) => number) {
     this.#windowMs = windowMs;
@@ -71,6 +72,7 @@ export class WaitCauses {
         seenHereWindowBefore: 0,
         seenInRegion: 0,
         newInRegion: 0,
+        subjects: new Map(),
       };
       this.#byRegion.set(region, waits);
     }
@@ -80,7 +82,7 @@ export class WaitCauses {
     const there = keys.map((key) => this.#inRegion.get(`${region}\u0000${key}`));
     if (decisionMs > this.#ownStoreMs(region) + WAIT_MARGIN_MS) {
       waits.waited++;
-      this.#waitedBy(region, subject);
+      waits.subjects.set(subject, (waits.subjects.get(subject) ?? 0) + 1);
       if (here.every((last) => last === window)) waits.heldRanOut++;
       else if (here.every((last) => last !== undefined && last >= window - 1))
         waits.seenHereWindowBefore++;
@@ -97,22 +99,14 @@ export class WaitCauses {
   /** Per region, sorted by name. */
   byRegion(): Record<string, RegionWaits> {
     const out: Record<string, RegionWaits> = {};
-    for (const name of [...this.#byRegion.keys()].sort()) {
-      const subjects = [...(this.#subjects.get(name) ?? new Map<string, number>())]
+    const regions = [...this.#byRegion].sort(([a], [b]) => (a < b ? -1 : 1));
+    for (const [name, { subjects, ...counts }] of regions) {
+      const topSubjects = [...subjects]
         .map(([subject, waited]) => ({ subject, waited }))
         .sort((a, b) => b.waited - a.waited || (a.subject < b.subject ? -1 : 1))
         .slice(0, TOP_SUBJECTS);
-      out[name] = { ...(this.#byRegion.get(name) as RegionWaits), topSubjects: subjects };
+      out[name] = { ...counts, topSubjects };
     }
     return out;
-  }
-
-  #waitedBy(region: string, subject: string): void {
-    let subjects = this.#subjects.get(region);
-    if (subjects === undefined) {
-      subjects = new Map();
-      this.#subjects.set(region, subjects);
-    }
-    subjects.set(subject, (subjects.get(subject) ?? 0) + 1);
   }
 }
