@@ -49,21 +49,19 @@
 import { REAL_SCHEDULER, type Scheduler } from "./deadline.js";
 import { EdgelimitError } from "./errors.js";
 import { GenerationalCache } from "./generational-cache.js";
-import { reclaimAllowances } from "./hybrid/allowance.js";
 import { MAX_WAITS, roundTripOf } from "./hybrid/budget.js";
-import { FENCE_MARGIN_MS, fencesFor, RecentResets, raiseFences } from "./hybrid/fence.js";
-import { keepGrant, ownState, refusedState } from "./hybrid/grant.js";
+import { FENCE_MARGIN_MS, RecentResets, raiseFences } from "./hybrid/fence.js";
 import { type HolderLayer, holderLayer } from "./hybrid/holder.js";
 import { type Refiller, refillIfLow } from "./hybrid/refill.js";
 import { reserveThroughRegion } from "./hybrid/region-path.js";
+import { reserveInStore } from "./hybrid/reserve.js";
 import { giveBack, isHybrid, NOT_ASKED, specOf, type Taken, takeHeld } from "./hybrid/spend.js";
 import { checkHybridArguments, type HybridOptions } from "./hybrid-options.js";
 import { positiveMs } from "./options.js";
 
 export type { HybridOptions } from "./hybrid-options.js";
 
-import { grantedBy, newReservation, type Reservation, reservationSize } from "./reservation.js";
-import type { Sent } from "./reservation-clock.js";
+import { newReservation, type Reservation, reservationSize } from "./reservation.js";
 import type {
   CounterSpec,
   CounterState,
@@ -76,11 +74,6 @@ import type {
 /** A reservation's round trip before one was measured. */
 const INITIAL_ROUND_TRIP_MS = 100;
 export const DEFAULT_LEASE_MS = 10_000;
-/**
- * A refusal that started taking allowances back (hybrid/allowance.ts) is retried after this many
- * round trips, about what the revocations take, rather than blocked to the window's end.
- */
-const RECLAIM_RETRY_ROUND_TRIPS = 4;
 export class HybridCounting implements Store {
   readonly name: string;
   readonly traits: StoreTraits;
@@ -267,108 +260,18 @@ export class HybridCounting implements Store {
     }
     if (missing.length === 0) return false;
     const holder = this.#holder;
-    if (holder === undefined) return this.#reserve(counters, missing, now, progress, states, taken);
-    return reserveThroughRegion(
-      {
-        holder,
-        allowances: this.#allowances,
-        reservationOf: (counter) => this.#reservationOf(counter, now),
-        take: (reservation, i) =>
-          this.#take(reservation, counters[i] as CounterSpec, states, taken, i),
-      },
-      counters,
-      missing,
-      now,
-      progress,
-      states,
-    );
-  }
-
-  /** One store call reserving for every counter in `missing`; admits from what is granted. */
-  async #reserve(
-    counters: readonly CounterSpec[],
-    missing: readonly number[],
-    now: number,
-    progress: StoreCallProgress | undefined,
-    states: CounterState[],
-    taken: Taken[],
-  ): Promise<boolean> {
-    const reservations = missing.map((i) => this.#reservationOf(counters[i] as CounterSpec, now));
-    const asks = missing.map((i, j) =>
-      this.#reservationFor(reservations[j] as Reservation, counters[i] as CounterSpec, now),
-    );
-    const asked = missing.map((i, j) => ({
-      ...(counters[i] as CounterSpec),
-      cost: asks[j] as number,
-      mode: "observe" as const,
-    }));
-    const { fenced, fences } = fencesFor(asked, missing, counters, reservations, this.#leaseMs);
-    const call = this.#inner.apply(
-      fences.length === 0 ? asked : [...asked, ...fences],
-      now,
-      progress,
-    );
-    const sent: Sent = { at: this.#scheduler.now() };
-    const landed = call.then(
-      () => this.#measured(sent.at),
-      () => undefined,
-    );
-    if (!this.#requestScopedIo) {
-      for (const reservation of reservations) reservation.pending = landed;
+    const reservationOf = (counter: CounterSpec) => this.#reservationOf(counter, now);
+    const take = (reservation: Reservation, i: number) =>
+      this.#take(reservation, counters[i] as CounterSpec, states, taken, i);
+    const allowances = this.#allowances;
+    if (holder === undefined) {
+      const refiller = this.#refiller;
+      const shared = !this.#requestScopedIo;
+      const path = { refiller, shared, allowances, reservationOf, take };
+      return reserveInStore(path, counters, missing, now, progress, states);
     }
-    let answers: CounterState[];
-    try {
-      answers = await call;
-    } finally {
-      for (const reservation of reservations) {
-        if (reservation.pending === landed) reservation.pending = undefined;
-      }
-    }
-    let refused = false;
-    let fenceAt = asked.length;
-    missing.forEach((i, j) => {
-      const counter = counters[i] as CounterSpec;
-      const reservation = reservations[j] as Reservation;
-      const state = answers[j] as CounterState;
-      const granted = keepGrant(
-        reservation,
-        counter,
-        asks[j] as number,
-        state,
-        fenced[j] === true ? answers[fenceAt++] : undefined,
-        sent,
-        this.#leaseMs,
-      );
-      if (granted === "held" && this.#take(reservation, counter, states, taken, i)) return;
-      // Held but already past the store's window as this process reckons it (the answer came
-      // back within a round trip of the window's end): the store counted the request's own cost
-      // in its window, which admits the request that asked, as exact counting would; the rest
-      // stays unspent. Refused instead, a far store's subjects would be refused under their
-      // limit in each window's last round trip (test/core/hybrid-window-end.test.ts).
-      if (
-        granted === "own" ||
-        (granted === "held" && grantedBy(counter, asks[j] as number, state) >= counter.cost)
-      ) {
-        // Counted in the store for this request alone: admitted, nothing held.
-        states[i] = ownState(counter, asks[j] as number, state);
-        return;
-      }
-      refused = true;
-      const allowances = this.#allowances;
-      states[i] =
-        allowances === undefined
-          ? refusedState(state)
-          : reclaimAllowances(
-              allowances,
-              counter,
-              reservation,
-              asks[j] as number,
-              refusedState(state),
-              now,
-              RECLAIM_RETRY_ROUND_TRIPS * this.#roundTripMs,
-            );
-    });
-    return refused;
+    const path = { holder, allowances, reservationOf, take };
+    return reserveThroughRegion(path, counters, missing, now, progress, states);
   }
 
   /**
