@@ -32,6 +32,7 @@ const STORES: Record<string, string> = {
   "core/hybrid-counting.ts": "hybrid counting, a store in front of a store",
   "core/hybrid/fence.ts": "hybrid counting's reset fence, on the store it wraps",
   "core/hybrid/refill.ts": "hybrid counting's top-ups, on the store it wraps",
+  "core/hybrid/reserve.ts": "hybrid counting's reservations, on the store it wraps",
   "core/hybrid/holder.ts": "hybrid counting's region holder, filled from the store it wraps",
   "core/local-fallback.ts": "local counting, the step's fallback, on its own counter",
   "adapters/cloudflare/area-object.ts":
