@@ -15,7 +15,21 @@
 import { EdgelimitError } from "./errors.js";
 import { parseCidr } from "./ip.js";
 import { escapeKeyPart, subjectKey } from "./keys.js";
-import type { ResolvedPolicy } from "./model.js";
+
+/**
+ * What checking an override reads of the policy: its rules, plans and `overrides` bounds (a
+ * `ResolvedPolicy`, core/model.ts, is one; named here so that this contract needs no model).
+ */
+export interface OverridePolicy {
+  readonly rules: readonly {
+    readonly id: string;
+    readonly plans?: readonly string[] | undefined;
+  }[];
+  readonly plans: { readonly names: readonly string[] };
+  readonly overrides?:
+    | { readonly maxLimit: number | undefined; readonly rules: readonly string[] | undefined }
+    | undefined;
+}
 
 /** One stored override, as every instance reads it. */
 export interface Override {
@@ -109,7 +123,7 @@ const MAX_TEXT = 500;
  * `now`. Throws an `EdgelimitError` (EL_OVERRIDE_SUBJECT, _RULE, _LIMIT, _EXPIRY, _INVALID) for
  * anything that could not apply as written.
  */
-export function checkOverride(input: OverrideInput, policy: ResolvedPolicy, now: number): Override {
+export function checkOverride(input: OverrideInput, policy: OverridePolicy, now: number): Override {
   const subject = canonicalSubject(input.subject);
   const scope = scopeOf(input, policy);
   const bounds = policy.overrides;
@@ -168,7 +182,7 @@ export function canonicalSubject(raw: unknown): string {
 }
 
 /** `rule:<id>`, `plan:<name>` or `all`, for an input's `rule` and `plan`. */
-export function scopeOf(input: OverrideTarget, policy: ResolvedPolicy | undefined): string {
+export function scopeOf(input: OverrideTarget, policy: OverridePolicy | undefined): string {
   if (input.rule !== undefined && input.plan !== undefined) {
     throw new EdgelimitError("EL_OVERRIDE_INVALID", "an override names a rule or a plan, not both");
   }
@@ -204,7 +218,7 @@ export function inScope(
 }
 
 /** Whether every rule of `scope` is one the policy lets overrides change. */
-function scopeAllowed(scope: string, policy: ResolvedPolicy, allowed: readonly string[]): boolean {
+function scopeAllowed(scope: string, policy: OverridePolicy, allowed: readonly string[]): boolean {
   const rules = policy.rules.filter((rule) => inScope(scope, rule));
   return rules.length > 0 && rules.every((rule) => allowed.includes(rule.id));
 }
