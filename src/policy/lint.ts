@@ -7,7 +7,7 @@
 import type { ResolvedPolicy, ResolvedRule } from "../core/model.js";
 import { matchesPrefix } from "../core/path.js";
 import type { Tier } from "../core/types.js";
-import type { RawIssue } from "./resolve.js";
+import type { RawIssue } from "./raw-issue.js";
 
 export function policyWarnings(policy: ResolvedPolicy): RawIssue[] {
   const warnings: RawIssue[] = [];

@@ -4,7 +4,8 @@ import { EdgelimitError, type ErrorCode, type PolicyIssue } from "../core/errors
 import { checkArgument } from "../core/options.js";
 import { policyWarnings } from "./lint.js";
 import { showControl } from "./path-key.js";
-import { type RawIssue, resolvePolicy } from "./resolve.js";
+import type { RawIssue } from "./raw-issue.js";
+import { resolvePolicy } from "./resolve.js";
 import { type PolicyInput, policySchema } from "./schema.js";
 import type { ResolvedPolicy } from "./types.js";
 import { repeatedKeys } from "./yaml-keys.js";

@@ -1,18 +1,11 @@
 import { MAX_WAIT_MS, parseDurationMs, parseWindow } from "../core/duration.js";
-import type { ErrorCode } from "../core/errors.js";
 import { DEFAULT_ORIGIN_HEADER, type ResolvedPolicy, type ResolvedRule } from "../core/model.js";
 import { normalizePath } from "../core/path.js";
 import type { Tier } from "../core/types.js";
+import type { RawIssue } from "./raw-issue.js";
 import { overrideRefreshMs, resolveChallenge, resolveList } from "./resolve-companions.js";
 import { ruleOptionIssues } from "./rule-options.js";
 import type { NamespaceSpec, PolicySpec, RuleOptions, RuleSpec, TierSpec } from "./schema.js";
-
-/** A problem found after the schema passed: a path into the document and what to change. */
-export interface RawIssue {
-  readonly path: readonly (string | number)[];
-  readonly message: string;
-  readonly code: ErrorCode;
-}
 
 /** A rule's options where neither it nor its tier, namespace or `defaults` set them. */
 export const BUILT_IN: Required<Omit<RuleOptions, "backend">> = {

@@ -1,6 +1,6 @@
 /** The checks of a rule's options that the schema cannot express (combinations of options). */
 import type { WindowSpec } from "../core/types.js";
-import type { RawIssue } from "./resolve.js";
+import type { RawIssue } from "./raw-issue.js";
 import type { RuleOptions } from "./schema.js";
 
 type Merged = Required<Omit<RuleOptions, "backend">> & Pick<RuleOptions, "backend">;
