@@ -3,7 +3,7 @@
  * refuses it (docs/accuracy.md, "Limits of the model"): a scenario past them would run out of
  * memory (200,000,000 clients grew to 2 GB and died with no message) or take days.
  */
-import type { Scenario } from "./scenario.js";
+import type { Scenario } from "./scenario-schema.js";
 
 /** Every legitimate client is a pending arrival from the start: about 250 bytes each, held. */
 export const MAX_CLIENTS = 1_000_000;
