@@ -1,6 +1,6 @@
 import { GenerationalCache } from "../../core/generational-cache.js";
 import type { StoreCallProgress } from "../../core/types.js";
-import { type Attributes, numberOf, readItem } from "./items.js";
+import { type Attributes, numberOf, type OtherItemsSums, readItem } from "./items.js";
 import type { DynamoDbClient } from "./protocol.js";
 
 /**
@@ -9,7 +9,7 @@ import type { DynamoDbClient } from "./protocol.js";
  * own, so replication's last-writer-wins never drops an increment); and the previous window of
  * a sliding window (over every region, or the one item without Global Tables).
  */
-export class GlobalSums {
+export class GlobalSums implements OtherItemsSums {
   readonly #client: DynamoDbClient;
   readonly #table: string;
   readonly #regionSuffix: string;

@@ -2,7 +2,6 @@
 import type { TokenBucketState, WindowedState } from "../../core/algorithms/index.js";
 import type { CounterSpec, StoreCallProgress, WindowSpec } from "../../core/types.js";
 import { windowAt, windowLengthMs } from "../../core/windows.js";
-import type { GlobalSums } from "./global-sums.js";
 import type { AttributeValue, DynamoDbClient } from "./protocol.js";
 
 /** What a write of the lease item does for the allowances of the counters it counts. */
@@ -31,6 +30,24 @@ export interface ItemKey {
   readonly SK: { S: string };
 }
 
+/** Counts from items a request does not write, as a table reads them (global-sums.ts). */
+export interface OtherItemsSums {
+  /** Other regions' counts for this window, per attribute (none without Global Tables). */
+  remote(
+    pk: string,
+    windowKey: string,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<Map<string, number> | undefined>;
+  /** The count of a window that has ended, over every region. */
+  closedWindow(
+    key: string,
+    windowKey: string,
+    now: number,
+    progress?: StoreCallProgress,
+  ): Promise<number>;
+}
+
 /** The table as one store instance writes it. */
 export interface Table {
   readonly client: DynamoDbClient;
@@ -40,7 +57,7 @@ export interface Table {
   /** Seconds an item outlives its window before TTL may delete it. */
   readonly ttlGraceSeconds: number;
   /** Other regions' counts and closed windows' counts, cached. */
-  readonly sums: GlobalSums;
+  readonly sums: OtherItemsSums;
   /**
    * Region allowances (the lease table of a store that has them, region-allowance.ts): what a
    * write of these counters does for them, or undefined when none of them concerns them.
