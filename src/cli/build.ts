@@ -10,7 +10,7 @@ import { EdgelimitError } from "../core/errors.js";
 import { checkOptions } from "../core/options.js";
 import { loadPolicy } from "../policy/load.js";
 import type { ResolvedPolicy, SecretSource } from "../policy/types.js";
-import { dynamodbStoreShape } from "../stores/dynamodb/options.js";
+import { dynamodbStoreShape } from "../stores/dynamodb/store.js";
 import { type DynamoDbStoreOptions, parseDynamodbUrl } from "../stores/dynamodb.js";
 import { type BuildOverridesOption, overridesSettings } from "./build-overrides.js";
 import { parsedOrExit, writeEdgelimitError } from "./errors.js";

@@ -9,10 +9,5 @@ export {
   DynamoDbHttpClient,
   type DynamoDbTransport,
 } from "./dynamodb/client.js";
-export {
-  DynamoDbStore,
-  type DynamoDbStoreOptions,
-  dynamodbStore,
-  dynamodbStoreFromUrl,
-} from "./dynamodb/store.js";
-export { parseDynamodbUrl } from "./dynamodb/url.js";
+export { DynamoDbStore, type DynamoDbStoreOptions, dynamodbStore } from "./dynamodb/store.js";
+export { dynamodbStoreFromUrl, parseDynamodbUrl } from "./dynamodb/url.js";

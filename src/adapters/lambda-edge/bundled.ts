@@ -3,7 +3,7 @@ import type { ResolvedPolicy } from "../../core/model.js";
 import { checkArgument, checkOptions, POLICY } from "../../core/options.js";
 import { readHeader } from "../../core/request-headers.js";
 import type { ChallengeHandler } from "../../core/types.js";
-import { dynamodbStoreShape } from "../../stores/dynamodb/options.js";
+import { dynamodbStoreShape } from "../../stores/dynamodb/store.js";
 import type { DynamoDbStoreOptions } from "../../stores/dynamodb.js";
 import { nearestReplica, roundTripMs } from "./regions.js";
 

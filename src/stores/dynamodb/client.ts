@@ -1,12 +1,12 @@
 import { type AwsCredentials, deriveSigningKey, signDynamoDbRequest } from "../../aws/sigv4.js";
 import { EdgelimitError } from "../../core/errors.js";
-import { checkOptions } from "../../core/options.js";
+import { checkOptions, type OptionsShape, required } from "../../core/options.js";
 import type { StoreStatus } from "../../core/types.js";
-import type { CircuitBreakerOptions } from "../remote/breaker.js";
+import { breakerOption, type CircuitBreakerOptions } from "../remote/breaker.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { HttpPool, type HttpResponse } from "./http-pool.js";
-import { dynamodbClientShape } from "./options.js";
+import { credentials, REGION } from "./options.js";
 import {
   type CallOptions,
   credentialsFromEnv,
@@ -56,6 +56,20 @@ export interface DynamoDbClientOptions {
    * in-process table model, `src/simulate/`). Default: HTTPS to `endpoint`.
    */
   readonly transport?: DynamoDbTransport | undefined;
+}
+
+export function dynamodbClientShape() {
+  return {
+    region: required(REGION),
+    endpoint: "string",
+    credentials: credentials(),
+    requestTimeoutMs: "number",
+    maxSockets: "number",
+    connectTimeoutMs: "number",
+    breaker: breakerOption(),
+    ca: ["string", "object"],
+    transport: "object",
+  } satisfies OptionsShape<DynamoDbClientOptions>;
 }
 
 /**

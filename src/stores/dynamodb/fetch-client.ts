@@ -1,14 +1,14 @@
 import { type AwsCredentials, dynamoDbRequest } from "../../aws/sigv4-request.js";
 import { deriveWebSigningKey, signAwsRequestWeb } from "../../aws/sigv4-web.js";
 import { EdgelimitError } from "../../core/errors.js";
-import { checkOptions, positiveMs } from "../../core/options.js";
+import { checkOptions, type OptionsShape, positiveMs, required } from "../../core/options.js";
 import type { StoreCallProgress, StoreStatus } from "../../core/types.js";
-import { type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
+import { breakerOption, type CircuitBreakerOptions, monotonicNow } from "../remote/breaker.js";
 import { answeredInTime } from "../remote/call-timeout.js";
 import { RemoteGuard } from "../remote/guard.js";
 import { statusOf } from "../remote/health.js";
 import { httpEndpoint } from "../store-url.js";
-import { dynamodbFetchClientShape } from "./options.js";
+import { credentials, REGION } from "./options.js";
 import {
   type CallOptions,
   credentialsFromEnv,
@@ -47,6 +47,17 @@ export interface DynamoDbFetchClientOptions {
   readonly connectTimeoutMs?: number | undefined;
   /** The endpoint's circuit breaker (default: 5 consecutive failures open it for 250 ms), or `false`. */
   readonly breaker?: CircuitBreakerOptions | false | undefined;
+}
+
+export function dynamodbFetchClientShape() {
+  return {
+    region: required(REGION),
+    endpoint: "string",
+    credentials: [credentials(), "function"],
+    requestTimeoutMs: "number",
+    connectTimeoutMs: "number",
+    breaker: breakerOption(),
+  } satisfies OptionsShape<DynamoDbFetchClientOptions>;
 }
 
 /** An answer larger than this is refused: DynamoDB's item calls answer a few hundred bytes. */

@@ -1,8 +1,8 @@
 import type { AwsCredentials } from "../../aws/sigv4-request.js";
-import { checkOptions } from "../../core/options.js";
+import { checkOptions, type OptionsShape } from "../../core/options.js";
 import { isWorkerd } from "../remote/runtime.js";
 import { type AwsCredentialsProvider, DynamoDbFetchClient } from "./fetch-client.js";
-import { dynamodbFetchStoreShape } from "./options.js";
+import { credentials, tableShape } from "./options.js";
 import type { DynamoDbTableOptions } from "./table-options.js";
 import { DynamoDbTableStore } from "./table-store.js";
 
@@ -18,6 +18,14 @@ export interface DynamoDbFetchStoreOptions extends DynamoDbTableOptions {
    * 1000 ms): `fetch` cannot say when its connection is up (see `DynamoDbFetchClient`).
    */
   readonly connectTimeoutMs?: number;
+}
+
+export function dynamodbFetchStoreShape() {
+  return {
+    ...tableShape(),
+    credentials: [credentials(), "function"],
+    connectTimeoutMs: "number",
+  } satisfies OptionsShape<DynamoDbFetchStoreOptions>;
 }
 
 /**

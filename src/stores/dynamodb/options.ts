@@ -1,21 +1,18 @@
 /**
- * The DynamoDB stores' and clients' options as their run-time check sees them (see
- * core/options.ts); TypeScript holds each shape to its interface.
+ * What the DynamoDB stores' and clients' option shapes share (see core/options.ts): a region,
+ * credentials, and a table's options. Each shape is beside its interface, which TypeScript
+ * holds it to.
  */
 import { fields, type OptionKind, type OptionsShape, required } from "../../core/options.js";
 import { breakerOption } from "../remote/breaker.js";
-import type { DynamoDbClientOptions } from "./client.js";
-import type { DynamoDbFetchClientOptions } from "./fetch-client.js";
-import type { DynamoDbFetchStoreOptions } from "./fetch-store.js";
-import type { DynamoDbStoreOptions } from "./store.js";
 import type { DynamoDbTableOptions } from "./table-options.js";
 
-const REGION: OptionKind = {
+export const REGION: OptionKind = {
   describe: "a region such as eu-west-1",
   test: (value) => typeof value === "string",
 };
 
-function credentials(): OptionKind {
+export function credentials(): OptionKind {
   return fields(
     {
       accessKeyId: required("string"),
@@ -26,7 +23,7 @@ function credentials(): OptionKind {
   );
 }
 
-function tableShape() {
+export function tableShape() {
   return {
     table: "string",
     region: required(REGION),
@@ -47,48 +44,4 @@ function tableShape() {
     regionAllowance: "boolean",
     regionEndpoints: "object",
   } satisfies OptionsShape<DynamoDbTableOptions>;
-}
-
-export function dynamodbStoreShape() {
-  return {
-    ...tableShape(),
-    credentials: credentials(),
-    maxSockets: "number",
-    connectTimeoutMs: "number",
-    transport: "object",
-  } satisfies OptionsShape<DynamoDbStoreOptions>;
-}
-
-export function dynamodbClientShape() {
-  return {
-    region: required(REGION),
-    endpoint: "string",
-    credentials: credentials(),
-    requestTimeoutMs: "number",
-    maxSockets: "number",
-    connectTimeoutMs: "number",
-    breaker: breakerOption(),
-    ca: ["string", "object"],
-    transport: "object",
-  } satisfies OptionsShape<DynamoDbClientOptions>;
-}
-
-/** Static credentials, or a provider of temporary ones. */
-export function dynamodbFetchStoreShape() {
-  return {
-    ...tableShape(),
-    credentials: [credentials(), "function"],
-    connectTimeoutMs: "number",
-  } satisfies OptionsShape<DynamoDbFetchStoreOptions>;
-}
-
-export function dynamodbFetchClientShape() {
-  return {
-    region: required(REGION),
-    endpoint: "string",
-    credentials: [credentials(), "function"],
-    requestTimeoutMs: "number",
-    connectTimeoutMs: "number",
-    breaker: breakerOption(),
-  } satisfies OptionsShape<DynamoDbFetchClientOptions>;
 }

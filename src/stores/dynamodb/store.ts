@@ -1,12 +1,11 @@
 import type { AwsCredentials } from "../../aws/sigv4.js";
-import { checkArgument, checkOptions } from "../../core/options.js";
+import { checkOptions, type OptionsShape } from "../../core/options.js";
 import { DynamoDbHttpClient } from "./client.js";
-import { dynamodbStoreShape } from "./options.js";
+import { credentials, tableShape } from "./options.js";
 import type { DynamoDbTransport } from "./protocol.js";
 import { ALLOWANCE_SUPPORT } from "./region-allowance.js";
 import type { DynamoDbTableOptions } from "./table-options.js";
 import { DynamoDbTableStore } from "./table-store.js";
-import { parseDynamodbUrl } from "./url.js";
 
 export interface DynamoDbStoreOptions extends DynamoDbTableOptions {
   /** Default: the standard environment variables, read on first use (Lambda sets them). */
@@ -17,6 +16,16 @@ export interface DynamoDbStoreOptions extends DynamoDbTableOptions {
   readonly connectTimeoutMs?: number;
   /** Calls go to this instead of over HTTP (the simulator's table model; see DynamoDbTransport). */
   readonly transport?: DynamoDbTransport;
+}
+
+export function dynamodbStoreShape() {
+  return {
+    ...tableShape(),
+    credentials: credentials(),
+    maxSockets: "number",
+    connectTimeoutMs: "number",
+    transport: "object",
+  } satisfies OptionsShape<DynamoDbStoreOptions>;
 }
 
 /**
@@ -59,10 +68,4 @@ export class DynamoDbStore extends DynamoDbTableStore<DynamoDbHttpClient> {
 
 export function dynamodbStore(options: DynamoDbStoreOptions): DynamoDbStore {
   return new DynamoDbStore(options);
-}
-
-export function dynamodbStoreFromUrl(url: string): DynamoDbStore {
-  if (typeof EDGELIMIT_BUNDLE === "undefined")
-    checkArgument("dynamodbStoreFromUrl", "the URL", url, "string", "EL_STORE_URL");
-  return new DynamoDbStore(parseDynamodbUrl(url));
 }

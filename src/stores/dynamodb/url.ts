@@ -1,7 +1,7 @@
 import { EdgelimitError } from "../../core/errors.js";
 import { checkArgument } from "../../core/options.js";
 import { parseStoreUrl } from "../store-url.js";
-import type { DynamoDbStoreOptions } from "./store.js";
+import { DynamoDbStore, type DynamoDbStoreOptions } from "./store.js";
 
 const DEFAULT_TABLE = "rate-limits";
 
@@ -71,4 +71,10 @@ function optional(
 ): Partial<Record<typeof name, string>> {
   const value = params.get(name);
   return value ? { [name]: value } : {};
+}
+
+export function dynamodbStoreFromUrl(url: string): DynamoDbStore {
+  if (typeof EDGELIMIT_BUNDLE === "undefined")
+    checkArgument("dynamodbStoreFromUrl", "the URL", url, "string", "EL_STORE_URL");
+  return new DynamoDbStore(parseDynamodbUrl(url));
 }
