@@ -2,83 +2,14 @@
  * The contract shared by the core, every store and every adapter.
  * Nothing here knows about a runtime, an HTTP framework or a cloud.
  */
+import type { CounterSpec, CounterState } from "./counter-spec.js";
 import type { BudgetTimes, Scheduler, StoreCallProgress } from "./deadline.js";
+import type { RegionAllowances, RegionHolder } from "./hybrid/region-contracts.js";
 import type { OverrideSource } from "./overrides.js";
 
+export type { AlgorithmName, CounterSpec, CounterState, WindowSpec } from "./counter-spec.js";
 export type { StoreCallProgress } from "./deadline.js";
-
-export type AlgorithmName = "fixed-window" | "sliding-window" | "token-bucket";
-
-/** A window is either a fixed length in milliseconds or a number of calendar months (UTC). */
-export type WindowSpec = { readonly ms: number } | { readonly months: number };
-
-/**
- * One counter that a request touches. A store receives all of one request's counters in a
- * single call and must apply them atomically (see `Store.apply`).
- */
-export interface CounterSpec {
-  /** Full, encoded key: `<subject>|<namespace>|<scope>`. Unique per counter. */
-  readonly key: string;
-  /** The encoded subject part of the key (`ip:203.0.113.7`); Redis Cluster uses it as the hash tag. */
-  readonly subject: string;
-  readonly algorithm: AlgorithmName;
-  /** Admission threshold for this call (a pass holder's threshold is the challenge band). */
-  readonly limit: number;
-  readonly window: WindowSpec;
-  /** Units this request costs (default 1). */
-  readonly cost: number;
-  /**
-   * `enforce`: takes part in the admission decision. `observe`: a shadow rule; counted as if it
-   * enforced, never blocks, and never stops the enforcing counters from counting.
-   */
-  readonly mode: "enforce" | "observe";
-  /** The rule this counter belongs to (`anonymous.global`), for stores that route by rule. */
-  readonly ruleId: string;
-  /** The rule's namespace (operation); the Workers binding has one namespace each. */
-  readonly namespace: string;
-  /**
-   * `hybrid`: the counter is spent from capacity reserved ahead (core/hybrid-counting.ts); a
-   * store sees it only as reservations, which a store with several regions sends to its single
-   * reservation authority (DynamoDB's `leaseRegion`). Default `exact`.
-   */
-  readonly counting?: "exact" | "hybrid";
-}
-
-/** The state of one counter after a store applied a request. */
-export interface CounterState {
-  /** Whether this counter alone would admit the request. */
-  readonly allowed: boolean;
-  /**
-   * Units counted in the current window after this call (fixed window: the window's count;
-   * sliding window: the weighted estimate, rounded up; token bucket: units in use).
-   */
-  readonly count: number;
-  /** Units still available right now (never negative). */
-  readonly remaining: number;
-  /** Epoch ms at which the counter is back to full capacity. */
-  readonly resetAt: number;
-  /** Milliseconds until a request of the same cost could pass (0 when allowed). */
-  readonly retryAfterMs: number;
-  /**
-   * True when the answer carries no count: `count` and `remaining` are placeholders, never
-   * disclosed to clients or the origin and never used to decide. The Workers `ratelimits`
-   * binding answers only whether the request passed; a counter that was never asked (another
-   * refused the request first) has no count either. `resetAt` is then as far as can be told.
-   */
-  readonly countUnknown?: boolean;
-  /**
-   * Epoch ms on the store's own clock when it applied the call, where it counts on a clock of
-   * its own (Redis `TIME`, a Durable Object's). Absent where it counts at the caller's `now`.
-   * Hybrid counting measures from it how long the window it counted in has left, so that units
-   * are never spent after the store's window ended, whatever this process's clock says.
-   */
-  readonly storeNow?: number;
-  /**
-   * Units the store holds back from this counter's limit for the far regions' allowances that
-   * are neither spent nor revoked yet (`RegionAllowances`); absent or 0 where none are.
-   */
-  readonly heldBack?: number;
-}
+export type { HolderState, RegionAllowances, RegionHolder } from "./hybrid/region-contracts.js";
 
 /**
  * The only seam between the limiter and storage: `apply`, optionally `reset` and `close`, and
@@ -155,88 +86,6 @@ export interface Store {
    * (core/hybrid/allowance.ts).
    */
   readonly allowances?: RegionAllowances;
-}
-
-/**
- * Each region other than the lease region may admit one unit of a counter in a window without
- * asking the lease region: the lease item counts those units from its first write, so the
- * regions' grants never reach them, and a unit is spent or revoked, never both, by conditional
- * writes on the region's own holder item. A subject at its limit takes back the allowances no
- * region spent (`reclaim`). The bound is the limit: what the lease item granted stays below the
- * limit less the allowances not revoked, and each region spends at most its own.
- */
-export interface RegionAllowances {
-  /** Whether `counter` has allowances (a hybrid fixed window whose limit leaves room for them). */
-  covers(counter: CounterSpec): boolean;
-  /**
-   * Spends this region's allowance for `counter` in the window of `now`: true when it was there
-   * (neither spent by another of the region's processes nor revoked); always false in the lease
-   * region.
-   */
-  claim(counter: CounterSpec, now: number, progress?: StoreCallProgress): Promise<boolean>;
-  /**
-   * Revokes the allowances of `counter` in the window of `now` that no region spent, and gives
-   * them back to the lease item, with the `refund` units of the refused reservation that asked
-   * (counted, admitted nowhere): resolves to the allowances given back.
-   */
-  reclaim(counter: CounterSpec, now: number, refund: number): Promise<number>;
-  /** Takes `units` a refused reservation counted, and nobody was granted, out of the count. */
-  refund(counter: CounterSpec, now: number, units: number): Promise<number>;
-}
-
-/**
- * A region's holder of reserved units, for each hybrid counter and window: an item in the
- * region's nearest replica that only this region's processes write, so that replication (last
- * writer wins) never drops one of its writes. `granted` is what this region reserved in the
- * store (`apply` of an `observe` counter) and added here; a process takes from what is `left`
- * with one conditional write, and admits from what it took. Units are never taken more than
- * once, and never for another window than the one they were granted in: a store with a holder
- * counts at the caller's stamp, and the window is the stamp's (`now`).
- */
-export interface RegionHolder {
-  /**
-   * Takes `units` of `counter` in the window of `now`, or what is left when that is less but at
-   * least `counter.cost` (as far as the server returns the item with a failed condition:
-   * DynamoDB does, dynalite does not); nothing when even that is not left (or there is no item).
-   * `claimAhead`: the take also claims reserving the next window ahead for the region, which
-   * only the first such take of the window gets (`HolderState.claimedAhead`).
-   */
-  take(
-    counter: CounterSpec,
-    units: number,
-    now: number,
-    claimAhead: boolean,
-    progress?: StoreCallProgress,
-  ): Promise<HolderState>;
-  /**
-   * Adds `units` the store granted for `counter` in the window of `now`, with the store's count
-   * after that grant (`storeCount`: how much of the limit every region has reserved).
-   */
-  fill(counter: CounterSpec, units: number, storeCount: number, now: number): Promise<HolderState>;
-  /**
-   * Marks the holder of `counter` in the window of `now` full, at `now`: the store refused the
-   * region with nothing left to give back, so for a while the region's processes refuse the
-   * subject here, one write in the region, instead of each asking the store. Optional.
-   */
-  markFull?(counter: CounterSpec, now: number): Promise<void>;
-}
-
-/** A region holder after a call (see `RegionHolder`). */
-export interface HolderState {
-  /** Units this call took (0 for `fill`). */
-  readonly taken: number;
-  /** Units the region was granted in the window, and has not handed to a process yet. */
-  readonly granted: number;
-  readonly left: number;
-  /** The store's count at the holder's last fill, as `fill` was told it (0 before any). */
-  readonly storeCount: number;
-  /** This take was the region's first to claim reserving the next window ahead. */
-  readonly claimedAhead?: boolean;
-  /**
-   * When the holder was last marked full (`RegionHolder.markFull`, the stamp it was marked at),
-   * as far as the take could tell.
-   */
-  readonly fullAt?: number;
 }
 
 /** The blocks a `ResetFollower` forgets: the block cache (core/block-cache.ts). */
