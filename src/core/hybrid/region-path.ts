@@ -5,7 +5,7 @@
  * neither answers. A region whose holder is marked full refuses without a call.
  */
 import type { Reservation } from "../reservation.js";
-import type { CounterSpec, CounterState, RegionAllowances, StoreCallProgress } from "../types.js";
+import type { CounterSpec, CounterState, StoreCallProgress } from "../types.js";
 import { claimEarly, spendAllowances } from "./allowance.js";
 import {
   fillRegion,
@@ -14,15 +14,11 @@ import {
   reserveForRegion,
   takeChunks,
 } from "./holder.js";
+import type { RequestPath } from "./spend.js";
 
 /** What the region's path needs of the hybrid layer. */
-export interface RegionPath {
+export interface RegionPath extends RequestPath {
   readonly holder: HolderLayer;
-  readonly allowances: RegionAllowances | undefined;
-  /** The counter's reservation in the request's window. */
-  reservationOf(counter: CounterSpec): Reservation;
-  /** Admits counter `i` from what `reservation` holds; whether it could. */
-  take(reservation: Reservation, i: number): boolean;
 }
 
 /**

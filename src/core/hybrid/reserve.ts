@@ -6,11 +6,12 @@
  */
 import { grantedBy, type Reservation } from "../reservation.js";
 import type { Sent } from "../reservation-clock.js";
-import type { CounterSpec, CounterState, RegionAllowances, StoreCallProgress } from "../types.js";
+import type { CounterSpec, CounterState, StoreCallProgress } from "../types.js";
 import { reclaimAllowances } from "./allowance.js";
 import { fencesFor } from "./fence.js";
 import { keepGrant, ownState, refusedState } from "./grant.js";
 import type { Refiller } from "./refill.js";
+import type { RequestPath } from "./spend.js";
 
 /**
  * A refusal that started taking allowances back (allowance.ts) is retried after this many
@@ -19,16 +20,11 @@ import type { Refiller } from "./refill.js";
 const RECLAIM_RETRY_ROUND_TRIPS = 4;
 
 /** What a direct reservation needs of the hybrid layer. */
-export interface StorePath {
+export interface StorePath extends RequestPath {
   /** The store, its scheduler, leases, round trips and reservation sizes (refill.ts). */
   readonly refiller: Refiller;
   /** Whether a call in flight may be waited for by other requests (not on Workers). */
   readonly shared: boolean;
-  readonly allowances: RegionAllowances | undefined;
-  /** The counter's reservation in the request's window. */
-  reservationOf(counter: CounterSpec): Reservation;
-  /** Admits counter `i` from what `reservation` holds; whether it could. */
-  take(reservation: Reservation, i: number): boolean;
 }
 
 /** One store call reserving for every counter in `missing`; whether one of them refused. */

@@ -4,7 +4,7 @@
  */
 import type { Reservation } from "../reservation.js";
 import { dropExpired } from "../reservation-clock.js";
-import type { CounterSpec, CounterState } from "../types.js";
+import type { CounterSpec, CounterState, RegionAllowances } from "../types.js";
 import { windowSpanOf } from "../windows.js";
 
 /** What a request took from a reservation, to give back if another counter refuses it. */
@@ -13,6 +13,18 @@ export interface Taken {
   readonly counter: CounterSpec;
   /** The reservation's window when the units were taken: they are never given to another. */
   readonly index: number;
+}
+
+/**
+ * What a path that reserves for a request's counters needs of the hybrid layer, whichever it
+ * is: through the region (region-path.ts) or straight to the store (reserve.ts).
+ */
+export interface RequestPath {
+  readonly allowances: RegionAllowances | undefined;
+  /** The counter's reservation in the request's window. */
+  reservationOf(counter: CounterSpec): Reservation;
+  /** Admits counter `i` from what `reservation` holds; whether it could. */
+  take(reservation: Reservation, i: number): boolean;
 }
 
 export const NOT_ASKED: CounterState = Object.freeze({
