@@ -6,8 +6,8 @@
  * the bound is the plain wall time; on a machine shared by six suites the store is not blamed
  * for the time we were not scheduled (as the decision budget itself does, core/deadline.ts).
  * Added up, not the longest: a decision that waits out its budget and then counts locally can
- * be descheduled more than once (CI saw 238.7 ms against a 200 ms bound with only the longest
- * stall taken off).
+ * be descheduled more than once, and taking off only the longest stall would leave the others
+ * in the store's time.
  */
 export interface Timed<T> {
   readonly value: T;

@@ -176,8 +176,8 @@ export function describeStoreContract(current: () => Target): void {
         tally(calledIn, last);
         if (state.allowed) tally(admittedIn, last);
       }
-      // The minute may turn during the 20 calls (a loaded machine did): in each window the
-      // store counted in, the first five passed, and no more.
+      // The minute may turn during the 20 calls on a loaded machine: in each window the store
+      // counted in, the first five passed, and no more.
       expect(calledIn.size).toBeLessThanOrEqual(2);
       for (const [window, calls] of calledIn) {
         expect(admittedIn.get(window) ?? 0).toBe(Math.min(5, calls));
